@@ -1,0 +1,196 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "runtime/config/config_parser.h"
+
+namespace tpserve {
+namespace {
+
+const char* kMinimal = "model: {synthetic: {preset: tiny, seed: 1}}\n";
+
+struct Malformed {
+  const char* name;
+  std::string yaml;
+  std::string must_contain;  // the key path (and more) the message must name
+};
+
+void PrintTo(const Malformed& m, std::ostream* os) { *os << m.name; }
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(yaml, "test.yaml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "<accepted>";
+}
+
+class MalformedConfig : public testing::TestWithParam<Malformed> {};
+
+TEST_P(MalformedConfig, IsRejectedNamingTheKeyPath) {
+  const Malformed& m = GetParam();
+  const std::string msg = error_of(m.yaml);
+  EXPECT_NE(msg, "<accepted>") << m.yaml;
+  EXPECT_NE(msg.find(m.must_contain), std::string::npos) << "message:\n" << msg << "\nyaml:\n" << m.yaml;
+}
+
+const std::string M = kMinimal;
+INSTANTIATE_TEST_SUITE_P(
+    Config, MalformedConfig,
+    testing::Values(
+        Malformed{"syntax_unclosed_flow", "model: {path: x\n", "YAML syntax error at line"},
+        Malformed{"syntax_bad_indent", "model:\n  path: a\n    b: c\n", "YAML syntax error"},
+        Malformed{"syntax_tab", "model:\n\tpath: x\n", "YAML syntax error"},
+        Malformed{"top_is_list", "- a\n- b\n", "top level must be a mapping"},
+        Malformed{"unknown_section", M + "runtim: {max_batch: 2}\n", "runtim: unknown key (did you mean 'runtime'?)"},
+        Malformed{"unknown_key", M + "runtime: {max_batchs: 2}\n",
+                  "runtime.max_batchs: unknown key (did you mean 'max_batch'?)"},
+        Malformed{"unknown_nested", M + "parallel: {moe: {dispach: alltoall}}\n",
+                  "parallel.moe.dispach: unknown key (did you mean 'dispatch'?)"},
+        Malformed{"unknown_no_guess", M + "server: {zzzzzz: 1}\n", "server.zzzzzz: unknown key; allowed keys"},
+        Malformed{"missing_model", "runtime: {max_batch: 2}\n", "model: missing model.path"},
+        Malformed{"both_path_and_synthetic", "model: {path: /x, synthetic: {preset: tiny}}\n", "not both"},
+        Malformed{"bad_preset", "model: {synthetic: {preset: huge}}\n", "model.synthetic.preset: got 'huge'"},
+        Malformed{"negative_seed", "model: {synthetic: {seed: -4}}\n", "model.synthetic.seed: got '-4'"},
+        Malformed{"layers_string", "model: {synthetic: {layers: many}}\n", "model.synthetic.layers: got 'many'"},
+        Malformed{"empty_path", "model: {path: ''}\n", "model.path: got '', expected a non-empty string"},
+        Malformed{"model_is_scalar", "model: qwen\n", "model: expected a mapping"},
+        Malformed{"tp_zero", M + "parallel: {tp: 0}\n", "parallel.tp: got '0', expected an integer in [1, 1024]"},
+        Malformed{"tp_float", M + "parallel: {tp: 1.5}\n", "parallel.tp: got '1.5'"},
+        Malformed{"tp_list", M + "parallel: {tp: [2]}\n", "parallel.tp: got a list"},
+        Malformed{"ep_negative", M + "parallel: {ep: -2}\n", "parallel.ep: got '-2'"},
+        Malformed{"moe_parallel_bad", M + "parallel: {moe: {parallel: dp}}\n",
+                  "parallel.moe.parallel: got 'dp', expected one of tp|ep"},
+        Malformed{"dispatch_bad", M + "parallel: {moe: {parallel: ep, dispatch: a2a}}\n",
+                  "parallel.moe.dispatch: got 'a2a', expected one of allreduce|alltoall"},
+        Malformed{"ep_with_tp_moe", M + "parallel: {tp: 2, ep: 2, moe: {parallel: tp}}\n",
+                  "parallel.moe.parallel: 'tp' contradicts parallel.ep=2"},
+        Malformed{"alltoall_without_ep", M + "parallel: {moe: {parallel: tp, dispatch: alltoall}}\n",
+                  "parallel.moe.dispatch: 'alltoall' needs parallel.moe.parallel: ep"},
+        Malformed{"backend_bad", M + "runtime: {backend: rocm}\n",
+                  "runtime.backend: got 'rocm', expected one of auto|cpu|cuda"},
+        Malformed{"max_batch_zero", M + "runtime: {max_batch: 0}\n", "runtime.max_batch: got '0'"},
+        Malformed{"max_batch_huge", M + "runtime: {max_batch: 100000}\n", "runtime.max_batch: got '100000'"},
+        Malformed{"seq_len_word", M + "runtime: {max_seq_len: long}\n", "runtime.max_seq_len: got 'long'"},
+        Malformed{"block_not_pow2", M + "runtime: {kv_block_size: 12}\n",
+                  "runtime.kv_block_size: got 12, expected a power of two"},
+        Malformed{"mem_fraction_zero", M + "runtime: {gpu_memory_fraction: 0}\n",
+                  "runtime.gpu_memory_fraction: got '0', expected a number in (0, 1]"},
+        Malformed{"mem_fraction_big", M + "runtime: {gpu_memory_fraction: 1.5}\n",
+                  "runtime.gpu_memory_fraction: got '1.5'"},
+        Malformed{"mem_fraction_nan", M + "runtime: {gpu_memory_fraction: .nan}\n",
+                  "runtime.gpu_memory_fraction: got '.nan'"},
+        Malformed{"graph_enabled_word", M + "cuda_graph: {enabled: yes please}\n",
+                  "cuda_graph.enabled: got 'yes please', expected true or false"},
+        Malformed{"capture_sizes_scalar", M + "cuda_graph: {capture_sizes: 8}\n",
+                  "cuda_graph.capture_sizes: got '8', expected a non-empty list"},
+        Malformed{"capture_size_over_batch", M + "runtime: {max_batch: 4}\ncuda_graph: {capture_sizes: [1, 8]}\n",
+                  "cuda_graph.capture_sizes[1]: got '8', expected an integer in [1, runtime.max_batch=4]"},
+        Malformed{"capture_size_dup", M + "cuda_graph: {capture_sizes: [2, 2]}\n", "contains a batch size twice"},
+        Malformed{"pdl_default_bad", M + "launch: {pdl: {default: maybe}}\n",
+                  "launch.pdl.default: got 'maybe', expected one of auto|on|off"},
+        Malformed{"pdl_site_unknown", M + "launch: {pdl: {sites: {topk_gate: on}}}\n",
+                  "launch.pdl.sites.topk_gate: unknown key (did you mean 'topk_gating'?)"},
+        Malformed{"pdl_site_mode_bad", M + "launch: {pdl: {sites: {sampling: enabled}}}\n",
+                  "launch.pdl.sites.sampling: got 'enabled'"},
+        Malformed{"spec_method_bad", M + "speculative: {method: eagle}\n",
+                  "speculative.method: got 'eagle', expected one of none|mtp"},
+        Malformed{"spec_k_too_big", M + "speculative: {method: mtp, num_speculative_tokens: 5}\n",
+                  "speculative.num_speculative_tokens: got '5', expected an integer in [0, 4]"},
+        Malformed{"spec_k_without_method", M + "speculative: {num_speculative_tokens: 2}\n",
+                  "speculative.num_speculative_tokens: got 2 but speculative.method is none"},
+        Malformed{"spec_mtp_zero", M + "speculative: {method: mtp, num_speculative_tokens: 0}\n",
+                  "expected 1..4 with speculative.method: mtp"},
+        Malformed{"port_too_big", M + "server: {port: 70000}\n", "server.port: got '70000'"},
+        Malformed{"threads_zero", M + "server: {threads: 0}\n", "server.threads: got '0'"},
+        Malformed{"host_list", M + "server: {host: [a, b]}\n", "server.host: got a list"},
+        Malformed{"log_level_bad", M + "logging: {level: verbose}\n",
+                  "logging.level: got 'verbose', expected one of debug|info|warn|error|off"}),
+    [](const testing::TestParamInfo<Malformed>& p) { return std::string(p.param.name); });
+
+TEST(Config, MinimalGetsDefaults) {
+  const Config c = parse_config(kMinimal, "x");
+  ASSERT_TRUE(c.model.synthetic.has_value());
+  EXPECT_EQ(c.model.synthetic->preset, "tiny");
+  EXPECT_EQ(c.parallel.tp, 1);
+  EXPECT_EQ(c.runtime.backend, BackendKind::kAuto);
+  EXPECT_EQ(c.server.host, "127.0.0.1");
+  EXPECT_EQ(c.launch.pdl.default_mode, kernels::PdlMode::kAuto);
+}
+
+TEST(Config, ReportsEveryProblemNotOnlyTheFirst) {
+  try {
+    parse_config(M + "runtime: {max_batch: 0, kv_block_size: 3}\nserver: {port: -1}\n", "x");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.problems().size(), 3u) << e.what();
+  }
+}
+
+TEST(Config, EpImpliesExpertParallelMoe) {
+  const Config c = parse_config(M + "parallel: {tp: 2, ep: 2, moe: {dispatch: alltoall}}\n", "x");
+  EXPECT_EQ(c.parallel.moe_parallel, MoeParallel::kEp);
+  EXPECT_EQ(c.parallel.moe_dispatch, MoeDispatch::kAllToAll);
+}
+
+TEST(Config, PdlSitesAndSpeculative) {
+  const Config c = parse_config(
+      M + "launch: {pdl: {default: off, sites: {topk_gating: on}}}\nspeculative: {method: mtp}\n", "x");
+  EXPECT_EQ(c.launch.pdl.default_mode, kernels::PdlMode::kOff);
+  EXPECT_EQ(c.launch.pdl.sites[static_cast<int>(kernels::Site::kTopkGating)], kernels::PdlMode::kOn);
+  EXPECT_FALSE(c.launch.pdl.sites[static_cast<int>(kernels::Site::kSampling)].has_value());
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 1);
+}
+
+TEST(Config, SetOverridesAreTypedAndValidated) {
+  const Config c = parse_config(M, "x", {"runtime.max_batch=8", "cuda_graph.capture_sizes=[1,2,8]",
+                                         "launch.pdl.sites.sampling=off"});
+  EXPECT_EQ(c.runtime.max_batch, 8);
+  EXPECT_EQ(c.cuda_graph.capture_sizes, (std::vector<int>{1, 2, 8}));
+  EXPECT_EQ(c.launch.pdl.sites[static_cast<int>(kernels::Site::kSampling)], kernels::PdlMode::kOff);
+  EXPECT_NE(error_of(M, {"runtime.max_batch=0"}).find("runtime.max_batch: got '0'"), std::string::npos);
+  EXPECT_NE(error_of(M, {"runtime.max_bach=4"}).find("did you mean 'max_batch'"), std::string::npos);
+  EXPECT_NE(error_of(M, {"novalue"}).find("--set 'novalue': expected key.path=value"), std::string::npos);
+  EXPECT_NE(error_of(M, {"runtime..x=1"}).find("empty component"), std::string::npos);
+  EXPECT_NE(error_of(M, {"model.synthetic.preset.x=1"}).find("not a mapping"), std::string::npos);
+}
+
+TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
+  const Config a = parse_config(
+      M + "parallel: {tp: 4, ep: 4, moe: {dispatch: alltoall}}\nlaunch: {pdl: {sites: {gemv: off}}}\n", "x");
+  const Config b = parse_config(config_to_yaml(a), "resolved");
+  EXPECT_EQ(config_to_yaml(a), config_to_yaml(b));
+  EXPECT_EQ(b.parallel.moe_dispatch, MoeDispatch::kAllToAll);
+}
+
+TEST(Config, LayoutValidationNeedsTheModelShape) {
+  Config c = parse_config(M + "parallel: {tp: 4, ep: 4}\n", "x");
+  LayoutFacts f{.num_attention_heads = 32, .num_key_value_heads = 4, .num_experts = 128,
+                .moe_intermediate_size = 768, .vocab_size = 151936};
+  EXPECT_NO_THROW(validate_layout(c, 4, f));
+  f.num_attention_heads = 6;
+  f.num_experts = 10;
+  try {
+    validate_layout(c, 4, f);
+    FAIL();
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("parallel.tp: 4 does not divide num_attention_heads=6"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("parallel.ep: 4 does not divide num_experts=10"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(validate_layout(c, 2, f), ConfigError);  // tp != world size
+  c = parse_config(M + "speculative: {method: mtp}\n", "x");
+  EXPECT_THROW(validate_layout(c, 1, LayoutFacts{}), ConfigError);
+}
+
+TEST(Config, EveryShippedConfigIsValid) {
+  for (const char* name : {"tiny.yaml"}) {
+    const std::string path = std::string(TPSERVE_SOURCE_DIR) + "/configs/" + name;
+    EXPECT_NO_THROW(load_config_file(path)) << path;
+  }
+  EXPECT_THROW(load_config_file("/nonexistent/config.yaml"), ConfigError);
+}
+
+}  // namespace
+}  // namespace tpserve
