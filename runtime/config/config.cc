@@ -76,7 +76,9 @@ std::string config_to_yaml(const Config& c) {
       << backend_kind_name(r.backend) << YAML::Key << "max_batch" << YAML::Value << r.max_batch << YAML::Key
       << "max_seq_len" << YAML::Value << r.max_seq_len << YAML::Key << "kv_block_size" << YAML::Value
       << r.kv_block_size << YAML::Key << "gpu_memory_fraction" << YAML::Value << r.gpu_memory_fraction << YAML::Key
-      << "num_kv_blocks" << YAML::Value << r.num_kv_blocks << YAML::EndMap;
+      << "num_kv_blocks" << YAML::Value << r.num_kv_blocks << YAML::Key << "max_num_batched_tokens" << YAML::Value
+      << r.max_num_batched_tokens << YAML::Key << "sampling_candidates" << YAML::Value << r.sampling_candidates
+      << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

@@ -208,7 +208,8 @@ void read_parallel(const YAML::Node& root, Config& c, Problems& p) {
 
 void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   Section s(root["runtime"], "runtime", p,
-            {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks"});
+            {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks",
+             "max_num_batched_tokens", "sampling_candidates"});
   s.choice<BackendKind>("backend", c.runtime.backend,
                         {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
   s.integer("max_batch", c.runtime.max_batch, 1, 4096);
@@ -216,6 +217,11 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.integer("kv_block_size", c.runtime.kv_block_size, 1, 1024);
   s.real("gpu_memory_fraction", c.runtime.gpu_memory_fraction, 0.0, 1.0, true);
   s.integer("num_kv_blocks", c.runtime.num_kv_blocks, 0, 1 << 30);
+  s.integer("max_num_batched_tokens", c.runtime.max_num_batched_tokens, 1, 1 << 20);
+  s.integer("sampling_candidates", c.runtime.sampling_candidates, 1, 4096);
+  if (c.runtime.max_num_batched_tokens < c.runtime.max_batch)
+    p.push_back("runtime.max_num_batched_tokens: got " + std::to_string(c.runtime.max_num_batched_tokens) +
+                ", must be at least runtime.max_batch=" + std::to_string(c.runtime.max_batch));
   const int bs = c.runtime.kv_block_size;
   if (bs > 0 && (bs & (bs - 1)) != 0)
     p.push_back("runtime.kv_block_size: got " + std::to_string(bs) + ", expected a power of two");

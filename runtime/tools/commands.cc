@@ -6,15 +6,22 @@
 namespace tpserve {
 
 void add_subcommands(CLI::App& app, CommandLine& cl) {
-  (void)app;
-  (void)cl;
+  cl.generate = app.add_subcommand("generate", "generate from prompt token ids and print the new token ids");
+  auto* g = cl.generate;
+  g->add_option("--prompt-ids", cl.gen.prompt_ids, "comma-separated prompt token ids, e.g. 1,2,3")->required();
+  g->add_option("--max-tokens", cl.gen.max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
+  g->add_option("--temperature", cl.gen.temperature, "0 = greedy")->check(CLI::Range(0.0, 2.0));
+  g->add_option("--top-p", cl.gen.top_p)->check(CLI::Range(1e-6, 1.0));
+  g->add_option("--top-k", cl.gen.top_k, "0 = off")->check(CLI::Range(0, 1 << 20));
+  g->add_option("--min-p", cl.gen.min_p)->check(CLI::Range(0.0, 1.0));
+  g->add_option("--seed", cl.gen.seed);
+  g->add_flag("--ignore-eos", cl.gen.ignore_eos, "keep generating past end-of-sequence tokens");
 }
 
-int run_command(const CLI::App& app, const CommandLine& cl, const Config& config, int argc, char** argv) {
-  (void)app;
-  (void)cl;
+int run_command(const CommandLine& cl, const Config& config, int argc, char** argv) {
   parallel::MpiSession mpi(&argc, &argv);
-  log_info("config ", config.source, " is valid; the model and the server are not built yet (issues 3 and 9)");
+  if (cl.generate->parsed()) return run_generate(cl.gen, config);
+  log_error("serving (tpserve --config X without a subcommand) is not built yet; use `tpserve generate`");
   return 2;
 }
 

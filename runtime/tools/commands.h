@@ -1,4 +1,4 @@
-// The subcommands of the tpserve executable (generate, ...) and the default action (serve).
+// The subcommands of the tpserve executable and the default action (serve).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,14 +10,30 @@
 
 namespace tpserve {
 
+struct GenerateArgs {
+  std::string prompt_ids;  // "1,2,3"
+  int max_tokens = 16;
+  double temperature = 0.0;
+  double top_p = 1.0;
+  int top_k = 0;
+  double min_p = 0.0;
+  int64_t seed = 0;
+  bool ignore_eos = false;
+};
+
 struct CommandLine {
   std::string config_path;
   std::vector<std::string> overrides;
   bool check_config = false;
+  CLI::App* generate = nullptr;
+  GenerateArgs gen;
 };
 
 void add_subcommands(CLI::App& app, CommandLine& cl);
 // Runs the chosen subcommand (or serving when none was given); returns the process exit code.
-int run_command(const CLI::App& app, const CommandLine& cl, const Config& config, int argc, char** argv);
+int run_command(const CommandLine& cl, const Config& config, int argc, char** argv);
+
+// Individual commands (each in its own file).
+int run_generate(const GenerateArgs& args, const Config& config);
 
 }  // namespace tpserve

@@ -50,7 +50,7 @@ int run(int argc, char** argv) {
   }
   tpserve::set_log_level(config.logging.level);
   tpserve::apply_log_level_env();
-  return tpserve::run_command(app, cl, config, argc, argv);
+  return tpserve::run_command(cl, config, argc, argv);
 }
 
 }  // namespace

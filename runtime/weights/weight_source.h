@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/weights/dtype.h"
+#include "common/dtype.h"
 
 namespace tpserve {
 

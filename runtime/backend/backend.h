@@ -1,0 +1,110 @@
+// Backend: the set of ops the Qwen3-MoE forward needs, on Tensor views. `cpu` is the float32 reference
+// (the oracle for every CUDA kernel); `cuda` is the fast one. Shapes: T = tokens in the step, S = sequences,
+// H = hidden, V = vocabulary rows held by this rank, E = experts held by this rank, k = experts per token.
+// Ops are asynchronous on device backends (ordered on the backend's stream); copy_to_host waits.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "runtime/backend/tensor.h"
+
+namespace tpserve {
+
+// One layer's paged KV cache: [num_blocks, block_size, kv_heads, head_dim] each.
+struct KvCacheLayer {
+  Tensor k;
+  Tensor v;
+};
+
+// Where each token of the step sits; all i32 tensors in backend memory.
+struct AttentionMeta {
+  Tensor positions;     // [T]
+  Tensor slot_mapping;  // [T]   block * block_size + offset in the cache
+  Tensor query_start;   // [S+1] first token of each sequence in the step
+  Tensor context_lens;  // [S]   tokens in the cache for the sequence after this step
+  Tensor block_tables;  // [S, max_blocks_per_seq]
+  int num_seqs = 0;
+  int max_query_len = 0;    // host copies for launch sizing
+  int max_context_len = 0;
+};
+
+// Per-row sampling parameters, in backend memory.
+struct SamplingInputs {
+  Tensor temperature;  // [S] f32, 0 = greedy
+  Tensor top_k;        // [S] i32, 0 = off
+  Tensor top_p;        // [S] f32, 1 = off
+  Tensor min_p;        // [S] f32, 0 = off
+  Tensor seed;         // [S] i64
+  Tensor counter;      // [S] i64 (token index of the sequence; with the seed it picks the random draw)
+};
+
+struct RopeConfig {
+  double theta = 10000.0;
+  int head_dim = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  virtual DType weight_dtype() const = 0;      // what weights are stored as
+  virtual DType activation_dtype() const = 0;  // hidden states between ops
+
+  // Memory: allocations live as long as the backend (weights, KV cache, workspace); none happen per step.
+  virtual Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+  virtual void copy_from_host(Tensor dst, const void* src) = 0;  // dst.nbytes() bytes
+  virtual void copy_to_host(void* dst, Tensor src) = 0;          // waits for the data
+  virtual void zero(Tensor t) = 0;
+  virtual void synchronize() = 0;
+  virtual size_t allocated_bytes() const = 0;
+
+  // out[t, :] = table[ids[t] - vocab_begin, :] when ids[t] is in [vocab_begin, vocab_begin + V), else 0.
+  virtual void embedding(Tensor ids /*[T] i32*/, Tensor table /*[V, H]*/, int64_t vocab_begin, Tensor out /*[T, H]*/) = 0;
+  // out = w * x / sqrt(mean(x^2) + eps), per row.
+  virtual void rmsnorm(Tensor x /*[T, H]*/, Tensor w /*[H]*/, float eps, Tensor out /*[T, H]*/) = 0;
+  // residual += x; out = rmsnorm(residual).
+  virtual void add_rmsnorm(Tensor residual /*[T, H]*/, Tensor x /*[T, H]*/, Tensor w, float eps, Tensor out) = 0;
+  // inout += x
+  virtual void add(Tensor inout /*[T, H]*/, Tensor x /*[T, H]*/) = 0;
+  // out[T, N] = x[T, K] * w[N, K]^T (weights in [out, in] layout as in checkpoints).
+  virtual void linear(Tensor x, Tensor w, Tensor out) = 0;
+  // From qkv [T, (Hq + 2 Hkv) * D]: per-head RMSNorm of q and k (weights [D]), RoPE (neox half split) at
+  // positions, k and v written to the cache at slot_mapping; q [T, Hq * D] out.
+  virtual void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w,
+                               float eps, const RopeConfig& rope, const AttentionMeta& meta, KvCacheLayer cache,
+                               Tensor q_out) = 0;
+  // Causal attention of each token over its sequence's cached keys up to its own position (GQA).
+  virtual void attention(Tensor q /*[T, Hq * D]*/, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
+                         const AttentionMeta& meta, Tensor out /*[T, Hq * D]*/) = 0;
+  // Softmax over logits in f32, top-k (ties to the smaller index), renormalised when asked.
+  virtual void topk_gating(Tensor router_logits /*[T, E_all] f32*/, int k, bool renormalize,
+                           Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) = 0;
+  // out[t] = sum over the token's experts e in [expert_begin, expert_begin + E) of
+  //          weight * down_e(silu(gate_e(x)) * up_e(x)); experts held elsewhere contribute nothing.
+  virtual void moe_experts(Tensor x /*[T, H]*/, Tensor gate_up /*[E, 2I, H]*/, Tensor down /*[E, H, I]*/,
+                           Tensor topk_ids /*[T, k]*/, Tensor topk_weights /*[T, k]*/, int expert_begin,
+                           Tensor out /*[T, H]*/) = 0;
+  // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]
+  virtual void silu_mul(Tensor gate_up /*[T, 2I]*/, Tensor out /*[T, I]*/) = 0;
+  // out[r] = x[rows[r]]
+  virtual void gather_rows(Tensor x /*[T, N]*/, Tensor rows /*[R] i32*/, Tensor out /*[R, N]*/) = 0;
+
+  // Sampling, split so that tensor parallelism never gathers whole logits. Per row: the C largest logits of
+  // this rank's vocabulary slice (descending, ties to the smaller id; ids are global), and [max, sum of
+  // exp((logit - max) / T)] over the slice (T = temperature, 1 when greedy).
+  virtual void sampling_candidates(Tensor logits /*[S, V] f32*/, int64_t vocab_begin, Tensor temperature /*[S]*/,
+                                   Tensor values /*[S, C] f32*/, Tensor ids /*[S, C] i32*/,
+                                   Tensor stats /*[S, 2] f32*/) = 0;
+  // Merges the candidates of R ranks and draws one token per row: greedy = largest logit; otherwise
+  // temperature, top-k, min-p and top-p (within the C best) filters, then a Gumbel-max draw seeded by
+  // (seed, counter, token id), so every layout draws the same token.
+  virtual void sample(Tensor values /*[R, S, C]*/, Tensor ids /*[R, S, C]*/, Tensor stats /*[R, S, 2]*/,
+                      const SamplingInputs& params, Tensor tokens /*[S] i32*/) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace tpserve

@@ -1,0 +1,59 @@
+// CPU reference for the router's top-k softmax gating and for the experts of a MoE layer.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "runtime/backend/cpu/cpu_ops.h"
+
+namespace tpserve::cpu {
+
+void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
+  const int64_t tokens = router_logits.dim(0), experts = router_logits.dim(1);
+  TPS_CHECK(k >= 1 && k <= experts, "topk_gating: k=", k, " with ", experts, " experts");
+  std::vector<float> probs(experts);
+  std::vector<int> order(experts);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* logits = router_logits.ptr<float>() + t * experts;
+    const float max_logit = *std::max_element(logits, logits + experts);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) sum += (probs[e] = std::exp(logits[e] - max_logit));
+    for (int64_t e = 0; e < experts; ++e) probs[e] /= sum;
+    std::iota(order.begin(), order.end(), 0);
+    // Larger probability first; ties go to the smaller expert index.
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int a, int b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+    float picked = 0.0f;
+    for (int j = 0; j < k; ++j) picked += probs[order[j]];
+    for (int j = 0; j < k; ++j) {
+      weights.ptr<float>()[t * k + j] = renormalize ? probs[order[j]] / picked : probs[order[j]];
+      ids.ptr<int32_t>()[t * k + j] = order[j];
+    }
+  }
+}
+
+void moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights, int expert_begin,
+                 Tensor out) {
+  const int64_t tokens = x.dim(0), hidden = x.dim(1);
+  const int64_t local_experts = gate_up.dim(0), inter = gate_up.dim(1) / 2;
+  const int64_t k = topk_ids.dim(1);
+  TPS_CHECK(gate_up.dim(2) == hidden && down.dim(1) == hidden && down.dim(2) == inter, "moe_experts: gate_up ",
+            gate_up.shape_string(), " down ", down.shape_string(), " hidden ", hidden);
+  std::vector<float> gu(2 * inter), act(inter), y(hidden);
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* o = out.ptr<float>() + t * hidden;
+    std::fill(o, o + hidden, 0.0f);
+    const float* xt = x.ptr<float>() + t * hidden;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = topk_ids.ptr<int32_t>()[t * k + j] - expert_begin;
+      if (e < 0 || e >= local_experts) continue;  // held by another rank
+      matvec(gate_up.ptr<float>() + e * 2 * inter * hidden, xt, 2 * inter, hidden, gu.data());
+      for (int64_t i = 0; i < inter; ++i) act[i] = gu[i] / (1.0f + std::exp(-gu[i])) * gu[inter + i];
+      matvec(down.ptr<float>() + e * hidden * inter, act.data(), hidden, inter, y.data());
+      const float w = topk_weights.ptr<float>()[t * k + j];
+      for (int64_t i = 0; i < hidden; ++i) o[i] += w * y[i];
+    }
+  }
+}
+
+}  // namespace tpserve::cpu

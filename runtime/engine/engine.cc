@@ -1,0 +1,127 @@
+#include "runtime/engine/engine.h"
+
+#include <cstdint>
+
+#include "common/log.h"
+#include "runtime/engine/step_codec.h"
+
+namespace tpserve {
+namespace {
+
+enum class Message : int64_t { kStep = 1, kStepWithLogits = 2, kStop = 3 };
+
+ShardLayout make_layout(const ParallelConfig& p, int rank, int size) {
+  ShardLayout l;
+  l.tp_rank = rank, l.tp_size = size;
+  l.expert_parallel = p.moe_parallel == MoeParallel::kEp && p.ep > 1;
+  l.ep_rank = l.expert_parallel ? rank : 0;
+  l.ep_size = l.expert_parallel ? p.ep : 1;
+  l.all_to_all = l.expert_parallel && p.moe_dispatch == MoeDispatch::kAllToAll;
+  return l;
+}
+
+}  // namespace
+
+Engine::Engine(const Config& config, parallel::Communicator& comm, std::unique_ptr<Backend> backend,
+               const EngineOptions& options)
+    : config_(config), comm_(comm), backend_(std::move(backend)), source_(open_model_source(config.model)) {
+  validate_layout(config_, comm_.size(), layout_facts(source_.spec));
+  const ShardLayout layout = make_layout(config_.parallel, comm_.rank(), comm_.size());
+  const bool mtp = config_.speculative.method == SpeculativeMethod::kMtp;
+  ModelWeights weights = load_model_weights(source_.spec, layout, *source_.weights, *backend_, mtp);
+
+  const auto& rt = config_.runtime;
+  ModelOptions mo;
+  mo.kv_block_size = rt.kv_block_size;
+  mo.max_blocks_per_seq = (rt.max_seq_len + rt.kv_block_size - 1) / rt.kv_block_size;
+  mo.num_kv_blocks = rt.num_kv_blocks > 0 ? rt.num_kv_blocks : mo.max_blocks_per_seq * rt.max_batch;
+  mo.max_seqs = rt.max_batch;
+  mo.max_tokens = rt.max_num_batched_tokens;
+  mo.max_samples = rt.max_batch;
+  mo.sampling_candidates = rt.sampling_candidates;
+  mo.keep_logits = options.keep_logits;
+  model_ = std::make_unique<Qwen3MoeModel>(source_.spec, layout, std::move(weights), mo, *backend_, comm_);
+
+  if (is_driver()) {
+    SchedulerLimits limits{.max_batch = rt.max_batch,
+                           .max_step_tokens = rt.max_num_batched_tokens,
+                           .max_seq_len = rt.max_seq_len,
+                           .max_blocks_per_seq = mo.max_blocks_per_seq};
+    std::vector<int32_t> eos = source_.generation.eos_token_ids;
+    if (eos.empty()) eos = source_.spec.eos_token_ids;
+    scheduler_ = std::make_unique<Scheduler>(limits, mo.num_kv_blocks, mo.kv_block_size, eos);
+  }
+}
+
+Engine::~Engine() = default;
+
+Scheduler& Engine::scheduler() {
+  TPS_CHECK(scheduler_ != nullptr, "only rank 0 schedules");
+  return *scheduler_;
+}
+
+void Engine::broadcast_step(const StepBatch* batch, bool want_logits) {
+  if (comm_.size() == 1) return;
+  std::vector<char> payload = batch ? encode_step(*batch) : std::vector<char>();
+  int64_t header[2] = {static_cast<int64_t>(batch == nullptr ? Message::kStop
+                                            : want_logits    ? Message::kStepWithLogits
+                                                             : Message::kStep),
+                       static_cast<int64_t>(payload.size())};
+  comm_.broadcast(header, sizeof(header), 0);
+  if (!payload.empty()) comm_.broadcast(payload.data(), payload.size(), 0);
+}
+
+StepResult Engine::run_batch(const StepBatch& batch, bool want_logits) {
+  broadcast_step(&batch, want_logits);
+  return model_->forward(batch, want_logits);
+}
+
+std::vector<TokenEvent> Engine::step() {
+  auto batch = scheduler().schedule();
+  std::vector<TokenEvent> events = scheduler_->take_aborted();
+  if (!batch) return events;
+  StepResult result = run_batch(*batch);
+  auto emitted = scheduler_->complete(result);
+  events.insert(events.end(), emitted.begin(), emitted.end());
+  return events;
+}
+
+void Engine::stop_followers() {
+  if (stopped_ || !is_driver()) return;
+  stopped_ = true;
+  broadcast_step(nullptr, false);
+}
+
+void Engine::run_follower() {
+  TPS_CHECK(!is_driver(), "rank 0 drives; it does not follow");
+  for (;;) {
+    int64_t header[2] = {0, 0};
+    comm_.broadcast(header, sizeof(header), 0);
+    const auto kind = static_cast<Message>(header[0]);
+    if (kind == Message::kStop) return;
+    TPS_CHECK(kind == Message::kStep || kind == Message::kStepWithLogits, "control plane: unknown message ",
+              header[0]);
+    TPS_CHECK(header[1] > 0 && header[1] < (int64_t(1) << 32), "control plane: step of ", header[1], " bytes");
+    std::vector<char> payload(static_cast<size_t>(header[1]));
+    comm_.broadcast(payload.data(), payload.size(), 0);
+    model_->forward(decode_step(payload), kind == Message::kStepWithLogits);
+  }
+}
+
+std::vector<int32_t> Engine::generate(const std::vector<int32_t>& prompt, const SamplingParams& sampling,
+                                      int max_tokens, bool ignore_eos) {
+  Request r;
+  r.id = next_request_id_++;
+  r.prompt = prompt;
+  r.sampling = sampling;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = ignore_eos;
+  scheduler().add(r);
+  std::vector<int32_t> out;
+  while (scheduler_->has_work())
+    for (const auto& e : step())
+      if (e.request_id == r.id && e.token >= 0) out.push_back(e.token);
+  return out;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,63 @@
+// Engine: one rank's model plus, on rank 0 (the driver), the scheduler. Every step the driver schedules,
+// broadcasts the plan over the world communicator, and all ranks run the same forward in lockstep; the
+// followers loop in run_follower() until the driver stops them. The engine knows no CUDA and no MPI.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "parallel/communicator.h"
+#include "runtime/backend/backend.h"
+#include "runtime/config/config.h"
+#include "runtime/engine/model_source.h"
+#include "runtime/engine/scheduler.h"
+#include "runtime/model/qwen3_moe.h"
+
+namespace tpserve {
+
+struct EngineOptions {
+  bool keep_logits = false;  // tests: StepResult::logits
+};
+
+class Engine {
+ public:
+  // Loads this rank's shard (layout from config.parallel and the communicator) on the given backend.
+  Engine(const Config& config, parallel::Communicator& comm, std::unique_ptr<Backend> backend,
+         const EngineOptions& options = {});
+  ~Engine();
+
+  bool is_driver() const { return comm_.rank() == 0; }
+  Scheduler& scheduler();
+
+  // Driver: runs one scheduled step on every rank; returns the tokens emitted (empty when idle).
+  std::vector<TokenEvent> step();
+  // Driver: runs a prepared batch on every rank (tests, benchmarks).
+  StepResult run_batch(const StepBatch& batch, bool want_logits = false);
+  // Driver: releases the followers (they return from run_follower).
+  void stop_followers();
+  // Followers: executes the driver's steps until stop_followers().
+  void run_follower();
+
+  // Driver convenience: generates for one prompt to completion.
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const SamplingParams& sampling, int max_tokens,
+                                bool ignore_eos = false);
+
+  const ModelSpec& spec() const { return source_.spec; }
+  const ModelSource& source() const { return source_; }
+  const Config& config() const { return config_; }
+  Qwen3MoeModel& model() { return *model_; }
+
+ private:
+  void broadcast_step(const StepBatch* batch, bool want_logits);
+
+  Config config_;
+  parallel::Communicator& comm_;
+  std::unique_ptr<Backend> backend_;
+  ModelSource source_;
+  std::unique_ptr<Qwen3MoeModel> model_;
+  std::unique_ptr<Scheduler> scheduler_;
+  int64_t next_request_id_ = 1;
+  bool stopped_ = false;
+};
+
+}  // namespace tpserve

@@ -1,0 +1,241 @@
+#include "runtime/model/qwen3_moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace tpserve {
+namespace {
+
+size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
+
+// A typed view at a byte offset of the step-input buffer.
+Tensor input_view(const Tensor& buffer, size_t offset, DType dtype, int64_t n) {
+  return Tensor(static_cast<char*>(buffer.data) + offset, dtype, buffer.device, {n});
+}
+
+template <typename T>
+void put(std::vector<char>& host, size_t offset, const std::vector<T>& values, size_t capacity, const char* what) {
+  TPS_CHECK(values.size() <= capacity, "step has ", values.size(), " ", what, ", more than the ", capacity,
+            " the model was sized for");
+  if (!values.empty()) std::memcpy(host.data() + offset, values.data(), values.size() * sizeof(T));
+}
+
+}  // namespace
+
+Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, ModelWeights weights,
+                             const ModelOptions& options, Backend& backend, parallel::Communicator& comm)
+    : spec_(spec), layout_(layout), weights_(std::move(weights)), options_(options), backend_(backend), comm_(comm) {
+  q_heads_ = layout_.local_q_heads(spec_);
+  kv_heads_ = layout_.local_kv_heads(spec_);
+  rope_ = {spec_.rope_theta, spec_.head_dim};
+  candidates_ = std::min(options_.sampling_candidates, layout_.local_vocab(spec_));
+  TPS_CHECK(comm_.size() == layout_.tp_size, "communicator of ", comm_.size(), " ranks for tp ", layout_.tp_size);
+
+  // Paged KV cache, one pair of tensors per layer.
+  const DType act = backend_.activation_dtype();
+  for (int l = 0; l < spec_.num_layers; ++l) {
+    KvCacheLayer c{backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim}),
+                   backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim})};
+    kv_bytes_ += c.k.nbytes() + c.v.nbytes();
+    kv_.push_back(c);
+  }
+
+  // Step-input layout: fixed offsets for the largest step.
+  const size_t t = options_.max_tokens, s = options_.max_seqs, r = options_.max_samples;
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off = align8(off + bytes);
+    return at;
+  };
+  off_ids_ = take(t * 4), off_pos_ = take(t * 4), off_slots_ = take(t * 4), off_qstart_ = take((s + 1) * 4);
+  off_ctx_ = take(s * 4), off_tables_ = take(s * options_.max_blocks_per_seq * 4), off_rows_ = take(r * 4);
+  off_temp_ = take(r * 4), off_topk_ = take(r * 4), off_topp_ = take(r * 4), off_minp_ = take(r * 4);
+  off_seed_ = take(r * 8), off_counter_ = take(r * 8);
+  host_inputs_.assign(off, 0);
+  inputs_ = backend_.alloc(DType::kU8, {static_cast<int64_t>(off)});
+
+  // Workspace for the largest step.
+  const int64_t h = spec_.hidden_size, d = spec_.head_dim, T = options_.max_tokens, R = options_.max_samples;
+  residual_ = backend_.alloc(act, {T, h});
+  normed_ = backend_.alloc(act, {T, h});
+  qkv_ = backend_.alloc(act, {T, (q_heads_ + 2 * kv_heads_) * d});
+  q_ = backend_.alloc(act, {T, q_heads_ * d});
+  attn_ = backend_.alloc(act, {T, q_heads_ * d});
+  proj_ = backend_.alloc(act, {T, h});
+  const int k = std::max(spec_.num_experts_per_tok, 1);
+  router_logits_ = backend_.alloc(DType::kF32, {T, std::max(spec_.num_experts, 1)});
+  topk_w_ = backend_.alloc(DType::kF32, {T, k});
+  topk_ids_ = backend_.alloc(DType::kI32, {T, k});
+  const int64_t inter = std::max(layout_.local_dense_intermediate(spec_), 1);
+  gate_up_ = backend_.alloc(act, {T, 2 * inter});
+  act_ = backend_.alloc(act, {T, inter});
+  sample_hidden_ = backend_.alloc(act, {R, h});
+  logits_ = backend_.alloc(DType::kF32, {R, layout_.local_vocab(spec_)});
+  const int64_t C = candidates_, P = layout_.tp_size;
+  cand_vals_ = backend_.alloc(DType::kF32, {R, C});
+  cand_ids_ = backend_.alloc(DType::kI32, {R, C});
+  cand_stats_ = backend_.alloc(DType::kF32, {R, 2});
+  all_vals_ = backend_.alloc(DType::kF32, {P, R, C});
+  all_ids_ = backend_.alloc(DType::kI32, {P, R, C});
+  all_stats_ = backend_.alloc(DType::kF32, {P, R, 2});
+  tokens_ = backend_.alloc(DType::kI32, {R});
+  if (options_.keep_logits) all_logits_ = backend_.alloc(DType::kF32, {P, R, layout_.local_vocab(spec_)});
+  log_info("model ready: ", spec_.summary(), "; KV cache ", options_.num_kv_blocks, " blocks x ",
+           options_.kv_block_size, " tokens (", static_cast<double>(kv_bytes_) / 1e6, " MB); ", backend_.name(),
+           " backend holds ", static_cast<double>(backend_.allocated_bytes()) / 1e6, " MB");
+}
+
+void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInputs& sp) {
+  const size_t t = options_.max_tokens, s = options_.max_seqs, r = options_.max_samples;
+  TPS_CHECK(b.positions.size() == b.token_ids.size() && b.slot_mapping.size() == b.token_ids.size(),
+            "step batch: positions/slot_mapping do not match token_ids");
+  TPS_CHECK(b.query_start.size() == b.context_lens.size() + 1, "step batch: query_start must have S + 1 entries");
+  TPS_CHECK(b.max_blocks_per_seq <= options_.max_blocks_per_seq, "step batch: ", b.max_blocks_per_seq,
+            " blocks per sequence > ", options_.max_blocks_per_seq);
+  TPS_CHECK(b.sampling.size() == b.sample_rows.size() && b.sample_counters.size() == b.sample_rows.size(),
+            "step batch: sampling rows mismatch");
+  put(host_inputs_, off_ids_, b.token_ids, t, "tokens");
+  put(host_inputs_, off_pos_, b.positions, t, "positions");
+  put(host_inputs_, off_slots_, b.slot_mapping, t, "slots");
+  put(host_inputs_, off_qstart_, b.query_start, s + 1, "sequence starts");
+  put(host_inputs_, off_ctx_, b.context_lens, s, "sequences");
+  // Block tables are stored with the model's fixed width.
+  const int width = options_.max_blocks_per_seq;
+  std::vector<int32_t> tables(static_cast<size_t>(b.num_seqs()) * width, 0);
+  for (int q = 0; q < b.num_seqs(); ++q)
+    std::copy_n(b.block_tables.begin() + static_cast<size_t>(q) * b.max_blocks_per_seq, b.max_blocks_per_seq,
+                tables.begin() + static_cast<size_t>(q) * width);
+  put(host_inputs_, off_tables_, tables, s * width, "block-table entries");
+  put(host_inputs_, off_rows_, b.sample_rows, r, "sampled rows");
+  std::vector<float> temp, topp, minp;
+  std::vector<int32_t> topk;
+  std::vector<int64_t> seed;
+  for (const auto& p : b.sampling) {
+    temp.push_back(p.temperature), topk.push_back(p.top_k), topp.push_back(p.top_p), minp.push_back(p.min_p);
+    seed.push_back(p.seed);
+  }
+  put(host_inputs_, off_temp_, temp, r, "temperatures");
+  put(host_inputs_, off_topk_, topk, r, "top-k values");
+  put(host_inputs_, off_topp_, topp, r, "top-p values");
+  put(host_inputs_, off_minp_, minp, r, "min-p values");
+  put(host_inputs_, off_seed_, seed, r, "seeds");
+  put(host_inputs_, off_counter_, b.sample_counters, r, "counters");
+  backend_.copy_from_host(inputs_, host_inputs_.data());
+
+  const int64_t T = b.num_tokens(), S = b.num_seqs(), R = b.num_samples();
+  meta.positions = input_view(inputs_, off_pos_, DType::kI32, T);
+  meta.slot_mapping = input_view(inputs_, off_slots_, DType::kI32, T);
+  meta.query_start = input_view(inputs_, off_qstart_, DType::kI32, S + 1);
+  meta.context_lens = input_view(inputs_, off_ctx_, DType::kI32, S);
+  meta.block_tables = input_view(inputs_, off_tables_, DType::kI32, S * width).view({S, width});
+  meta.num_seqs = static_cast<int>(S);
+  meta.max_query_len = 0;
+  for (int q = 0; q < S; ++q) meta.max_query_len = std::max(meta.max_query_len, b.query_start[q + 1] - b.query_start[q]);
+  meta.max_context_len = b.context_lens.empty() ? 0 : *std::max_element(b.context_lens.begin(), b.context_lens.end());
+  sp.temperature = input_view(inputs_, off_temp_, DType::kF32, R);
+  sp.top_k = input_view(inputs_, off_topk_, DType::kI32, R);
+  sp.top_p = input_view(inputs_, off_topp_, DType::kF32, R);
+  sp.min_p = input_view(inputs_, off_minp_, DType::kF32, R);
+  sp.seed = input_view(inputs_, off_seed_, DType::kI64, R);
+  sp.counter = input_view(inputs_, off_counter_, DType::kI64, R);
+}
+
+void Qwen3MoeModel::all_reduce(Tensor t) {
+  if (comm_.size() > 1) comm_.all_reduce_sum(t.data, static_cast<size_t>(t.numel()), t.dtype);
+}
+
+void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens) {
+  if (!w.moe) {
+    const int64_t inter = w.down.dim(1);
+    Tensor gate_up = gate_up_.view({tokens, 2 * inter}), act = act_.view({tokens, inter});
+    backend_.linear(normed, w.gate_up, gate_up);
+    backend_.silu_mul(gate_up, act);
+    backend_.linear(act, w.down, out);
+  } else {
+    const int k = spec_.num_experts_per_tok;
+    Tensor logits = router_logits_.rows(0, tokens), weights = topk_w_.rows(0, tokens), ids = topk_ids_.rows(0, tokens);
+    backend_.linear(normed, w.router, logits);
+    backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
+    backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
+  }
+  all_reduce(out);  // partial sums: TP-sharded intermediate, or experts held elsewhere
+}
+
+void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
+                                  bool first) {
+  const float eps = static_cast<float>(spec_.rms_norm_eps);
+  Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
+  Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
+  if (first) backend_.rmsnorm(residual, w.input_norm, eps, normed);
+  else backend_.add_rmsnorm(residual, proj, w.input_norm, eps, normed);  // proj holds the previous MLP output
+  backend_.linear(normed, w.qkv, qkv);
+  backend_.qk_norm_rope_kv(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_, meta, cache, q);
+  backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache, meta, attn);
+  backend_.linear(attn, w.o_proj, proj);
+  all_reduce(proj);
+  backend_.add_rmsnorm(residual, proj, w.post_norm, eps, normed);
+  mlp_forward(w, normed, proj, tokens);
+}
+
+StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
+  TPS_CHECK(!want_logits || options_.keep_logits, "logits were asked for but ModelOptions::keep_logits is off");
+  TPS_CHECK(batch.num_tokens() > 0, "empty step");
+  AttentionMeta meta;
+  SamplingInputs sampling;
+  upload(batch, meta, sampling);
+  const int tokens = batch.num_tokens(), rows = batch.num_samples();
+  const float eps = static_cast<float>(spec_.rms_norm_eps);
+
+  Tensor ids = input_view(inputs_, off_ids_, DType::kI32, tokens);
+  backend_.embedding(ids, weights_.embed, layout_.vocab_begin(spec_), residual_.rows(0, tokens));
+  all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
+  for (int l = 0; l < spec_.num_layers; ++l) layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0);
+  backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), weights_.final_norm, eps,
+                       normed_.rows(0, tokens));
+
+  StepResult result;
+  if (rows == 0) return result;
+  Tensor sample_rows = input_view(inputs_, off_rows_, DType::kI32, rows);
+  Tensor hidden = sample_hidden_.rows(0, rows), logits = logits_.rows(0, rows);
+  backend_.gather_rows(normed_.rows(0, tokens), sample_rows, hidden);
+  backend_.linear(hidden, weights_.lm_head, logits);
+
+  const int64_t C = candidates_, P = layout_.tp_size;
+  Tensor vals = cand_vals_.rows(0, rows), cids = cand_ids_.rows(0, rows), stats = cand_stats_.rows(0, rows);
+  backend_.sampling_candidates(logits, layout_.vocab_begin(spec_), sampling.temperature, vals, cids, stats);
+  Tensor all_vals = vals.view({1, rows, C}), all_ids = cids.view({1, rows, C}), all_stats = stats.view({1, rows, 2});
+  if (P > 1) {
+    all_vals = all_vals_.view({P, rows, C}), all_ids = all_ids_.view({P, rows, C});
+    all_stats = all_stats_.view({P, rows, 2});
+    comm_.all_gather(vals.data, all_vals.data, static_cast<size_t>(rows * C), DType::kF32);
+    comm_.all_gather(cids.data, all_ids.data, static_cast<size_t>(rows * C), DType::kI32);
+    comm_.all_gather(stats.data, all_stats.data, static_cast<size_t>(rows * 2), DType::kF32);
+  }
+  Tensor tokens_out = tokens_.rows(0, rows);
+  backend_.sample(all_vals, all_ids, all_stats, sampling, tokens_out);
+  result.tokens.resize(rows);
+  backend_.copy_to_host(result.tokens.data(), tokens_out);
+
+  if (want_logits) {
+    const int64_t v = layout_.local_vocab(spec_);
+    std::vector<float> gathered(static_cast<size_t>(P * rows * v));
+    if (P > 1) {
+      Tensor all = all_logits_.view({P, rows, v});
+      comm_.all_gather(logits.data, all.data, static_cast<size_t>(rows * v), DType::kF32);
+      backend_.copy_to_host(gathered.data(), all);
+    } else {
+      backend_.copy_to_host(gathered.data(), logits);
+    }
+    result.logits.resize(static_cast<size_t>(rows) * spec_.vocab_size);
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy_n(gathered.begin() + (p * rows + r) * v, v, result.logits.begin() + r * spec_.vocab_size + p * v);
+  }
+  return result;
+}
+
+}  // namespace tpserve
