@@ -87,6 +87,20 @@ class Backend {
   virtual void moe_experts(Tensor x /*[T, H]*/, Tensor gate_up /*[E, 2I, H]*/, Tensor down /*[E, H, I]*/,
                            Tensor topk_ids /*[T, k]*/, Tensor topk_weights /*[T, k]*/, int expert_begin,
                            Tensor out /*[T, H]*/) = 0;
+  // Expert-parallel all-to-all dispatch, in three ops around two fixed-capacity exchanges. Each of P ranks
+  // owns E_r consecutive experts; a rank's tokens go to the owners of their experts in rows of a
+  // [P, cap, H] send buffer (cap = tokens * k: the worst case, so nothing is ever dropped).
+  // pack: send_x[p, n] = x[t] for the n-th (token t, slot j) routed to rank p; send_expert[p, n] = the
+  // owner's local expert id (-1 for unused rows); origin[t, j] = p * cap + n.
+  virtual void moe_pack(Tensor x /*[Tc, H]*/, Tensor topk_ids /*[Tc, k]*/, int experts_per_rank,
+                        Tensor send_x /*[P, cap, H]*/, Tensor send_expert /*[P, cap] i32*/,
+                        Tensor origin /*[Tc, k] i32*/) = 0;
+  // out[n] = expert_{ids[n]}(rows[n]) for rows with ids[n] >= 0 (unweighted); others are left untouched.
+  virtual void moe_experts_rows(Tensor rows /*[N, H]*/, Tensor expert_ids /*[N] i32*/, Tensor gate_up, Tensor down,
+                                Tensor out /*[N, H]*/) = 0;
+  // out[t] = sum_j weights[t, j] * results[origin[t, j]]
+  virtual void moe_combine(Tensor results /*[P * cap, H]*/, Tensor origin /*[Tc, k]*/, Tensor topk_weights,
+                           Tensor out /*[Tc, H]*/) = 0;
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]
   virtual void silu_mul(Tensor gate_up /*[T, 2I]*/, Tensor out /*[T, I]*/) = 0;
   // out[r] = x[rows[r]]

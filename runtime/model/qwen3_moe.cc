@@ -65,7 +65,9 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   qkv_ = backend_.alloc(act, {T, (q_heads_ + 2 * kv_heads_) * d});
   q_ = backend_.alloc(act, {T, q_heads_ * d});
   attn_ = backend_.alloc(act, {T, q_heads_ * d});
-  proj_ = backend_.alloc(act, {T, h});
+  // The MoE output is all-gathered in equal slices under all-to-all dispatch: room for P * ceil(T / P) rows.
+  const int64_t P = layout_.tp_size, slice = (T + P - 1) / P;
+  proj_ = backend_.alloc(act, {P * slice, h});
   const int k = std::max(spec_.num_experts_per_tok, 1);
   router_logits_ = backend_.alloc(DType::kF32, {T, std::max(spec_.num_experts, 1)});
   topk_w_ = backend_.alloc(DType::kF32, {T, k});
@@ -75,7 +77,7 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   act_ = backend_.alloc(act, {T, inter});
   sample_hidden_ = backend_.alloc(act, {R, h});
   logits_ = backend_.alloc(DType::kF32, {R, layout_.local_vocab(spec_)});
-  const int64_t C = candidates_, P = layout_.tp_size;
+  const int64_t C = candidates_;
   cand_vals_ = backend_.alloc(DType::kF32, {R, C});
   cand_ids_ = backend_.alloc(DType::kI32, {R, C});
   cand_stats_ = backend_.alloc(DType::kF32, {R, 2});
@@ -84,6 +86,18 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   all_stats_ = backend_.alloc(DType::kF32, {P, R, 2});
   tokens_ = backend_.alloc(DType::kI32, {R});
   if (options_.keep_logits) all_logits_ = backend_.alloc(DType::kF32, {P, R, layout_.local_vocab(spec_)});
+  if (layout_.all_to_all) {
+    TPS_CHECK(layout_.ep_size == P, "all-to-all dispatch needs ep == tp (", layout_.ep_size, " vs ", P, ")");
+    const int64_t cap = slice * k;  // worst case: every slot of every token of a slice to one rank
+    a2a_send_x_ = backend_.alloc(act, {P, cap, h});
+    a2a_recv_x_ = backend_.alloc(act, {P, cap, h});
+    a2a_results_ = backend_.alloc(act, {P, cap, h});
+    a2a_back_ = backend_.alloc(act, {P, cap, h});
+    a2a_send_expert_ = backend_.alloc(DType::kI32, {P, cap});
+    a2a_recv_expert_ = backend_.alloc(DType::kI32, {P, cap});
+    a2a_origin_ = backend_.alloc(DType::kI32, {slice, k});
+    a2a_slice_out_ = backend_.alloc(act, {slice, h});
+  }
   log_info("model ready: ", spec_.summary(), "; KV cache ", options_.num_kv_blocks, " blocks x ",
            options_.kv_block_size, " tokens (", static_cast<double>(kv_bytes_) / 1e6, " MB); ", backend_.name(),
            " backend holds ", static_cast<double>(backend_.allocated_bytes()) / 1e6, " MB");
@@ -148,7 +162,37 @@ void Qwen3MoeModel::all_reduce(Tensor t) {
   if (comm_.size() > 1) comm_.all_reduce_sum(t.data, static_cast<size_t>(t.numel()), t.dtype);
 }
 
+// Expert parallelism with all-to-all dispatch: each rank routes its slice of the tokens, sends each (token,
+// slot) to the rank owning the expert, runs the rows it received, sends results back, combines its slice
+// and all-gathers the slices. Buffers are worst-case sized, so shapes never depend on the routing.
+void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens) {
+  const int64_t P = layout_.tp_size, r = layout_.tp_rank, h = spec_.hidden_size, k = spec_.num_experts_per_tok;
+  const int64_t slice = (tokens + P - 1) / P, cap = slice * k;
+  const int64_t begin = std::min<int64_t>(r * slice, tokens), end = std::min<int64_t>(begin + slice, tokens);
+  const int64_t n = end - begin;
+  Tensor mine = normed.rows(begin, end);
+  Tensor logits = router_logits_.rows(0, n), weights = topk_w_.rows(0, n), ids = topk_ids_.rows(0, n);
+  backend_.linear(mine, w.router, logits);
+  backend_.topk_gating(logits, static_cast<int>(k), spec_.norm_topk_prob, weights, ids);
+  Tensor send_x = a2a_send_x_.view({P, cap, h}), recv_x = a2a_recv_x_.view({P, cap, h});
+  Tensor send_e = a2a_send_expert_.view({P, cap}), recv_e = a2a_recv_expert_.view({P, cap});
+  Tensor origin = a2a_origin_.view({n, k});
+  backend_.moe_pack(mine, ids, layout_.local_experts(spec_), send_x, send_e, origin);
+  comm_.all_to_all(send_x.data, recv_x.data, static_cast<size_t>(cap * h), send_x.dtype);
+  comm_.all_to_all(send_e.data, recv_e.data, static_cast<size_t>(cap), DType::kI32);
+  Tensor results = a2a_results_.view({P * cap, h}), back = a2a_back_.view({P * cap, h});
+  backend_.moe_experts_rows(recv_x.view({P * cap, h}), recv_e.view({P * cap}), w.gate_up, w.down, results);
+  comm_.all_to_all(results.data, back.data, static_cast<size_t>(cap * h), results.dtype);
+  Tensor slice_out = a2a_slice_out_.view({slice, h});
+  backend_.moe_combine(back, origin, weights, slice_out.rows(0, n));
+  comm_.all_gather(slice_out.data, out.data, static_cast<size_t>(slice * h), slice_out.dtype);
+}
+
 void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens) {
+  if (w.moe && layout_.all_to_all) {
+    moe_all_to_all(w, normed, proj_, tokens);
+    return;
+  }
   if (!w.moe) {
     const int64_t inter = w.down.dim(1);
     Tensor gate_up = gate_up_.view({tokens, 2 * inter}), act = act_.view({tokens, inter});

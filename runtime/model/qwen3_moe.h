@@ -41,6 +41,7 @@ class Qwen3MoeModel {
   void upload(const StepBatch& batch, AttentionMeta& meta, SamplingInputs& sampling);
   void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens, bool first);
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens);
+  void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens);
   void all_reduce(Tensor t);
 
   ModelSpec spec_;
@@ -64,6 +65,9 @@ class Qwen3MoeModel {
   Tensor residual_, normed_, qkv_, q_, attn_, proj_, router_logits_, topk_w_, topk_ids_, gate_up_, act_;
   Tensor sample_hidden_, logits_, cand_vals_, cand_ids_, cand_stats_, all_vals_, all_ids_, all_stats_, tokens_;
   Tensor all_logits_;
+  // Expert-parallel all-to-all dispatch (allocated only for that layout).
+  Tensor a2a_send_x_, a2a_send_expert_, a2a_recv_x_, a2a_recv_expert_, a2a_results_, a2a_back_, a2a_origin_,
+      a2a_slice_out_;
 };
 
 }  // namespace tpserve

@@ -93,6 +93,17 @@ class CpuBackend final : public Backend {
     cpu::moe_experts(x, gate_up, down, topk_ids, topk_weights, expert_begin, out);
   }
 
+  void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert,
+                Tensor origin) override {
+    cpu::moe_pack(x, topk_ids, experts_per_rank, send_x, send_expert, origin);
+  }
+  void moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) override {
+    cpu::moe_experts_rows(rows, expert_ids, gate_up, down, out);
+  }
+  void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out) override {
+    cpu::moe_combine(results, origin, topk_weights, out);
+  }
+
   void silu_mul(Tensor gate_up, Tensor out) override {
     const int64_t inter = out.dim(-1);
     for (int64_t t = 0; t < out.numel() / inter; ++t) {
