@@ -1,5 +1,6 @@
 #include "parallel/mpi_communicator.h"
 
+#include <exception>
 #include <vector>
 
 #include "common/error.h"
@@ -32,9 +33,11 @@ class MpiCommunicator final : public Communicator {
     MPI_CHECK(MPI_Comm_size(comm_, &size_));
   }
   ~MpiCommunicator() override {
+    // MPI_Comm_free is collective: while an exception unwinds (the other ranks may be waiting in a
+    // collective) it would hang; the top level aborts every rank instead.
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
+    if (!finalized && std::uncaught_exceptions() == 0) MPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }

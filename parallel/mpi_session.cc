@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <exception>
+
 #include "common/log.h"
 #include "parallel/mpi_check.h"
 
@@ -18,7 +20,8 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 }
 
 MpiSession::~MpiSession() {
-  if (mpi_active()) MPI_Finalize();
+  // MPI_Finalize waits for the other ranks: during an exception main() calls MPI_Abort instead.
+  if (mpi_active() && std::uncaught_exceptions() == 0) MPI_Finalize();
 }
 
 bool mpi_active() {

@@ -25,6 +25,9 @@ void validate_layout(const Config& config, int world_size, const LayoutFacts& fa
   if (par.tp != world_size)
     p.push_back("parallel.tp: got " + std::to_string(par.tp) + " but the job has " + world +
                 " ranks (tp must equal the number of processes mpirun starts)");
+  if (par.moe_parallel == MoeParallel::kEp && world_size > 1 && par.ep != world_size)
+    p.push_back("parallel.moe.parallel: ep needs parallel.ep equal to the number of processes (" + world +
+                "), got " + std::to_string(par.ep));
   if (par.ep != 1 && par.ep != world_size)
     p.push_back("parallel.ep: got " + std::to_string(par.ep) + ", expected 1 or the world size " + world);
   if (facts.num_attention_heads > 0 && facts.num_attention_heads % par.tp != 0)
@@ -44,6 +47,9 @@ void validate_layout(const Config& config, int world_size, const LayoutFacts& fa
       facts.moe_intermediate_size % par.tp != 0)
     p.push_back("parallel.moe.parallel: tp needs tp=" + std::to_string(par.tp) +
                 " to divide moe_intermediate_size=" + std::to_string(facts.moe_intermediate_size));
+  if (facts.dense_intermediate_size > 0 && facts.dense_intermediate_size % par.tp != 0)
+    p.push_back("parallel.tp: " + std::to_string(par.tp) + " does not divide intermediate_size=" +
+                std::to_string(facts.dense_intermediate_size) + " of the dense MLP layers");
   if (config.speculative.method == SpeculativeMethod::kMtp && !facts.has_mtp)
     p.push_back("speculative.method: mtp needs a checkpoint with an mtp.* head (num_nextn_predict_layers); this "
                 "model has none (tpserve-gen --mtp makes synthetic ones)");

@@ -102,6 +102,7 @@ struct LayoutFacts {
   int num_key_value_heads = 0;
   int num_experts = 0;
   int moe_intermediate_size = 0;
+  int dense_intermediate_size = 0;  // 0 when every layer is MoE
   int vocab_size = 0;
   bool has_mtp = false;
 };

@@ -1,6 +1,8 @@
 #include "runtime/engine/engine.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "common/log.h"
 #include "runtime/engine/step_codec.h"
@@ -42,6 +44,12 @@ Engine::Engine(const Config& config, parallel::Communicator& comm, std::unique_p
   mo.keep_logits = options.keep_logits;
   model_ = std::make_unique<Qwen3MoeModel>(source_.spec, layout, std::move(weights), mo, *backend_, comm_);
 
+  if (const char* fault = std::getenv("TPSERVE_FAULT_INJECT")) {
+    TPS_CHECK(std::sscanf(fault, "rank:%d,step:%ld", &fault_rank_, &fault_step_) == 2,
+              "TPSERVE_FAULT_INJECT='", fault, "': expected rank:R,step:N");
+    log_warn("fault injection armed: rank ", fault_rank_, " throws at step ", fault_step_);
+  }
+
   if (is_driver()) {
     SchedulerLimits limits{.max_batch = rt.max_batch,
                            .max_step_tokens = rt.max_num_batched_tokens,
@@ -71,9 +79,16 @@ void Engine::broadcast_step(const StepBatch* batch, bool want_logits) {
   if (!payload.empty()) comm_.broadcast(payload.data(), payload.size(), 0);
 }
 
+StepResult Engine::forward(const StepBatch& batch, bool want_logits) {
+  ++steps_;
+  if (comm_.rank() == fault_rank_ && steps_ == fault_step_)
+    TPS_THROW("injected fault (TPSERVE_FAULT_INJECT) on rank ", fault_rank_, " at step ", fault_step_);
+  return model_->forward(batch, want_logits);
+}
+
 StepResult Engine::run_batch(const StepBatch& batch, bool want_logits) {
   broadcast_step(&batch, want_logits);
-  return model_->forward(batch, want_logits);
+  return forward(batch, want_logits);
 }
 
 std::vector<TokenEvent> Engine::step() {
@@ -104,7 +119,7 @@ void Engine::run_follower() {
     TPS_CHECK(header[1] > 0 && header[1] < (int64_t(1) << 32), "control plane: step of ", header[1], " bytes");
     std::vector<char> payload(static_cast<size_t>(header[1]));
     comm_.broadcast(payload.data(), payload.size(), 0);
-    model_->forward(decode_step(payload), kind == Message::kStepWithLogits);
+    forward(decode_step(payload), kind == Message::kStepWithLogits);
   }
 }
 

@@ -49,6 +49,7 @@ class Engine {
 
  private:
   void broadcast_step(const StepBatch* batch, bool want_logits);
+  StepResult forward(const StepBatch& batch, bool want_logits);
 
   Config config_;
   parallel::Communicator& comm_;
@@ -58,6 +59,10 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   int64_t next_request_id_ = 1;
   bool stopped_ = false;
+  int64_t steps_ = 0;
+  // Fault injection for tests (TPSERVE_FAULT_INJECT=rank:R,step:N): throws on rank R at its N-th step.
+  int fault_rank_ = -1;
+  int64_t fault_step_ = -1;
 };
 
 }  // namespace tpserve

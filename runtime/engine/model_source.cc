@@ -27,10 +27,13 @@ ModelSource open_model_source(const ModelConfig& config) {
 }
 
 LayoutFacts layout_facts(const ModelSpec& s) {
+  bool dense = false;
+  for (int l = 0; l < s.num_layers; ++l) dense |= !s.is_moe_layer(l);
   return LayoutFacts{.num_attention_heads = s.num_attention_heads,
                      .num_key_value_heads = s.num_key_value_heads,
                      .num_experts = s.num_experts,
                      .moe_intermediate_size = s.moe_intermediate_size,
+                     .dense_intermediate_size = dense ? s.intermediate_size : 0,
                      .vocab_size = s.vocab_size,
                      .has_mtp = s.num_nextn_predict_layers > 0};
 }

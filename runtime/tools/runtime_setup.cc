@@ -8,9 +8,10 @@
 namespace tpserve {
 
 RuntimeSetup::RuntimeSetup(const Config& config) : config_(config) {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  world_ = size > 1 ? parallel::make_mpi_communicator(MPI_COMM_WORLD) : parallel::make_single_rank_communicator();
+  topology_ = parallel::discover_topology(config.parallel.tp, config.parallel.ep);
+  log_info("topology: ", topology_.describe());
+  world_ = topology_.world_size > 1 ? parallel::make_mpi_communicator(MPI_COMM_WORLD)
+                                    : parallel::make_single_rank_communicator();
 }
 
 std::unique_ptr<Backend> RuntimeSetup::make_backend() {

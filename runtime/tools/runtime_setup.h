@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "parallel/communicator.h"
+#include "parallel/topology.h"
 #include "runtime/backend/backend.h"
 #include "runtime/config/config.h"
 
@@ -14,10 +15,12 @@ class RuntimeSetup {
  public:
   explicit RuntimeSetup(const Config& config);
   parallel::Communicator& world() { return *world_; }
+  const parallel::Topology& topology() const { return topology_; }
   std::unique_ptr<Backend> make_backend();
 
  private:
   Config config_;
+  parallel::Topology topology_;
   std::unique_ptr<parallel::Communicator> world_;
 };
 
