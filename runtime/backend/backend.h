@@ -113,8 +113,10 @@ class Backend {
                                    Tensor values /*[S, C] f32*/, Tensor ids /*[S, C] i32*/,
                                    Tensor stats /*[S, 2] f32*/) = 0;
   // Merges the candidates of R ranks and draws one token per row: greedy = largest logit; otherwise
-  // temperature, top-k, min-p and top-p (within the C best) filters, then a Gumbel-max draw seeded by
-  // (seed, counter, token id), so every layout draws the same token.
+  // temperature, then top-k, min-p (p >= min_p * p_max) and top-p (the smallest prefix whose mass reaches
+  // top_p, of the distribution left by top-k and min-p, renormalised; of the full softmax when neither is
+  // set), all within the C best; then a Gumbel-max draw seeded by (seed, counter, token id), so that every
+  // layout draws the same token.
   virtual void sample(Tensor values /*[R, S, C]*/, Tensor ids /*[R, S, C]*/, Tensor stats /*[R, S, 2]*/,
                       const SamplingInputs& params, Tensor tokens /*[S] i32*/) = 0;
 };

@@ -97,7 +97,8 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& se
   Outcome reference;
   if (world_rank() == 0) {
     auto single = parallel::make_single_rank_communicator();
-    Engine engine(model_config(model_yaml, {}), *single, make_cpu_backend(), EngineOptions{.keep_logits = true});
+    Engine engine(model_config(model_yaml, {}), *single, make_cpu_backend(),
+                  EngineOptions{.keep_logits = true});
     reference = exercise(engine, sequence, prompt_len);
   }
   auto world = parallel::make_mpi_communicator(MPI_COMM_WORLD);
@@ -116,8 +117,8 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& se
     EXPECT_LT(worst, 1e-5) << layout.name;
     EXPECT_EQ(got.greedy, reference.greedy) << layout.name;
     EXPECT_EQ(got.sampled, reference.sampled) << layout.name;
-    std::printf("%s np %d: worst logits relative L2 %.3g, %zu greedy + %zu sampled tokens equal\n", layout.name,
-                np, worst, got.greedy.size(), got.sampled.size());
+    std::printf("%s np %d: worst logits relative L2 %.3g, %zu greedy + %zu sampled tokens equal\n",
+                layout.name, np, worst, got.greedy.size(), got.sampled.size());
   }
 }
 
@@ -126,14 +127,15 @@ class FixtureLayouts : public ::testing::TestWithParam<std::string> {};
 TEST_P(FixtureLayouts, MatchSingleRank) {
   const Reference ref = load_reference(GetParam());
   const ModelSpec spec = load_model_spec(fixture_dir(GetParam()));
-  check_layouts("model: {path: " + fixture_dir(GetParam()) + "}", ref.tokens, static_cast<int>(ref.prompt.size()),
-                ref.vocab, spec.num_experts);
+  check_layouts("model: {path: " + fixture_dir(GetParam()) + "}", ref.tokens,
+                static_cast<int>(ref.prompt.size()), ref.vocab, spec.num_experts);
 }
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureLayouts, ::testing::ValuesIn(fixture_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(SyntheticLayouts, MatchSingleRank) {
-  const std::vector<int32_t> sequence = {151643, 9707, 11, 1879, 0, 3555, 374, 279, 6722, 30, 220, 17, 10, 17};
+  const std::vector<int32_t> sequence = {151643, 9707, 11, 1879, 0,  3555, 374,
+                                         279,    6722, 30, 220,  17, 10,   17};
   check_layouts("model: {synthetic: {preset: tiny, seed: 5}}", sequence, 6, 151936, 8);
 }
 
@@ -142,11 +144,13 @@ TEST(SyntheticLayouts, MatchSingleRank) {
 TEST(SkewedRouting, AllToAllDropsNothing) {
   std::string dir;
   if (world_rank() == 0) {
-    dir = (std::filesystem::temp_directory_path() / ("tpserve_skewed_" + std::to_string(::getpid()))).string();
+    dir =
+        (std::filesystem::temp_directory_path() / ("tpserve_skewed_" + std::to_string(::getpid()))).string();
     std::filesystem::create_directories(dir);
     const std::string src = fixture_dir("gqa4");
     for (const char* f : {"config.json", "generation_config.json"})
-      std::filesystem::copy_file(src + "/" + f, dir + "/" + f, std::filesystem::copy_options::overwrite_existing);
+      std::filesystem::copy_file(src + "/" + f, dir + "/" + f,
+                                 std::filesystem::copy_options::overwrite_existing);
     Checkpoint ckpt(src);
     SafetensorsWriter writer;
     for (const auto& name : ckpt.names()) {

@@ -185,7 +185,8 @@ TEST(Config, LayoutValidationNeedsTheModelShape) {
 }
 
 TEST(Config, EveryShippedConfigIsValid) {
-  for (const char* name : {"tiny.yaml"}) {
+  for (const char* name : {"tiny.yaml", "qwen3-30b-a3b.yaml", "qwen3-30b-a3b-tp2.yaml", "qwen3-30b-a3b-tp4.yaml",
+                           "pdl-sites-example.yaml"}) {
     const std::string path = std::string(TPSERVE_SOURCE_DIR) + "/configs/" + name;
     EXPECT_NO_THROW(load_config_file(path)) << path;
   }

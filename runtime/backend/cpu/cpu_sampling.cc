@@ -77,6 +77,11 @@ void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& param
     }
     const float top_p = params.top_p.ptr<float>()[r];
     if (top_p < 1.0f) {
+      // The nucleus of the distribution left by top-k and min-p (renormalised), else of the full one.
+      if (top_k > 0 || min_p > 0.0f) {
+        z = 0.0;
+        for (int64_t j = 0; j < keep; ++j) z += std::exp((merged[j].value - global_max) / temp);
+      }
       double cumulative = 0.0;
       int64_t n = 0;
       while (n < keep) {

@@ -1,0 +1,116 @@
+// The scheduler on its own (fake model results): continuous batching limits, chunked prefill, stop
+// conditions, preemption when the KV cache is full (nothing lost), aborts and request validation.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/error.h"
+#include "runtime/engine/scheduler.h"
+
+namespace tpserve {
+namespace {
+
+// Runs the scheduler to completion, answering every sampled row with `next(request position)`.
+std::map<int64_t, std::vector<int32_t>> run(Scheduler& s, int* max_running = nullptr, int* steps = nullptr) {
+  std::map<int64_t, std::vector<int32_t>> out;
+  int n = 0;
+  while (s.has_work()) {
+    auto batch = s.schedule();
+    EXPECT_TRUE(batch.has_value()) << "work left but nothing scheduled";
+    if (!batch) break;
+    if (max_running) *max_running = std::max(*max_running, s.num_running());
+    StepResult r;
+    for (size_t i = 0; i < batch->sample_rows.size(); ++i) r.tokens.push_back(static_cast<int32_t>(batch->sample_counters[i]));
+    for (const auto& e : s.complete(r)) out[e.request_id].push_back(e.token);
+    EXPECT_LT(++n, 10000);
+  }
+  if (steps) *steps = n;
+  return out;
+}
+
+Request request(int64_t id, int prompt, int max_tokens) {
+  Request r;
+  r.id = id;
+  for (int i = 0; i < prompt; ++i) r.prompt.push_back(100 + i);
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+TEST(Scheduler, ContinuousBatchingRespectsMaxBatchAndFinishesEverything) {
+  Scheduler s({.max_batch = 2, .max_step_tokens = 64, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4, {});
+  for (int i = 1; i <= 5; ++i) s.add(request(i, 5 + i, 3 + i));
+  int max_running = 0;
+  const auto out = run(s, &max_running);
+  EXPECT_EQ(max_running, 2);
+  for (int i = 1; i <= 5; ++i) {
+    ASSERT_EQ(out.at(i).size(), static_cast<size_t>(3 + i));
+    for (int j = 0; j < 3 + i; ++j) EXPECT_EQ(out.at(i)[j], 5 + i + j);  // counter = position of the new token
+  }
+}
+
+TEST(Scheduler, LongPromptsArePrefilledInChunks) {
+  Scheduler s({.max_batch = 4, .max_step_tokens = 8, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4, {});
+  s.add(request(1, 30, 2));
+  auto b = s.schedule();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->num_tokens(), 8);
+  EXPECT_TRUE(b->sample_rows.empty());  // not the end of the prompt yet
+  s.complete(StepResult{});
+  int steps = 0;
+  const auto out = run(s, nullptr, &steps);
+  EXPECT_EQ(out.at(1), (std::vector<int32_t>{30, 31}));
+}
+
+TEST(Scheduler, StopTokensEosAndIgnoreEos) {
+  Scheduler s({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4, {12});
+  Request a = request(1, 10, 50);  // draws 10, 11, 12 (eos) -> stops
+  Request b = request(2, 10, 50);
+  b.ignore_eos = true, b.stop_token_ids = {14};  // passes eos, stops at 14
+  s.add(a), s.add(b);
+  const auto out = run(s);
+  EXPECT_EQ(out.at(1), (std::vector<int32_t>{10, 11, 12}));
+  EXPECT_EQ(out.at(2), (std::vector<int32_t>{10, 11, 12, 13, 14}));
+}
+
+TEST(Scheduler, FullKvCachePreemptsAndRecomputesWithoutLosingTokens) {
+  // 12 blocks of 4 tokens: three sequences growing to 24 tokens (6 blocks each) cannot all fit.
+  Scheduler s({.max_batch = 3, .max_step_tokens = 64, .max_seq_len = 64, .max_blocks_per_seq = 16}, 12, 4, {});
+  for (int i = 1; i <= 3; ++i) s.add(request(i, 8, 16));
+  const auto out = run(s);
+  EXPECT_GT(s.preemptions(), 0);
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_EQ(out.at(i).size(), 16u) << i;
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(out.at(i)[j], 8 + j);
+  }
+  EXPECT_DOUBLE_EQ(s.kv_usage(), 0.0);
+}
+
+TEST(Scheduler, AbortFreesTheSequence) {
+  Scheduler s({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4, {});
+  s.add(request(1, 10, 100));
+  s.add(request(2, 10, 3));
+  ASSERT_TRUE(s.schedule());
+  s.complete(StepResult{{10, 10}});
+  s.abort(1);
+  const auto out = run(s);
+  EXPECT_EQ(out.at(2).size(), 2u);  // its first token came from the step above
+  EXPECT_EQ(s.num_running(), 0);
+  EXPECT_DOUBLE_EQ(s.kv_usage(), 0.0);
+  const auto aborted = s.take_aborted();  // reported once
+  ASSERT_EQ(aborted.size(), 1u);
+  EXPECT_EQ(aborted[0].request_id, 1);
+  EXPECT_EQ(aborted[0].finish, FinishReason::kAborted);
+  EXPECT_TRUE(s.take_aborted().empty());
+}
+
+TEST(Scheduler, RejectsRequestsThatCanNeverRun) {
+  Scheduler s({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 32, .max_blocks_per_seq = 8}, 4, 4, {});
+  EXPECT_THROW(s.add(request(1, 0, 4)), Error);     // empty prompt
+  EXPECT_THROW(s.add(request(2, 4, 0)), Error);     // max_tokens 0
+  EXPECT_THROW(s.add(request(3, 30, 10)), Error);   // beyond max_seq_len
+  EXPECT_THROW(s.add(request(4, 10, 10)), Error);   // needs 5 blocks, the cache has 4
+  EXPECT_NO_THROW(s.add(request(5, 8, 8)));
+}
+
+}  // namespace
+}  // namespace tpserve
