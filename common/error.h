@@ -1,8 +1,8 @@
 // Errors: one exception type and one reporter for every failed check in tpserve.
 //
 // Library code never calls exit(): a failed check throws tpserve::Error carrying the statement text, the
-// file and the line. The CUDA, cuBLASLt, NCCL and MPI forms (kernels/cuda_check.h, parallel/mpi_check.h,
-// parallel/nccl_check.h) are one line each on top of fail_check(). The top level (runtime/tools) catches,
+// file and the line. The CUDA, cuBLASLt, NCCL and MPI forms (common/cuda_check.h, common/mpi_check.h,
+// common/nccl_check.h) are one line each on top of fail_check(). The top level (runtime/tools) catches,
 // logs and brings every rank down with MPI_Abort.
 #pragma once
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "parallel/mpi_check.h"
+#include "common/mpi_check.h"
 
 namespace tpserve::parallel {
 namespace {

@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "common/log.h"
-#include "parallel/mpi_check.h"
+#include "common/mpi_check.h"
 
 namespace tpserve::parallel {
 

@@ -3,7 +3,7 @@
 #include <mpi.h>
 
 #include "common/error.h"
-#include "parallel/mpi_check.h"
+#include "common/mpi_check.h"
 
 namespace tpserve::parallel {
 

@@ -24,9 +24,15 @@ ShardLayout make_layout(const ParallelConfig& p, int rank, int size) {
 
 }  // namespace
 
-Engine::Engine(const Config& config, parallel::Communicator& comm, std::unique_ptr<Backend> backend,
-               const EngineOptions& options)
-    : config_(config), comm_(comm), backend_(std::move(backend)), source_(open_model_source(config.model)) {
+Engine::Engine(const Config& config, parallel::Communicator& control, parallel::Communicator& data,
+               std::unique_ptr<Backend> backend, const EngineOptions& options)
+    : config_(config),
+      comm_(control),
+      data_(data),
+      backend_(std::move(backend)),
+      source_(open_model_source(config.model)) {
+  TPS_CHECK(control.size() == data.size() && control.rank() == data.rank(),
+            "control and data communicators disagree on the group");
   validate_layout(config_, comm_.size(), layout_facts(source_.spec));
   const ShardLayout layout = make_layout(config_.parallel, comm_.rank(), comm_.size());
   const bool mtp = config_.speculative.method == SpeculativeMethod::kMtp;
@@ -42,7 +48,7 @@ Engine::Engine(const Config& config, parallel::Communicator& comm, std::unique_p
   mo.max_samples = rt.max_batch;
   mo.sampling_candidates = rt.sampling_candidates;
   mo.keep_logits = options.keep_logits;
-  model_ = std::make_unique<Qwen3MoeModel>(source_.spec, layout, std::move(weights), mo, *backend_, comm_);
+  model_ = std::make_unique<Qwen3MoeModel>(source_.spec, layout, std::move(weights), mo, *backend_, data_);
 
   if (const char* fault = std::getenv("TPSERVE_FAULT_INJECT")) {
     TPS_CHECK(std::sscanf(fault, "rank:%d,step:%ld", &fault_rank_, &fault_step_) == 2,

@@ -1,6 +1,7 @@
 // Engine: one rank's model plus, on rank 0 (the driver), the scheduler. Every step the driver schedules,
-// broadcasts the plan over the world communicator, and all ranks run the same forward in lockstep; the
-// followers loop in run_follower() until the driver stops them. The engine knows no CUDA and no MPI.
+// broadcasts the plan over the control communicator (host memory), and all ranks run the same forward in
+// lockstep, their collectives on the data communicator (the backend's memory: MPI on the CPU, NCCL on
+// GPUs); followers loop in run_follower() until the driver stops them. The engine knows no CUDA and no MPI.
 #pragma once
 
 #include <memory>
@@ -21,9 +22,13 @@ struct EngineOptions {
 
 class Engine {
  public:
-  // Loads this rank's shard (layout from config.parallel and the communicator) on the given backend.
+  // Loads this rank's shard (layout from config.parallel and the communicators) on the given backend.
+  Engine(const Config& config, parallel::Communicator& control, parallel::Communicator& data,
+         std::unique_ptr<Backend> backend, const EngineOptions& options = {});
+  // Host-memory backends: one communicator carries both the plan and the collectives.
   Engine(const Config& config, parallel::Communicator& comm, std::unique_ptr<Backend> backend,
-         const EngineOptions& options = {});
+         const EngineOptions& options = {})
+      : Engine(config, comm, comm, std::move(backend), options) {}
   ~Engine();
 
   bool is_driver() const { return comm_.rank() == 0; }
@@ -52,7 +57,8 @@ class Engine {
   StepResult forward(const StepBatch& batch, bool want_logits);
 
   Config config_;
-  parallel::Communicator& comm_;
+  parallel::Communicator& comm_;  // control plane
+  parallel::Communicator& data_;
   std::unique_ptr<Backend> backend_;
   ModelSource source_;
   std::unique_ptr<Qwen3MoeModel> model_;

@@ -1,7 +1,7 @@
 // MPI_CHECK turns an MPI error code into tpserve::Error naming the call and MPI's message.
 #include <gtest/gtest.h>
 
-#include "parallel/mpi_check.h"
+#include "common/mpi_check.h"
 
 namespace tpserve {
 namespace {
