@@ -119,6 +119,27 @@ class Backend {
   // layout draws the same token.
   virtual void sample(Tensor values /*[R, S, C]*/, Tensor ids /*[R, S, C]*/, Tensor stats /*[R, S, 2]*/,
                       const SamplingInputs& params, Tensor tokens /*[S] i32*/) = 0;
+
+  // Speculative decoding. Per group g (sampled rows [group_start[g], group_start[g + 1]) of the candidate
+  // arrays, one sequence), accept drafts left to right -- the draft for the position after row r is
+  // row_tokens[r + 1] -- greedily (equal to the best candidate) or with probability p(draft) under the
+  // filtered distribution (rejection sampling against greedy drafts, uniform draw (seed, counter, 2^62));
+  // then emit one drawn token: from p without the rejected draft, or the bonus token after the last row.
+  // emitted[r] is the token emitted at row r (-1 past a rejection); accepted[g] the drafts taken.
+  virtual void verify_and_sample(Tensor values /*[P, R, C]*/, Tensor ids /*[P, R, C]*/, Tensor stats /*[P, R, 2]*/,
+                                 const SamplingInputs& params, Tensor row_tokens /*[R] i32*/,
+                                 Tensor group_start /*[G + 1] i32*/, Tensor emitted /*[R] i32*/,
+                                 Tensor accepted /*[G] i32*/) = 0;
+  // In place: ids[i] < 0 becomes table[-ids[i] - 1] (tokens that stay on the device: drafts, emitted).
+  virtual void resolve_tokens(Tensor ids /*[N] i32*/, Tensor table /*[M] i32*/) = 0;
+  // out[g] = a[g] + b[g] + c
+  virtual void add_i32(Tensor a /*[G] i32*/, Tensor b /*[G] i32*/, int32_t c, Tensor out /*[G] i32*/) = 0;
+  // table[index[g]] = values[g]
+  virtual void scatter_i32(Tensor values /*[G] i32*/, Tensor index /*[G] i32*/, Tensor table /*[M] i32*/) = 0;
+  // Metadata of a one-token-per-sequence draft step: slot of `positions` from each sequence's block table,
+  // context length position + 1.
+  virtual void draft_step_meta(Tensor positions /*[G] i32*/, Tensor block_tables /*[G, W] i32*/, int block_size,
+                               Tensor slot_mapping /*[G] i32*/, Tensor context_lens /*[G] i32*/) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -1,5 +1,6 @@
 #include "runtime/engine/engine.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -39,13 +40,17 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
   ModelWeights weights = load_model_weights(source_.spec, layout, *source_.weights, *backend_, mtp);
 
   const auto& rt = config_.runtime;
+  const int k = mtp ? config_.speculative.num_speculative_tokens : options.draft_script_tokens;
+  TPS_CHECK(!mtp || !options.draft_script, "scripted drafts replace MTP drafting: use one of them");
   ModelOptions mo;
+  mo.num_speculative_tokens = k;
   mo.kv_block_size = rt.kv_block_size;
-  mo.max_blocks_per_seq = (rt.max_seq_len + rt.kv_block_size - 1) / rt.kv_block_size;
+  // Speculation looks 2k tokens ahead (verified rows + MTP draft steps).
+  mo.max_blocks_per_seq = (rt.max_seq_len + 2 * k + rt.kv_block_size - 1) / rt.kv_block_size;
   mo.num_kv_blocks = rt.num_kv_blocks > 0 ? rt.num_kv_blocks : mo.max_blocks_per_seq * rt.max_batch;
   mo.max_seqs = rt.max_batch;
-  mo.max_tokens = rt.max_num_batched_tokens;
-  mo.max_samples = rt.max_batch;
+  mo.max_tokens = std::max(rt.max_num_batched_tokens, rt.max_batch * (1 + k));
+  mo.max_samples = rt.max_batch * (1 + k);
   mo.sampling_candidates = rt.sampling_candidates;
   mo.keep_logits = options.keep_logits;
   model_ = std::make_unique<Qwen3MoeModel>(source_.spec, layout, std::move(weights), mo, *backend_, data_);
@@ -58,12 +63,19 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
 
   if (is_driver()) {
     SchedulerLimits limits{.max_batch = rt.max_batch,
-                           .max_step_tokens = rt.max_num_batched_tokens,
+                           .max_step_tokens = mo.max_tokens,
                            .max_seq_len = rt.max_seq_len,
                            .max_blocks_per_seq = mo.max_blocks_per_seq};
     std::vector<int32_t> eos = source_.generation.eos_token_ids;
     if (eos.empty()) eos = source_.spec.eos_token_ids;
-    scheduler_ = std::make_unique<Scheduler>(limits, mo.num_kv_blocks, mo.kv_block_size, eos);
+    SpeculativeSettings speculative;
+    speculative.num_tokens = k;
+    if (mtp) {
+      Qwen3MoeModel* model = model_.get();
+      speculative.device_draft = [model](int slot, int j) { return model->device_draft_token(slot, j); };
+    }
+    speculative.script = options.draft_script;
+    scheduler_ = std::make_unique<Scheduler>(limits, mo.num_kv_blocks, mo.kv_block_size, eos, speculative);
   }
 }
 

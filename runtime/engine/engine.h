@@ -18,6 +18,9 @@ namespace tpserve {
 
 struct EngineOptions {
   bool keep_logits = false;  // tests: StepResult::logits
+  // Tests: speculative decoding with scripted drafts (any model, no MTP head needed), k drafts per step.
+  DraftScript draft_script;
+  int draft_script_tokens = 0;
 };
 
 class Engine {

@@ -19,8 +19,15 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 Scheduler::Scheduler(const SchedulerLimits& limits, int num_kv_blocks, int kv_block_size,
-                     std::vector<int32_t> eos_token_ids)
-    : limits_(limits), blocks_(num_kv_blocks, kv_block_size), eos_(std::move(eos_token_ids)) {}
+                     std::vector<int32_t> eos_token_ids, SpeculativeSettings speculative)
+    : limits_(limits),
+      blocks_(num_kv_blocks, kv_block_size),
+      eos_(std::move(eos_token_ids)),
+      spec_(std::move(speculative)) {
+  TPS_CHECK(!speculating() || spec_.device_draft || spec_.script, "speculative decoding needs a draft source");
+  spec_metrics_.accepted_at.assign(spec_.num_tokens, 0);
+  for (int s = limits_.max_batch - 1; s >= 0; --s) free_slots_.push_back(s);
+}
 
 void Scheduler::add(Request request) {
   const int prompt = static_cast<int>(request.prompt.size());
@@ -28,7 +35,8 @@ void Scheduler::add(Request request) {
   TPS_CHECK(request.max_tokens >= 1, "request ", request.id, ": max_tokens must be >= 1");
   TPS_CHECK(prompt + request.max_tokens <= limits_.max_seq_len, "request ", request.id, ": prompt (", prompt,
             " tokens) + max_tokens (", request.max_tokens, ") exceeds max_seq_len ", limits_.max_seq_len);
-  const int blocks = blocks_.blocks_for(prompt + request.max_tokens);
+  // Speculation reserves room for the drafts of the last step too (2k: verified rows + MTP draft steps).
+  const int blocks = blocks_.blocks_for(prompt + request.max_tokens + 2 * spec_.num_tokens);
   TPS_CHECK(blocks <= limits_.max_blocks_per_seq && blocks <= blocks_.num_blocks(), "request ", request.id, ": needs ",
             blocks, " KV blocks; the cache has ", blocks_.num_blocks());
   auto seq = std::make_unique<Sequence>();
@@ -41,9 +49,16 @@ void Scheduler::abort(int64_t request_id) { aborted_.push_back(request_id); }
 
 std::vector<TokenEvent> Scheduler::take_aborted() { return std::exchange(aborted_events_, {}); }
 
+void Scheduler::release(Sequence& s) {
+  blocks_.release(s.blocks);
+  if (s.slot >= 0) free_slots_.push_back(s.slot);
+  s.slot = -1;
+  s.has_drafts = false;
+}
+
 void Scheduler::preempt_newest() {
   auto& seq = running_.back();
-  blocks_.release(seq->blocks);
+  release(*seq);
   seq->num_cached = 0;  // recomputed from its tokens (prompt + generated so far) when readmitted
   ++preemptions_;
   log_debug("preempted request ", seq->request.id, " (KV cache full)");
@@ -51,15 +66,22 @@ void Scheduler::preempt_newest() {
   running_.pop_back();
 }
 
+// Drafts verified for `s` this step: k once it is decoding and a draft source has drafts for it.
+int Scheduler::drafts_for(const Sequence& s) const {
+  if (!speculating() || s.num_cached + 1 != static_cast<int>(s.tokens.size())) return 0;
+  if (spec_.script) return spec_.num_tokens;
+  return s.has_drafts ? spec_.num_tokens : 0;
+}
+
 std::optional<StepBatch> Scheduler::schedule() {
   for (int64_t id : aborted_) {
     auto match = [id](const std::unique_ptr<Sequence>& s) { return s->request.id == id; };
     if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
-      blocks_.release((*it)->blocks);
+      release(**it);
       aborted_events_.push_back({id, -1, (*it)->num_generated, FinishReason::kAborted});
       running_.erase(it);
     } else if (auto w = std::find_if(waiting_.begin(), waiting_.end(), match); w != waiting_.end()) {
-      blocks_.release((*w)->blocks);
+      release(**w);
       aborted_events_.push_back({id, -1, (*w)->num_generated, FinishReason::kAborted});
       waiting_.erase(w);
     }
@@ -68,54 +90,87 @@ std::optional<StepBatch> Scheduler::schedule() {
 
   last_.clear();
   int budget = limits_.max_step_tokens;
+  const int lookahead = speculating() && spec_.device_draft ? spec_.num_tokens : 0;  // MTP draft steps' KV
   // Running sequences first (decode, or the next chunk of a long prompt).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* s = running_[i].get();
-    const int n = std::min(static_cast<int>(s->tokens.size()) - s->num_cached, budget);
-    while (!blocks_.reserve(s->blocks, s->num_cached + n)) {
+    const int drafts = drafts_for(*s);
+    const int left = static_cast<int>(s->tokens.size()) - s->num_cached;
+    const int n = drafts > 0 ? (drafts + 1 <= budget ? drafts + 1 : 0) : std::min(left, budget);
+    if (n == 0) break;
+    while (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {
       const bool self = running_.back().get() == s;
       preempt_newest();
       if (self) break;
     }
     if (i >= running_.size() || running_[i].get() != s) break;  // s itself was preempted
-    last_.push_back({s, n, s->num_cached + n == static_cast<int>(s->tokens.size())});
+    last_.push_back({s, n, drafts > 0 || s->num_cached + n == static_cast<int>(s->tokens.size()), drafts});
     budget -= n;
   }
   // Then admit waiting requests as prefills.
   while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < limits_.max_batch) {
     Sequence* s = waiting_.front().get();
     const int n = std::min(static_cast<int>(s->tokens.size()) - s->num_cached, budget);
-    if (!blocks_.reserve(s->blocks, s->num_cached + n)) break;
+    if (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) break;
+    if (speculating() && spec_.device_draft) {
+      s->slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
-    last_.push_back({s, n, s->num_cached + n == static_cast<int>(s->tokens.size())});
+    last_.push_back({s, n, s->num_cached + n == static_cast<int>(s->tokens.size()), 0});
     budget -= n;
   }
   if (last_.empty()) return std::nullopt;
 
   StepBatch b;
   const int bs = blocks_.block_size();
+  const bool mtp = speculating() && static_cast<bool>(spec_.device_draft);
   b.max_blocks_per_seq = 0;
   for (const auto& sc : last_) b.max_blocks_per_seq = std::max<int>(b.max_blocks_per_seq, sc.seq->blocks.size());
   b.query_start.push_back(0);
-  for (const auto& sc : last_) {
+  for (size_t q = 0; q < last_.size(); ++q) {
+    const Scheduled& sc = last_[q];
     const Sequence& s = *sc.seq;
-    for (int p = s.num_cached; p < s.num_cached + sc.num_tokens; ++p) {
-      b.token_ids.push_back(s.tokens[p]);
+    std::vector<int32_t> drafts;
+    if (sc.drafts > 0 && spec_.script) {
+      drafts = spec_.script(s.request.id, s.tokens, sc.drafts);
+      TPS_CHECK(static_cast<int>(drafts.size()) == sc.drafts, "draft script returned ", drafts.size(), " drafts");
+    }
+    const int first_row = static_cast<int>(b.token_ids.size());
+    if (speculating() && sc.samples) b.group_start.push_back(static_cast<int32_t>(b.sample_rows.size()));
+    for (int j = 0; j < sc.num_tokens; ++j) {
+      const int p = s.num_cached + j;
+      const int32_t token = j == 0 || sc.drafts == 0 ? s.tokens[p]
+                            : spec_.script       ? drafts[j - 1]
+                                                 : spec_.device_draft(s.slot, j - 1);
+      b.token_ids.push_back(token);
       b.positions.push_back(p);
       b.slot_mapping.push_back(s.blocks[p / bs] * bs + p % bs);
+      const bool sampled = sc.drafts > 0 || (sc.samples && j + 1 == sc.num_tokens);
+      if (sampled) {
+        b.sample_rows.push_back(first_row + j);
+        b.sampling.push_back(s.request.sampling);
+        b.sample_counters.push_back(p + 1);
+      }
+      if (mtp) {
+        // The token after this row: known (prompt or earlier output), or emitted at this sampled row now.
+        const bool known = sc.drafts == 0 && p + 1 < static_cast<int>(s.tokens.size());
+        b.mtp_next_tokens.push_back(known ? s.tokens[p + 1] : -static_cast<int32_t>(b.sample_rows.size()));
+      }
     }
     b.query_start.push_back(static_cast<int32_t>(b.token_ids.size()));
     b.context_lens.push_back(s.num_cached + sc.num_tokens);
     std::vector<int32_t> row(s.blocks);
     row.resize(b.max_blocks_per_seq, 0);
     b.block_tables.insert(b.block_tables.end(), row.begin(), row.end());
-    if (sc.samples) {
-      b.sample_rows.push_back(b.query_start.back() - 1);
-      b.sampling.push_back(s.request.sampling);
-      b.sample_counters.push_back(static_cast<int64_t>(s.tokens.size()));
+    if (speculating() && sc.samples) {
+      b.draft_slot.push_back(mtp ? s.slot : -1);
+      b.group_seq.push_back(static_cast<int32_t>(q));
     }
   }
+  if (speculating()) b.group_start.push_back(static_cast<int32_t>(b.sample_rows.size()));
+  if (!mtp) b.draft_slot.clear(), b.group_seq.clear();
   return b;
 }
 
@@ -129,25 +184,50 @@ FinishReason Scheduler::finish_reason(const Sequence& s, int32_t token) const {
 }
 
 void Scheduler::finish(std::vector<std::unique_ptr<Sequence>>::iterator it) {
-  blocks_.release((*it)->blocks);
+  release(**it);
   running_.erase(it);
 }
 
 std::vector<TokenEvent> Scheduler::complete(const StepResult& result) {
   std::vector<TokenEvent> events;
   std::vector<Sequence*> done;
-  size_t row = 0;
+  size_t row = 0, group = 0;
   for (const auto& sc : last_) {
     Sequence& s = *sc.seq;
-    s.num_cached += sc.num_tokens;
-    if (!sc.samples) continue;
-    TPS_CHECK(row < result.tokens.size(), "step result has ", result.tokens.size(), " tokens, expected more");
-    const int32_t token = result.tokens[row++];
-    s.tokens.push_back(token);
-    ++s.num_generated;
-    const FinishReason reason = finish_reason(s, token);
-    events.push_back({s.request.id, token, s.num_generated - 1, reason});
-    if (reason != FinishReason::kNone) done.push_back(&s);
+    if (!sc.samples) {
+      s.num_cached += sc.num_tokens;
+      continue;
+    }
+    int accepted = 0;
+    if (speculating()) {
+      TPS_CHECK(group < result.accepted.size(), "step result lacks the accepted count of group ", group);
+      accepted = result.accepted[group++];
+      TPS_CHECK(accepted >= 0 && accepted <= sc.drafts, "accepted ", accepted, " of ", sc.drafts, " drafts");
+    }
+    // Rows verified: the KV of the last token and the accepted drafts is valid; rejected drafts' entries
+    // are overwritten later (the sequence length rolls back).
+    s.num_cached += sc.drafts > 0 ? accepted + 1 : sc.num_tokens;
+    if (sc.drafts > 0) {
+      ++spec_metrics_.drafts;
+      spec_metrics_.draft_tokens += sc.drafts;
+      spec_metrics_.accepted_tokens += accepted;
+      for (int j = 0; j < accepted; ++j) ++spec_metrics_.accepted_at[j];
+    }
+    s.has_drafts = speculating() && static_cast<bool>(spec_.device_draft);
+    const size_t rows_of_group = sc.drafts > 0 ? sc.drafts + 1 : 1;
+    TPS_CHECK(row + rows_of_group <= result.tokens.size(), "step result has ", result.tokens.size(), " tokens");
+    for (int j = 0; j <= accepted; ++j) {
+      const int32_t token = result.tokens[row + j];
+      s.tokens.push_back(token);
+      ++s.num_generated;
+      const FinishReason reason = finish_reason(s, token);
+      events.push_back({s.request.id, token, s.num_generated - 1, reason});
+      if (reason != FinishReason::kNone) {
+        done.push_back(&s);
+        break;
+      }
+    }
+    row += rows_of_group;
   }
   for (Sequence* s : done) {
     auto it = std::find_if(running_.begin(), running_.end(), [s](const auto& p) { return p.get() == s; });

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,9 +43,31 @@ struct SchedulerLimits {
   int max_blocks_per_seq = 256;
 };
 
+// Speculative decoding: k drafts per sequence and step, verified by the main model in the same step.
+// Drafts come from the model's MTP head (they stay on the device: token ids point into its draft table) or,
+// in tests, from a script that proposes tokens given the request and its tokens so far.
+using DraftScript = std::function<std::vector<int32_t>(int64_t request_id, const std::vector<int32_t>& tokens, int k)>;
+using DeviceDraftToken = std::function<int32_t(int slot, int j)>;
+struct SpeculativeSettings {
+  int num_tokens = 0;            // k (0: no speculation)
+  DeviceDraftToken device_draft; // MTP: token id standing for draft j of a slot
+  DraftScript script;            // tests: literal drafts
+};
+
+struct SpeculativeMetrics {
+  int64_t drafts = 0;           // verification groups (one per sequence and step)
+  int64_t draft_tokens = 0;     // drafts proposed
+  int64_t accepted_tokens = 0;  // drafts accepted
+  std::vector<int64_t> accepted_at;  // [k]: groups that accepted the draft at position j
+  double mean_accepted_length() const {  // tokens emitted per verification (accepted + 1)
+    return drafts ? 1.0 + static_cast<double>(accepted_tokens) / static_cast<double>(drafts) : 0.0;
+  }
+};
+
 class Scheduler {
  public:
-  Scheduler(const SchedulerLimits& limits, int num_kv_blocks, int kv_block_size, std::vector<int32_t> eos_token_ids);
+  Scheduler(const SchedulerLimits& limits, int num_kv_blocks, int kv_block_size, std::vector<int32_t> eos_token_ids,
+            SpeculativeSettings speculative = {});
 
   // Throws tpserve::Error for a request that can never run (empty prompt, too long, bad max_tokens).
   void add(Request request);
@@ -63,6 +86,7 @@ class Scheduler {
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   double kv_usage() const { return blocks_.usage(); }
   int64_t preemptions() const { return preemptions_; }
+  const SpeculativeMetrics& speculative_metrics() const { return spec_metrics_; }
 
  private:
   struct Sequence {
@@ -71,12 +95,18 @@ class Scheduler {
     int num_generated = 0;
     int num_cached = 0;           // tokens whose KV is in the cache
     std::vector<int32_t> blocks;
+    int slot = -1;                // draft-table slot (MTP)
+    bool has_drafts = false;      // MTP drafts for this sequence wait in the draft table
   };
   struct Scheduled {
     Sequence* seq;
     int num_tokens;
     bool samples;
+    int drafts = 0;  // rows after the first that verify drafts
   };
+  bool speculating() const { return spec_.num_tokens > 0; }
+  int drafts_for(const Sequence& s) const;
+  void release(Sequence& s);
 
   void preempt_newest();
   FinishReason finish_reason(const Sequence& s, int32_t token) const;
@@ -91,6 +121,9 @@ class Scheduler {
   std::vector<int64_t> aborted_;
   std::vector<TokenEvent> aborted_events_;
   int64_t preemptions_ = 0;
+  SpeculativeSettings spec_;
+  SpeculativeMetrics spec_metrics_;
+  std::vector<int> free_slots_;
 };
 
 }  // namespace tpserve

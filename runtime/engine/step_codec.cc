@@ -57,7 +57,7 @@ class Reader {
   size_t pos_ = 0;
 };
 
-constexpr uint32_t kMagic = 0x54505331;  // "TPS1"
+constexpr uint32_t kMagic = 0x54505332;  // "TPS2": bump when the layout changes
 
 }  // namespace
 
@@ -74,6 +74,10 @@ std::vector<char> encode_step(const StepBatch& b) {
   w.vec(b.sample_rows);
   w.vec(b.sampling);
   w.vec(b.sample_counters);
+  w.vec(b.group_start);
+  w.vec(b.mtp_next_tokens);
+  w.vec(b.draft_slot);
+  w.vec(b.group_seq);
   return w.take();
 }
 
@@ -91,6 +95,10 @@ StepBatch decode_step(const std::vector<char>& bytes) {
   r.vec(b.sample_rows);
   r.vec(b.sampling);
   r.vec(b.sample_counters);
+  r.vec(b.group_start);
+  r.vec(b.mtp_next_tokens);
+  r.vec(b.draft_slot);
+  r.vec(b.group_seq);
   TPS_CHECK(r.done(), "step message: trailing bytes");
   return b;
 }

@@ -177,7 +177,8 @@ ModelWeights load_model_weights(const ModelSpec& s, const ShardLayout& lay, cons
     TPS_CHECK(s.num_nextn_predict_layers > 0, "the checkpoint has no MTP head (num_nextn_predict_layers)");
     const std::string m = weight_names::mtp_prefix();
     w.mtp.present = true;
-    w.mtp.fc = ld.whole(m + "fc.weight");
+    w.mtp.fc_embedding = ld.load({h, h}, {{m + "fc.weight", {{0, h}, {0, h}}}});
+    w.mtp.fc_hidden = ld.load({h, h}, {{m + "fc.weight", {{0, h}, {h, 2 * h}}}});
     w.mtp.norm_embedding = ld.whole(m + "pre_fc_norm_embedding.weight");
     w.mtp.norm_hidden = ld.whole(m + "pre_fc_norm_hidden.weight");
     w.mtp.layer = load_layer(s, lay, ld, m + "layers.0.", s.num_experts > 0, fused);

@@ -25,7 +25,8 @@ struct LayerWeights {
 
 struct MtpWeights {
   bool present = false;
-  Tensor fc;               // [H, 2H]
+  Tensor fc_embedding;     // [H, H]: mtp.fc columns [0, H) (applied to the normed embedding)
+  Tensor fc_hidden;        // [H, H]: mtp.fc columns [H, 2H) (applied to the normed hidden state)
   Tensor norm_embedding;   // [H]
   Tensor norm_hidden;      // [H]
   LayerWeights layer;

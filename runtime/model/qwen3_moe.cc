@@ -11,11 +11,6 @@ namespace {
 
 size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
 
-// A typed view at a byte offset of the step-input buffer.
-Tensor input_view(const Tensor& buffer, size_t offset, DType dtype, int64_t n) {
-  return Tensor(static_cast<char*>(buffer.data) + offset, dtype, buffer.device, {n});
-}
-
 template <typename T>
 void put(std::vector<char>& host, size_t offset, const std::vector<T>& values, size_t capacity, const char* what) {
   TPS_CHECK(values.size() <= capacity, "step has ", values.size(), " ", what, ", more than the ", capacity,
@@ -43,8 +38,15 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
     kv_.push_back(c);
   }
 
+  if (weights_.mtp.present) {
+    mtp_kv_ = {backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim}),
+               backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim})};
+    kv_bytes_ += mtp_kv_.k.nbytes() + mtp_kv_.v.nbytes();
+  }
+
   // Step-input layout: fixed offsets for the largest step.
   const size_t t = options_.max_tokens, s = options_.max_seqs, r = options_.max_samples;
+  const size_t kspec = std::max(options_.num_speculative_tokens, 1);
   size_t off = 0;
   auto take = [&](size_t bytes) {
     const size_t at = off;
@@ -55,6 +57,9 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   off_ctx_ = take(s * 4), off_tables_ = take(s * options_.max_blocks_per_seq * 4), off_rows_ = take(r * 4);
   off_temp_ = take(r * 4), off_topk_ = take(r * 4), off_topp_ = take(r * 4), off_minp_ = take(r * 4);
   off_seed_ = take(r * 8), off_counter_ = take(r * 8);
+  off_group_start_ = take((s + 1) * 4), off_base_row_ = take(s * 4), off_base_pos_ = take(s * 4);
+  off_group_seq_ = take(s * 4), off_draft_index_ = take(kspec * s * 4), off_mtp_next_ = take(t * 4);
+  off_iota_ = take((s + 1) * 4);
   host_inputs_.assign(off, 0);
   inputs_ = backend_.alloc(DType::kU8, {static_cast<int64_t>(off)});
 
@@ -85,6 +90,29 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   all_ids_ = backend_.alloc(DType::kI32, {P, R, C});
   all_stats_ = backend_.alloc(DType::kF32, {P, R, 2});
   tokens_ = backend_.alloc(DType::kI32, {R});
+  const int64_t S = options_.max_seqs;
+  row_tokens_ = backend_.alloc(DType::kI32, {R});
+  emitted_ = backend_.alloc(DType::kI32, {R});
+  accepted_ = backend_.alloc(DType::kI32, {S});
+  // Drafts stay on the device between steps: [k, max_seqs] by draft-table slot, plus one trash entry.
+  draft_table_ = backend_.alloc(DType::kI32, {static_cast<int64_t>(kspec) * S + 1});
+  if (weights_.mtp.present) {
+    mtp_a_ = backend_.alloc(act, {T, h});
+    mtp_b_ = backend_.alloc(act, {T, h});
+    mtp_h_ = backend_.alloc(act, {S, h});
+    draft_tokens_ = backend_.alloc(DType::kI32, {S});
+    draft_rows_ = backend_.alloc(DType::kI32, {S});
+    draft_pos_ = backend_.alloc(DType::kI32, {S});
+    draft_slots_ = backend_.alloc(DType::kI32, {S});
+    draft_ctx_ = backend_.alloc(DType::kI32, {S});
+    draft_tables_ = backend_.alloc(DType::kI32, {S, options_.max_blocks_per_seq});
+    zeros_i32_ = backend_.alloc(DType::kI32, {S});
+    // Greedy sampling parameters for drafting (all zeros: temperature 0).
+    greedy_ = {backend_.alloc(DType::kF32, {S}), backend_.alloc(DType::kI32, {S}), backend_.alloc(DType::kF32, {S}),
+               backend_.alloc(DType::kF32, {S}), backend_.alloc(DType::kI64, {S}), backend_.alloc(DType::kI64, {S})};
+    const std::vector<float> ones(S, 1.0f);
+    backend_.copy_from_host(greedy_.top_p, ones.data());
+  }
   if (options_.keep_logits) all_logits_ = backend_.alloc(DType::kF32, {P, R, layout_.local_vocab(spec_)});
   if (layout_.all_to_all) {
     TPS_CHECK(layout_.ep_size == P, "all-to-all dispatch needs ep == tp (", layout_.ep_size, " vs ", P, ")");
@@ -101,6 +129,10 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   log_info("model ready: ", spec_.summary(), "; KV cache ", options_.num_kv_blocks, " blocks x ",
            options_.kv_block_size, " tokens (", static_cast<double>(kv_bytes_) / 1e6, " MB); ", backend_.name(),
            " backend holds ", static_cast<double>(backend_.allocated_bytes()) / 1e6, " MB");
+}
+
+Tensor Qwen3MoeModel::input(size_t offset, DType dtype, int64_t n) const {
+  return Tensor(static_cast<char*>(inputs_.data) + offset, dtype, inputs_.device, {n});
 }
 
 void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInputs& sp) {
@@ -138,24 +170,70 @@ void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInpu
   put(host_inputs_, off_minp_, minp, r, "min-p values");
   put(host_inputs_, off_seed_, seed, r, "seeds");
   put(host_inputs_, off_counter_, b.sample_counters, r, "counters");
+  // Groups of sampled rows (one per sequence that draws); without speculation every row is its own group.
+  std::vector<int32_t> group_start = b.group_start;
+  if (group_start.empty())
+    for (int i = 0; i <= b.num_samples(); ++i) group_start.push_back(i);
+  const int groups = static_cast<int>(group_start.size()) - 1;
+  std::vector<int32_t> base_row(groups), base_pos(groups), draft_index;
+  for (int g = 0; g < groups; ++g) {
+    TPS_CHECK(group_start[g] < group_start[g + 1] && group_start[g + 1] <= b.num_samples(), "step batch: bad group ", g);
+    base_row[g] = b.sample_rows[group_start[g]];
+    base_pos[g] = b.positions[base_row[g]];
+  }
+  put(host_inputs_, off_group_start_, group_start, s + 1, "group starts");
+  put(host_inputs_, off_base_row_, base_row, s, "groups");
+  put(host_inputs_, off_base_pos_, base_pos, s, "groups");
+  if (!b.mtp_next_tokens.empty()) {
+    TPS_CHECK(b.mtp_next_tokens.size() == b.token_ids.size(), "step batch: mtp_next_tokens must have T entries");
+    TPS_CHECK(b.draft_slot.size() == static_cast<size_t>(groups) && b.group_seq.size() == static_cast<size_t>(groups),
+              "step batch: draft_slot / group_seq must have one entry per group");
+    TPS_CHECK(!b.group_start.empty(), "step batch: MTP drafting needs sampled-row groups");
+    const int k = options_.num_speculative_tokens, trash = k * options_.max_seqs;
+    draft_index.assign(static_cast<size_t>(std::max(k, 1)) * s, trash);  // [k, max_seqs]
+    for (int j = 0; j < k; ++j)
+      for (int g = 0; g < groups; ++g)
+        if (b.draft_slot[g] >= 0) draft_index[j * s + g] = j * options_.max_seqs + b.draft_slot[g];
+    put(host_inputs_, off_draft_index_, draft_index, static_cast<size_t>(std::max(k, 1)) * s, "draft indices");
+    put(host_inputs_, off_mtp_next_, b.mtp_next_tokens, t, "MTP next tokens");
+    put(host_inputs_, off_group_seq_, b.group_seq, s, "groups");
+    std::vector<int32_t> iota(groups + 1);
+    for (int g = 0; g <= groups; ++g) iota[g] = g;
+    put(host_inputs_, off_iota_, iota, s + 1, "groups");
+  }
   backend_.copy_from_host(inputs_, host_inputs_.data());
 
   const int64_t T = b.num_tokens(), S = b.num_seqs(), R = b.num_samples();
-  meta.positions = input_view(inputs_, off_pos_, DType::kI32, T);
-  meta.slot_mapping = input_view(inputs_, off_slots_, DType::kI32, T);
-  meta.query_start = input_view(inputs_, off_qstart_, DType::kI32, S + 1);
-  meta.context_lens = input_view(inputs_, off_ctx_, DType::kI32, S);
-  meta.block_tables = input_view(inputs_, off_tables_, DType::kI32, S * width).view({S, width});
+  meta.positions = input(off_pos_, DType::kI32, T);
+  meta.slot_mapping = input(off_slots_, DType::kI32, T);
+  meta.query_start = input(off_qstart_, DType::kI32, S + 1);
+  meta.context_lens = input(off_ctx_, DType::kI32, S);
+  meta.block_tables = input(off_tables_, DType::kI32, S * width).view({S, width});
   meta.num_seqs = static_cast<int>(S);
   meta.max_query_len = 0;
   for (int q = 0; q < S; ++q) meta.max_query_len = std::max(meta.max_query_len, b.query_start[q + 1] - b.query_start[q]);
   meta.max_context_len = b.context_lens.empty() ? 0 : *std::max_element(b.context_lens.begin(), b.context_lens.end());
-  sp.temperature = input_view(inputs_, off_temp_, DType::kF32, R);
-  sp.top_k = input_view(inputs_, off_topk_, DType::kI32, R);
-  sp.top_p = input_view(inputs_, off_topp_, DType::kF32, R);
-  sp.min_p = input_view(inputs_, off_minp_, DType::kF32, R);
-  sp.seed = input_view(inputs_, off_seed_, DType::kI64, R);
-  sp.counter = input_view(inputs_, off_counter_, DType::kI64, R);
+  sp.temperature = input(off_temp_, DType::kF32, R);
+  sp.top_k = input(off_topk_, DType::kI32, R);
+  sp.top_p = input(off_topp_, DType::kF32, R);
+  sp.min_p = input(off_minp_, DType::kF32, R);
+  sp.seed = input(off_seed_, DType::kI64, R);
+  sp.counter = input(off_counter_, DType::kI64, R);
+}
+
+// lm_head on this rank's vocabulary slice, then every rank's best candidates (all-gathered under TP).
+Qwen3MoeModel::Candidates Qwen3MoeModel::lm_head_candidates(Tensor hidden, int n, Tensor temperature,
+                                                            Tensor logits) {
+  backend_.linear(hidden, weights_.lm_head, logits);
+  const int64_t C = candidates_, P = layout_.tp_size;
+  Tensor vals = cand_vals_.rows(0, n), cids = cand_ids_.rows(0, n), stats = cand_stats_.rows(0, n);
+  backend_.sampling_candidates(logits, layout_.vocab_begin(spec_), temperature, vals, cids, stats);
+  if (P == 1) return {vals.view({1, n, C}), cids.view({1, n, C}), stats.view({1, n, 2})};
+  Candidates all{all_vals_.view({P, n, C}), all_ids_.view({P, n, C}), all_stats_.view({P, n, 2})};
+  comm_.all_gather(vals.data, all.values.data, static_cast<size_t>(n * C), DType::kF32);
+  comm_.all_gather(cids.data, all.ids.data, static_cast<size_t>(n * C), DType::kI32);
+  comm_.all_gather(stats.data, all.stats.data, static_cast<size_t>(n * 2), DType::kF32);
+  return all;
 }
 
 void Qwen3MoeModel::all_reduce(Tensor t) {
@@ -234,7 +312,8 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   const int tokens = batch.num_tokens(), rows = batch.num_samples();
   const float eps = static_cast<float>(spec_.rms_norm_eps);
 
-  Tensor ids = input_view(inputs_, off_ids_, DType::kI32, tokens);
+  Tensor ids = input(off_ids_, DType::kI32, tokens);
+  if (options_.num_speculative_tokens > 0) backend_.resolve_tokens(ids, draft_table_);  // device-resident drafts
   backend_.embedding(ids, weights_.embed, layout_.vocab_begin(spec_), residual_.rows(0, tokens));
   all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
   for (int l = 0; l < spec_.num_layers; ++l) layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0);
@@ -242,30 +321,36 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
                        normed_.rows(0, tokens));
 
   StepResult result;
-  if (rows == 0) return result;
-  Tensor sample_rows = input_view(inputs_, off_rows_, DType::kI32, rows);
+  if (rows == 0) {
+    if (!batch.mtp_next_tokens.empty() && weights_.mtp.present) mtp_forward(batch, meta, tokens);
+    return result;
+  }
+  Tensor sample_rows = input(off_rows_, DType::kI32, rows);
   Tensor hidden = sample_hidden_.rows(0, rows), logits = logits_.rows(0, rows);
   backend_.gather_rows(normed_.rows(0, tokens), sample_rows, hidden);
-  backend_.linear(hidden, weights_.lm_head, logits);
+  const Candidates cand = lm_head_candidates(hidden, rows, sampling.temperature, logits);
 
-  const int64_t C = candidates_, P = layout_.tp_size;
-  Tensor vals = cand_vals_.rows(0, rows), cids = cand_ids_.rows(0, rows), stats = cand_stats_.rows(0, rows);
-  backend_.sampling_candidates(logits, layout_.vocab_begin(spec_), sampling.temperature, vals, cids, stats);
-  Tensor all_vals = vals.view({1, rows, C}), all_ids = cids.view({1, rows, C}), all_stats = stats.view({1, rows, 2});
-  if (P > 1) {
-    all_vals = all_vals_.view({P, rows, C}), all_ids = all_ids_.view({P, rows, C});
-    all_stats = all_stats_.view({P, rows, 2});
-    comm_.all_gather(vals.data, all_vals.data, static_cast<size_t>(rows * C), DType::kF32);
-    comm_.all_gather(cids.data, all_ids.data, static_cast<size_t>(rows * C), DType::kI32);
-    comm_.all_gather(stats.data, all_stats.data, static_cast<size_t>(rows * 2), DType::kF32);
+  const bool speculative = !batch.group_start.empty();
+  const int groups = batch.num_groups();
+  Tensor emitted = (speculative ? emitted_ : tokens_).rows(0, rows), accepted = accepted_.rows(0, groups);
+  if (speculative) {
+    Tensor row_tokens = row_tokens_.rows(0, rows);
+    backend_.gather_rows(ids.view({tokens, 1}), sample_rows, row_tokens.view({rows, 1}));
+    backend_.verify_and_sample(cand.values, cand.ids, cand.stats, sampling, row_tokens,
+                               input(off_group_start_, DType::kI32, groups + 1), emitted, accepted);
+  } else {
+    backend_.sample(cand.values, cand.ids, cand.stats, sampling, emitted);
   }
-  Tensor tokens_out = tokens_.rows(0, rows);
-  backend_.sample(all_vals, all_ids, all_stats, sampling, tokens_out);
+  if (!batch.mtp_next_tokens.empty() && weights_.mtp.present) mtp_forward(batch, meta, tokens);
   result.tokens.resize(rows);
-  backend_.copy_to_host(result.tokens.data(), tokens_out);
+  backend_.copy_to_host(result.tokens.data(), emitted);
+  if (speculative) {
+    result.accepted.resize(groups);
+    backend_.copy_to_host(result.accepted.data(), accepted);
+  }
 
   if (want_logits) {
-    const int64_t v = layout_.local_vocab(spec_);
+    const int64_t v = layout_.local_vocab(spec_), P = layout_.tp_size;
     std::vector<float> gathered(static_cast<size_t>(P * rows * v));
     if (P > 1) {
       Tensor all = all_logits_.view({P, rows, v});

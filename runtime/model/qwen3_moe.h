@@ -20,6 +20,7 @@ struct ModelOptions {
   int num_kv_blocks = 64;        // paged KV cache size
   int kv_block_size = 16;
   int sampling_candidates = 256; // per rank and row; top-p works within the best of these
+  int num_speculative_tokens = 0;  // k drafts per sequence and step (MTP or scripted drafts)
   bool keep_logits = false;      // allow StepResult::logits (tests)
 };
 
@@ -30,6 +31,13 @@ class Qwen3MoeModel {
 
   StepResult forward(const StepBatch& batch, bool want_logits = false);
 
+  bool has_mtp() const { return weights_.mtp.present; }
+  // Token id standing for draft j (0-based) of the sequence in draft-table slot `slot` (StepBatch::token_ids).
+  int32_t device_draft_token(int slot, int j) const { return -(1 + j * options_.max_seqs + slot); }
+  // Test access to one layer's KV cache (the main model's; layer -1: the MTP layer's).
+  KvCacheLayer kv_cache(int layer) const { return layer < 0 ? mtp_kv_ : kv_[layer]; }
+  Backend& backend() { return backend_; }
+
   const ModelSpec& spec() const { return spec_; }
   const ShardLayout& layout() const { return layout_; }
   const ModelOptions& options() const { return options_; }
@@ -37,8 +45,14 @@ class Qwen3MoeModel {
   size_t kv_cache_bytes() const { return kv_bytes_; }
 
  private:
-  struct StepInputs;
+  struct Candidates {
+    Tensor values, ids, stats;  // [P, n, C], [P, n, C], [P, n, 2]: every rank's
+  };
   void upload(const StepBatch& batch, AttentionMeta& meta, SamplingInputs& sampling);
+  Tensor input(size_t offset, DType dtype, int64_t n) const;  // a typed view of the step-input buffer
+  Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out);
+  void mtp_input(Tensor tokens, Tensor hidden, int n);
+  void mtp_forward(const StepBatch& batch, const AttentionMeta& meta, int tokens);
   void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens, bool first);
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens);
   void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens);
@@ -59,12 +73,18 @@ class Qwen3MoeModel {
   std::vector<char> host_inputs_;
   Tensor inputs_;
   size_t off_ids_, off_pos_, off_slots_, off_qstart_, off_ctx_, off_tables_, off_rows_, off_temp_, off_topk_,
-      off_topp_, off_minp_, off_seed_, off_counter_;
+      off_topp_, off_minp_, off_seed_, off_counter_, off_group_start_, off_base_row_, off_base_pos_, off_group_seq_,
+      off_draft_index_, off_mtp_next_, off_iota_;
 
   // Workspace.
   Tensor residual_, normed_, qkv_, q_, attn_, proj_, router_logits_, topk_w_, topk_ids_, gate_up_, act_;
   Tensor sample_hidden_, logits_, cand_vals_, cand_ids_, cand_stats_, all_vals_, all_ids_, all_stats_, tokens_;
   Tensor all_logits_;
+  // Speculative decoding and the MTP head.
+  Tensor row_tokens_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_, draft_rows_,
+      draft_pos_, draft_slots_, draft_ctx_, draft_tables_, zeros_i32_;
+  SamplingInputs greedy_;
+  KvCacheLayer mtp_kv_;
   // Expert-parallel all-to-all dispatch (allocated only for that layout).
   Tensor a2a_send_x_, a2a_send_expert_, a2a_recv_x_, a2a_recv_expert_, a2a_results_, a2a_back_, a2a_origin_,
       a2a_slice_out_;

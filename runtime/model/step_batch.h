@@ -27,14 +27,28 @@ struct StepBatch {
   std::vector<SamplingParams> sampling;  // [R]
   std::vector<int64_t> sample_counters;  // [R] index of the token being drawn within its sequence
 
+  // Speculative decoding (empty without it). Sampled rows come in G groups, one per sequence that draws this
+  // step: rows [group_start[g], group_start[g + 1]). A group of n + 1 rows verifies n drafts: the input token
+  // of its row j + 1 is the draft for the position after row j. A negative token id -(1 + i) in token_ids
+  // stands for entry i of the model's device-resident draft table (MTP drafts never visit the host).
+  std::vector<int32_t> group_start;  // [G + 1]
+  // MTP drafting (empty unless the MTP head runs): the token after each row, -(1 + r) meaning "the token
+  // emitted at sampled row r this step"; per group, the draft-table slot its next drafts go to (-1: none)
+  // and the sequence index (for its block table).
+  std::vector<int32_t> mtp_next_tokens;  // [T]
+  std::vector<int32_t> draft_slot;       // [G]
+  std::vector<int32_t> group_seq;        // [G]
+
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
   int num_samples() const { return static_cast<int>(sample_rows.size()); }
+  int num_groups() const { return group_start.empty() ? num_samples() : static_cast<int>(group_start.size()) - 1; }
 };
 
 struct StepResult {
-  std::vector<int32_t> tokens;  // [R]
-  std::vector<float> logits;    // [R, vocab] when asked for (tests, debugging)
+  std::vector<int32_t> tokens;    // [R] per sampled row: the token emitted there (rows past a rejection: -1)
+  std::vector<int32_t> accepted;  // [G] drafts accepted per group (speculative steps only)
+  std::vector<float> logits;      // [R, vocab] when asked for (tests, debugging)
 };
 
 }  // namespace tpserve

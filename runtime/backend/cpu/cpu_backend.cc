@@ -130,6 +130,39 @@ class CpuBackend final : public Backend {
   void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens) override {
     cpu::sample(values, ids, stats, params, tokens);
   }
+  void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor row_tokens,
+                         Tensor group_start, Tensor emitted, Tensor accepted) override {
+    cpu::verify_and_sample(values, ids, stats, params, row_tokens, group_start, emitted, accepted);
+  }
+  void resolve_tokens(Tensor ids, Tensor table) override {
+    int32_t* v = ids.ptr<int32_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      if (v[i] >= 0) continue;
+      const int64_t t = -static_cast<int64_t>(v[i]) - 1;
+      TPS_CHECK(t < table.numel(), "resolve_tokens: entry ", t, " of a table of ", table.numel());
+      v[i] = table.ptr<int32_t>()[t];
+    }
+  }
+  void add_i32(Tensor a, Tensor b, int32_t c, Tensor out) override {
+    for (int64_t i = 0; i < out.numel(); ++i) out.ptr<int32_t>()[i] = a.ptr<int32_t>()[i] + b.ptr<int32_t>()[i] + c;
+  }
+  void scatter_i32(Tensor values, Tensor index, Tensor table) override {
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      const int32_t at = index.ptr<int32_t>()[i];
+      TPS_CHECK(at >= 0 && at < table.numel(), "scatter_i32: index ", at, " of ", table.numel());
+      table.ptr<int32_t>()[at] = values.ptr<int32_t>()[i];
+    }
+  }
+  void draft_step_meta(Tensor positions, Tensor block_tables, int block_size, Tensor slot_mapping,
+                       Tensor context_lens) override {
+    const int64_t width = block_tables.dim(1);
+    for (int64_t g = 0; g < positions.numel(); ++g) {
+      const int32_t p = positions.ptr<int32_t>()[g];
+      TPS_CHECK(p / block_size < width, "draft position ", p, " beyond the block table");
+      slot_mapping.ptr<int32_t>()[g] = block_tables.ptr<int32_t>()[g * width + p / block_size] * block_size + p % block_size;
+      context_lens.ptr<int32_t>()[g] = p + 1;
+    }
+  }
 
  private:
   struct AlignedDelete {

@@ -19,6 +19,8 @@ void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out)
 void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature, Tensor values, Tensor ids,
                          Tensor stats);
 void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens);
+void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor row_tokens,
+                       Tensor group_start, Tensor emitted, Tensor accepted);
 
 // Shared helpers.
 void rmsnorm_row(const float* x, const float* w, float eps, int n, float* out);

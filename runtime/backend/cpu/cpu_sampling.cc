@@ -1,4 +1,5 @@
-// CPU reference sampling: per-rank candidates, then the merge + filters + Gumbel-max draw (backend.h).
+// CPU reference sampling: per-rank candidates, then the merge + filters + Gumbel-max draw (backend.h), and
+// speculative verification (greedy acceptance, or rejection sampling against greedy drafts).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -15,6 +16,105 @@ struct Candidate {
   int32_t id;
 };
 bool better(const Candidate& a, const Candidate& b) { return a.value > b.value || (a.value == b.value && a.id < b.id); }
+
+// Index of the uniform draw that decides a draft's acceptance (token ids never reach it).
+constexpr uint64_t kAcceptDraw = uint64_t(1) << 62;
+
+// One row's filtered distribution over the merged candidates of every rank.
+class RowDistribution {
+ public:
+  RowDistribution(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, int64_t row) {
+    const int64_t ranks = values.dim(0), rows = values.dim(1), c = values.dim(2);
+    merged_.resize(ranks * c);
+    for (int64_t k = 0; k < ranks; ++k)
+      for (int64_t j = 0; j < c; ++j) {
+        const int64_t i = (k * rows + row) * c + j;
+        merged_[k * c + j] = {values.ptr<float>()[i], ids.ptr<int32_t>()[i]};
+      }
+    std::partial_sort(merged_.begin(), merged_.begin() + c, merged_.end(), better);
+    merged_.resize(c);
+    temp_ = params.temperature.ptr<float>()[row];
+    seed_ = static_cast<uint64_t>(params.seed.ptr<int64_t>()[row]);
+    counter_ = static_cast<uint64_t>(params.counter.ptr<int64_t>()[row]);
+    if (greedy()) {
+      keep_ = 1;
+      return;
+    }
+    // Global max and normaliser from the per-rank [max, sum exp] pairs.
+    max_ = -INFINITY;
+    for (int64_t k = 0; k < ranks; ++k) max_ = std::max(max_, stats.ptr<float>()[(k * rows + row) * 2]);
+    double z = 0.0;
+    for (int64_t k = 0; k < ranks; ++k) {
+      const float* st = stats.ptr<float>() + (k * rows + row) * 2;
+      z += static_cast<double>(st[1]) * std::exp((st[0] - max_) / temp_);
+    }
+    keep_ = c;
+    const int top_k = params.top_k.ptr<int32_t>()[row];
+    if (top_k > 0) keep_ = std::min<int64_t>(keep_, top_k);
+    const float min_p = params.min_p.ptr<float>()[row];
+    if (min_p > 0.0f) {
+      // p_i >= min_p * p_max  <=>  logit_i >= max + T * ln(min_p)
+      const float threshold = merged_[0].value + temp_ * std::log(min_p);
+      int64_t n = 1;
+      while (n < keep_ && merged_[n].value >= threshold) ++n;
+      keep_ = n;
+    }
+    // The nucleus of the distribution left by top-k and min-p (renormalised), else of the full one.
+    if (top_k > 0 || min_p > 0.0f) z = kept_mass();
+    const float top_p = params.top_p.ptr<float>()[row];
+    if (top_p < 1.0f) {
+      double cumulative = 0.0;
+      int64_t n = 0;
+      while (n < keep_) {
+        cumulative += weight(n) / z;
+        ++n;
+        if (cumulative >= top_p) break;
+      }
+      keep_ = std::max<int64_t>(n, 1);
+    }
+  }
+
+  bool greedy() const { return !(temp_ > 0.0f); }
+  int32_t best() const { return merged_[0].id; }
+
+  // Probability of `token` under the filtered, renormalised distribution (greedy: 1 for the best).
+  double probability(int32_t token) const {
+    if (greedy()) return token == best() ? 1.0 : 0.0;
+    for (int64_t j = 0; j < keep_; ++j)
+      if (merged_[j].id == token) return weight(j) / kept_mass();
+    return 0.0;
+  }
+
+  // Gumbel-max draw over the kept tokens, optionally without one token (the residual after a rejection).
+  int32_t draw(int32_t excluded = -1) const {
+    if (greedy()) return excluded == best() && keep_ > 1 ? merged_[1].id : best();
+    double best_key = -INFINITY;
+    int32_t token = -1;
+    for (int64_t j = 0; j < keep_; ++j) {
+      if (merged_[j].id == excluded) continue;
+      const double gumbel = -std::log(-std::log(uniform_open01(seed_, counter_, static_cast<uint64_t>(merged_[j].id))));
+      const double key = merged_[j].value / temp_ + gumbel;
+      if (key > best_key) best_key = key, token = merged_[j].id;
+    }
+    return token >= 0 ? token : best();  // everything excluded: p(draft) was 1, so it cannot be rejected
+  }
+
+  double accept_draw() const { return uniform_open01(seed_, counter_, kAcceptDraw); }
+
+ private:
+  double weight(int64_t j) const { return std::exp((merged_[j].value - max_) / temp_); }
+  double kept_mass() const {
+    double m = 0.0;
+    for (int64_t j = 0; j < keep_; ++j) m += weight(j);
+    return m;
+  }
+
+  std::vector<Candidate> merged_;
+  float temp_ = 0.0f;
+  float max_ = 0.0f;
+  int64_t keep_ = 1;
+  uint64_t seed_ = 0, counter_ = 0;
+};
 
 }  // namespace
 
@@ -42,65 +142,32 @@ void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature,
 }
 
 void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens) {
-  const int64_t ranks = values.dim(0), rows = values.dim(1), c = values.dim(2);
-  std::vector<Candidate> merged(ranks * c);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t k = 0; k < ranks; ++k)
-      for (int64_t j = 0; j < c; ++j) {
-        const int64_t i = (k * rows + r) * c + j;
-        merged[k * c + j] = {values.ptr<float>()[i], ids.ptr<int32_t>()[i]};
+  for (int64_t r = 0; r < values.dim(1); ++r) tokens.ptr<int32_t>()[r] = RowDistribution(values, ids, stats, params, r).draw();
+}
+
+void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor row_tokens,
+                       Tensor group_start, Tensor emitted, Tensor accepted) {
+  const int32_t* start = group_start.ptr<int32_t>();
+  for (int64_t g = 0; g + 1 < group_start.dim(0); ++g) {
+    int32_t taken = 0;
+    for (int32_t r = start[g]; r < start[g + 1]; ++r) emitted.ptr<int32_t>()[r] = -1;
+    for (int32_t r = start[g]; r < start[g + 1]; ++r) {
+      const RowDistribution dist(values, ids, stats, params, r);
+      if (r + 1 == start[g + 1]) {  // no draft left: the bonus token
+        emitted.ptr<int32_t>()[r] = dist.draw();
+        break;
       }
-    std::partial_sort(merged.begin(), merged.begin() + c, merged.end(), better);
-    const float temp = params.temperature.ptr<float>()[r];
-    if (!(temp > 0.0f)) {  // greedy
-      tokens.ptr<int32_t>()[r] = merged[0].id;
-      continue;
-    }
-    // Global max and normaliser from the per-rank [max, sum exp] pairs.
-    float global_max = -INFINITY;
-    for (int64_t k = 0; k < ranks; ++k) global_max = std::max(global_max, stats.ptr<float>()[(k * rows + r) * 2]);
-    double z = 0.0;
-    for (int64_t k = 0; k < ranks; ++k) {
-      const float* st = stats.ptr<float>() + (k * rows + r) * 2;
-      z += static_cast<double>(st[1]) * std::exp((st[0] - global_max) / temp);
-    }
-    int64_t keep = c;
-    const int top_k = params.top_k.ptr<int32_t>()[r];
-    if (top_k > 0) keep = std::min<int64_t>(keep, top_k);
-    const float min_p = params.min_p.ptr<float>()[r];
-    if (min_p > 0.0f) {
-      // p_i >= min_p * p_max  <=>  logit_i >= max + T * ln(min_p)
-      const float threshold = merged[0].value + temp * std::log(min_p);
-      int64_t n = 1;
-      while (n < keep && merged[n].value >= threshold) ++n;
-      keep = n;
-    }
-    const float top_p = params.top_p.ptr<float>()[r];
-    if (top_p < 1.0f) {
-      // The nucleus of the distribution left by top-k and min-p (renormalised), else of the full one.
-      if (top_k > 0 || min_p > 0.0f) {
-        z = 0.0;
-        for (int64_t j = 0; j < keep; ++j) z += std::exp((merged[j].value - global_max) / temp);
+      const int32_t draft = row_tokens.ptr<int32_t>()[r + 1];
+      const bool accept = dist.greedy() ? draft == dist.best() : dist.accept_draw() < dist.probability(draft);
+      if (accept) {
+        emitted.ptr<int32_t>()[r] = draft;
+        ++taken;
+        continue;
       }
-      double cumulative = 0.0;
-      int64_t n = 0;
-      while (n < keep) {
-        cumulative += std::exp((merged[n].value - global_max) / temp) / z;
-        ++n;
-        if (cumulative >= top_p) break;
-      }
-      keep = std::max<int64_t>(n, 1);
+      emitted.ptr<int32_t>()[r] = dist.draw(draft);  // from max(p - q, 0): p without the draft
+      break;
     }
-    const uint64_t seed = static_cast<uint64_t>(params.seed.ptr<int64_t>()[r]);
-    const uint64_t counter = static_cast<uint64_t>(params.counter.ptr<int64_t>()[r]);
-    double best = -INFINITY;
-    int32_t token = merged[0].id;
-    for (int64_t j = 0; j < keep; ++j) {
-      const double gumbel = -std::log(-std::log(uniform_open01(seed, counter, static_cast<uint64_t>(merged[j].id))));
-      const double key = merged[j].value / temp + gumbel;
-      if (key > best) best = key, token = merged[j].id;
-    }
-    tokens.ptr<int32_t>()[r] = token;
+    accepted.ptr<int32_t>()[g] = taken;
   }
 }
 
