@@ -26,7 +26,7 @@ struct AttentionMeta {
   Tensor context_lens;  // [S]   tokens in the cache for the sequence after this step
   Tensor block_tables;  // [S, max_blocks_per_seq]
   int num_seqs = 0;
-  int max_query_len = 0;    // host copies for launch sizing
+  int max_query_len = 0;  // host copies for launch sizing
   int max_context_len = 0;
 };
 
@@ -62,23 +62,25 @@ class Backend {
   virtual size_t allocated_bytes() const = 0;
 
   // out[t, :] = table[ids[t] - vocab_begin, :] when ids[t] is in [vocab_begin, vocab_begin + V), else 0.
-  virtual void embedding(Tensor ids /*[T] i32*/, Tensor table /*[V, H]*/, int64_t vocab_begin, Tensor out /*[T, H]*/) = 0;
+  virtual void embedding(Tensor ids /*[T] i32*/, Tensor table /*[V, H]*/, int64_t vocab_begin,
+                         Tensor out /*[T, H]*/) = 0;
   // out = w * x / sqrt(mean(x^2) + eps), per row.
   virtual void rmsnorm(Tensor x /*[T, H]*/, Tensor w /*[H]*/, float eps, Tensor out /*[T, H]*/) = 0;
   // residual += x; out = rmsnorm(residual).
-  virtual void add_rmsnorm(Tensor residual /*[T, H]*/, Tensor x /*[T, H]*/, Tensor w, float eps, Tensor out) = 0;
+  virtual void add_rmsnorm(Tensor residual /*[T, H]*/, Tensor x /*[T, H]*/, Tensor w, float eps,
+                           Tensor out) = 0;
   // inout += x
   virtual void add(Tensor inout /*[T, H]*/, Tensor x /*[T, H]*/) = 0;
   // out[T, N] = x[T, K] * w[N, K]^T (weights in [out, in] layout as in checkpoints).
   virtual void linear(Tensor x, Tensor w, Tensor out) = 0;
   // From qkv [T, (Hq + 2 Hkv) * D]: per-head RMSNorm of q and k (weights [D]), RoPE (neox half split) at
   // positions, k and v written to the cache at slot_mapping; q [T, Hq * D] out.
-  virtual void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w,
-                               float eps, const RopeConfig& rope, const AttentionMeta& meta, KvCacheLayer cache,
-                               Tensor q_out) = 0;
+  virtual void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w,
+                               Tensor k_norm_w, float eps, const RopeConfig& rope, const AttentionMeta& meta,
+                               KvCacheLayer cache, Tensor q_out) = 0;
   // Causal attention of each token over its sequence's cached keys up to its own position (GQA).
-  virtual void attention(Tensor q /*[T, Hq * D]*/, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
-                         const AttentionMeta& meta, Tensor out /*[T, Hq * D]*/) = 0;
+  virtual void attention(Tensor q /*[T, Hq * D]*/, int num_q_heads, int num_kv_heads, float scale,
+                         KvCacheLayer cache, const AttentionMeta& meta, Tensor out /*[T, Hq * D]*/) = 0;
   // Softmax over logits in f32, top-k (ties to the smaller index), renormalised when asked.
   virtual void topk_gating(Tensor router_logits /*[T, E_all] f32*/, int k, bool renormalize,
                            Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) = 0;
@@ -96,8 +98,8 @@ class Backend {
                         Tensor send_x /*[P, cap, H]*/, Tensor send_expert /*[P, cap] i32*/,
                         Tensor origin /*[Tc, k] i32*/) = 0;
   // out[n] = expert_{ids[n]}(rows[n]) for rows with ids[n] >= 0 (unweighted); others are left untouched.
-  virtual void moe_experts_rows(Tensor rows /*[N, H]*/, Tensor expert_ids /*[N] i32*/, Tensor gate_up, Tensor down,
-                                Tensor out /*[N, H]*/) = 0;
+  virtual void moe_experts_rows(Tensor rows /*[N, H]*/, Tensor expert_ids /*[N] i32*/, Tensor gate_up,
+                                Tensor down, Tensor out /*[N, H]*/) = 0;
   // out[t] = sum_j weights[t, j] * results[origin[t, j]]
   virtual void moe_combine(Tensor results /*[P * cap, H]*/, Tensor origin /*[Tc, k]*/, Tensor topk_weights,
                            Tensor out /*[Tc, H]*/) = 0;
@@ -109,9 +111,9 @@ class Backend {
   // Sampling, split so that tensor parallelism never gathers whole logits. Per row: the C largest logits of
   // this rank's vocabulary slice (descending, ties to the smaller id; ids are global), and [max, sum of
   // exp((logit - max) / T)] over the slice (T = temperature, 1 when greedy).
-  virtual void sampling_candidates(Tensor logits /*[S, V] f32*/, int64_t vocab_begin, Tensor temperature /*[S]*/,
-                                   Tensor values /*[S, C] f32*/, Tensor ids /*[S, C] i32*/,
-                                   Tensor stats /*[S, 2] f32*/) = 0;
+  virtual void sampling_candidates(Tensor logits /*[S, V] f32*/, int64_t vocab_begin,
+                                   Tensor temperature /*[S]*/, Tensor values /*[S, C] f32*/,
+                                   Tensor ids /*[S, C] i32*/, Tensor stats /*[S, 2] f32*/) = 0;
   // Merges the candidates of R ranks and draws one token per row: greedy = largest logit; otherwise
   // temperature, then top-k, min-p (p >= min_p * p_max) and top-p (the smallest prefix whose mass reaches
   // top_p, of the distribution left by top-k and min-p, renormalised; of the full softmax when neither is
@@ -126,10 +128,10 @@ class Backend {
   // filtered distribution (rejection sampling against greedy drafts, uniform draw (seed, counter, 2^62));
   // then emit one drawn token: from p without the rejected draft, or the bonus token after the last row.
   // emitted[r] is the token emitted at row r (-1 past a rejection); accepted[g] the drafts taken.
-  virtual void verify_and_sample(Tensor values /*[P, R, C]*/, Tensor ids /*[P, R, C]*/, Tensor stats /*[P, R, 2]*/,
-                                 const SamplingInputs& params, Tensor row_tokens /*[R] i32*/,
-                                 Tensor group_start /*[G + 1] i32*/, Tensor emitted /*[R] i32*/,
-                                 Tensor accepted /*[G] i32*/) = 0;
+  virtual void verify_and_sample(Tensor values /*[P, R, C]*/, Tensor ids /*[P, R, C]*/,
+                                 Tensor stats /*[P, R, 2]*/, const SamplingInputs& params,
+                                 Tensor row_tokens /*[R] i32*/, Tensor group_start /*[G + 1] i32*/,
+                                 Tensor emitted /*[R] i32*/, Tensor accepted /*[G] i32*/) = 0;
   // In place: ids[i] < 0 becomes table[-ids[i] - 1] (tokens that stay on the device: drafts, emitted).
   virtual void resolve_tokens(Tensor ids /*[N] i32*/, Tensor table /*[M] i32*/) = 0;
   // out[g] = a[g] + b[g] + c
@@ -138,8 +140,9 @@ class Backend {
   virtual void scatter_i32(Tensor values /*[G] i32*/, Tensor index /*[G] i32*/, Tensor table /*[M] i32*/) = 0;
   // Metadata of a one-token-per-sequence draft step: slot of `positions` from each sequence's block table,
   // context length position + 1.
-  virtual void draft_step_meta(Tensor positions /*[G] i32*/, Tensor block_tables /*[G, W] i32*/, int block_size,
-                               Tensor slot_mapping /*[G] i32*/, Tensor context_lens /*[G] i32*/) = 0;
+  virtual void draft_step_meta(Tensor positions /*[G] i32*/, Tensor block_tables /*[G, W] i32*/,
+                               int block_size, Tensor slot_mapping /*[G] i32*/,
+                               Tensor context_lens /*[G] i32*/) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -23,7 +23,8 @@ struct Tensor {
   std::array<int64_t, kMaxDims> shape{};
 
   Tensor() = default;
-  Tensor(void* ptr, DType type, Device dev, std::initializer_list<int64_t> dims) : data(ptr), dtype(type), device(dev) {
+  Tensor(void* ptr, DType type, Device dev, std::initializer_list<int64_t> dims)
+      : data(ptr), dtype(type), device(dev) {
     TPS_CHECK(dims.size() <= kMaxDims, "tensor with ", dims.size(), " dims");
     for (int64_t d : dims) shape[ndim++] = d;
   }

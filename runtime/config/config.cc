@@ -65,7 +65,8 @@ std::string config_to_yaml(const Config& c) {
     const auto& s = *c.model.synthetic;
     out << YAML::Key << "synthetic" << YAML::Value << YAML::BeginMap << YAML::Key << "preset" << YAML::Value
         << s.preset << YAML::Key << "seed" << YAML::Value << s.seed << YAML::Key << "layers" << YAML::Value
-        << s.layers << YAML::Key << "mtp" << YAML::Value << s.mtp << YAML::EndMap;
+        << s.layers << YAML::Key << "vocab" << YAML::Value << s.vocab << YAML::Key << "mtp" << YAML::Value << s.mtp
+        << YAML::EndMap;
   }
   if (!c.model.tokenizer.empty()) out << YAML::Key << "tokenizer" << YAML::Value << c.model.tokenizer;
   if (!c.model.served_name.empty()) out << YAML::Key << "served_name" << YAML::Value << c.model.served_name;

@@ -20,6 +20,7 @@ struct SyntheticModelConfig {
   std::string preset = "tiny";  // tiny | small | qwen3-30b-a3b
   uint64_t seed = 0;
   int layers = 0;  // 0 = the preset's layer count
+  int vocab = 0;   // 0 = the preset's vocabulary
   bool mtp = false;
 };
 

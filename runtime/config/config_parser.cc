@@ -175,12 +175,13 @@ void read_model(const YAML::Node& root, Config& c, Problems& p) {
   s.text("served_name", c.model.served_name, false);
   if (s.present("synthetic")) {
     SyntheticModelConfig syn;
-    Section y(s.node("synthetic"), "model.synthetic", p, {"preset", "seed", "layers", "mtp"});
+    Section y(s.node("synthetic"), "model.synthetic", p, {"preset", "seed", "layers", "vocab", "mtp"});
     y.text("preset", syn.preset, false);
     if (syn.preset != "tiny" && syn.preset != "small" && syn.preset != "qwen3-30b-a3b")
       y.bad("preset", y.node("preset"), "one of tiny|small|qwen3-30b-a3b");
     y.unsigned64("seed", syn.seed);
     y.integer("layers", syn.layers, 0, 1024);
+    y.integer("vocab", syn.vocab, 0, 1 << 22);
     y.boolean("mtp", syn.mtp);
     c.model.synthetic = syn;
   }

@@ -134,7 +134,8 @@ void Engine::run_follower() {
     if (kind == Message::kStop) return;
     TPS_CHECK(kind == Message::kStep || kind == Message::kStepWithLogits, "control plane: unknown message ",
               header[0]);
-    TPS_CHECK(header[1] > 0 && header[1] < (int64_t(1) << 32), "control plane: step of ", header[1], " bytes");
+    TPS_CHECK(header[1] > 0 && header[1] < (int64_t(1) << 32), "control plane: step of ", header[1],
+              " bytes");
     std::vector<char> payload(static_cast<size_t>(header[1]));
     comm_.broadcast(payload.data(), payload.size(), 0);
     forward(decode_step(payload), kind == Message::kStepWithLogits);

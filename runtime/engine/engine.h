@@ -47,8 +47,8 @@ class Engine {
   void run_follower();
 
   // Driver convenience: generates for one prompt to completion.
-  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const SamplingParams& sampling, int max_tokens,
-                                bool ignore_eos = false);
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const SamplingParams& sampling,
+                                int max_tokens, bool ignore_eos = false);
 
   const ModelSpec& spec() const { return source_.spec; }
   const ModelSource& source() const { return source_; }

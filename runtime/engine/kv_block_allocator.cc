@@ -4,8 +4,10 @@
 
 namespace tpserve {
 
-KvBlockAllocator::KvBlockAllocator(int num_blocks, int block_size) : num_blocks_(num_blocks), block_size_(block_size) {
-  TPS_CHECK(num_blocks > 0 && block_size > 0, "KV cache of ", num_blocks, " blocks of ", block_size, " tokens");
+KvBlockAllocator::KvBlockAllocator(int num_blocks, int block_size)
+    : num_blocks_(num_blocks), block_size_(block_size) {
+  TPS_CHECK(num_blocks > 0 && block_size > 0, "KV cache of ", num_blocks, " blocks of ", block_size,
+            " tokens");
   for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
 }
 

@@ -11,7 +11,7 @@ ModelSource open_model_source(const ModelConfig& config) {
   ModelSource m;
   if (config.synthetic) {
     const auto& syn = *config.synthetic;
-    m.spec = preset_model_spec(syn.preset, syn.layers);
+    m.spec = preset_model_spec(syn.preset, syn.layers, syn.vocab);
     if (syn.mtp) m.spec.num_nextn_predict_layers = 1;
     m.weights = std::make_unique<SyntheticWeights>(m.spec, syn.seed);
     m.name = config.served_name.empty() ? "synthetic-" + syn.preset : config.served_name;
@@ -20,8 +20,9 @@ ModelSource open_model_source(const ModelConfig& config) {
   m.spec = load_model_spec(config.path);
   m.weights = std::make_unique<Checkpoint>(config.path);
   m.generation = load_generation_defaults(config.path);
-  m.name = config.served_name.empty() ? std::filesystem::path(config.path).lexically_normal().filename().string()
-                                      : config.served_name;
+  m.name = config.served_name.empty()
+               ? std::filesystem::path(config.path).lexically_normal().filename().string()
+               : config.served_name;
   if (m.name.empty()) m.name = std::filesystem::path(config.path).parent_path().filename().string();
   return m;
 }

@@ -10,10 +10,14 @@ namespace tpserve {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAborted: return "abort";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAborted:
+      return "abort";
   }
   return "?";
 }
@@ -24,7 +28,8 @@ Scheduler::Scheduler(const SchedulerLimits& limits, int num_kv_blocks, int kv_bl
       blocks_(num_kv_blocks, kv_block_size),
       eos_(std::move(eos_token_ids)),
       spec_(std::move(speculative)) {
-  TPS_CHECK(!speculating() || spec_.device_draft || spec_.script, "speculative decoding needs a draft source");
+  TPS_CHECK(!speculating() || spec_.device_draft || spec_.script,
+            "speculative decoding needs a draft source");
   spec_metrics_.accepted_at.assign(spec_.num_tokens, 0);
   for (int s = limits_.max_batch - 1; s >= 0; --s) free_slots_.push_back(s);
 }
@@ -37,17 +42,21 @@ void Scheduler::add(Request request) {
             " tokens) + max_tokens (", request.max_tokens, ") exceeds max_seq_len ", limits_.max_seq_len);
   // Speculation reserves room for the drafts of the last step too (2k: verified rows + MTP draft steps).
   const int blocks = blocks_.blocks_for(prompt + request.max_tokens + 2 * spec_.num_tokens);
-  TPS_CHECK(blocks <= limits_.max_blocks_per_seq && blocks <= blocks_.num_blocks(), "request ", request.id, ": needs ",
-            blocks, " KV blocks; the cache has ", blocks_.num_blocks());
+  TPS_CHECK(blocks <= limits_.max_blocks_per_seq && blocks <= blocks_.num_blocks(), "request ", request.id,
+            ": needs ", blocks, " KV blocks; the cache has ", blocks_.num_blocks());
   auto seq = std::make_unique<Sequence>();
   seq->tokens = request.prompt;
   seq->request = std::move(request);
   waiting_.push_back(std::move(seq));
 }
 
-void Scheduler::abort(int64_t request_id) { aborted_.push_back(request_id); }
+void Scheduler::abort(int64_t request_id) {
+  aborted_.push_back(request_id);
+}
 
-std::vector<TokenEvent> Scheduler::take_aborted() { return std::exchange(aborted_events_, {}); }
+std::vector<TokenEvent> Scheduler::take_aborted() {
+  return std::exchange(aborted_events_, {});
+}
 
 void Scheduler::release(Sequence& s) {
   blocks_.release(s.blocks);
@@ -127,7 +136,8 @@ std::optional<StepBatch> Scheduler::schedule() {
   const int bs = blocks_.block_size();
   const bool mtp = speculating() && static_cast<bool>(spec_.device_draft);
   b.max_blocks_per_seq = 0;
-  for (const auto& sc : last_) b.max_blocks_per_seq = std::max<int>(b.max_blocks_per_seq, sc.seq->blocks.size());
+  for (const auto& sc : last_)
+    b.max_blocks_per_seq = std::max<int>(b.max_blocks_per_seq, sc.seq->blocks.size());
   b.query_start.push_back(0);
   for (size_t q = 0; q < last_.size(); ++q) {
     const Scheduled& sc = last_[q];
@@ -135,15 +145,16 @@ std::optional<StepBatch> Scheduler::schedule() {
     std::vector<int32_t> drafts;
     if (sc.drafts > 0 && spec_.script) {
       drafts = spec_.script(s.request.id, s.tokens, sc.drafts);
-      TPS_CHECK(static_cast<int>(drafts.size()) == sc.drafts, "draft script returned ", drafts.size(), " drafts");
+      TPS_CHECK(static_cast<int>(drafts.size()) == sc.drafts, "draft script returned ", drafts.size(),
+                " drafts");
     }
     const int first_row = static_cast<int>(b.token_ids.size());
     if (speculating() && sc.samples) b.group_start.push_back(static_cast<int32_t>(b.sample_rows.size()));
     for (int j = 0; j < sc.num_tokens; ++j) {
       const int p = s.num_cached + j;
       const int32_t token = j == 0 || sc.drafts == 0 ? s.tokens[p]
-                            : spec_.script       ? drafts[j - 1]
-                                                 : spec_.device_draft(s.slot, j - 1);
+                            : spec_.script           ? drafts[j - 1]
+                                                     : spec_.device_draft(s.slot, j - 1);
       b.token_ids.push_back(token);
       b.positions.push_back(p);
       b.slot_mapping.push_back(s.blocks[p / bs] * bs + p % bs);
@@ -177,7 +188,8 @@ std::optional<StepBatch> Scheduler::schedule() {
 FinishReason Scheduler::finish_reason(const Sequence& s, int32_t token) const {
   const auto& stop = s.request.stop_token_ids;
   if (std::find(stop.begin(), stop.end(), token) != stop.end()) return FinishReason::kStop;
-  if (!s.request.ignore_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end()) return FinishReason::kStop;
+  if (!s.request.ignore_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end())
+    return FinishReason::kStop;
   if (s.num_generated >= s.request.max_tokens) return FinishReason::kLength;
   if (static_cast<int>(s.tokens.size()) >= limits_.max_seq_len) return FinishReason::kLength;
   return FinishReason::kNone;
@@ -215,7 +227,8 @@ std::vector<TokenEvent> Scheduler::complete(const StepResult& result) {
     }
     s.has_drafts = speculating() && static_cast<bool>(spec_.device_draft);
     const size_t rows_of_group = sc.drafts > 0 ? sc.drafts + 1 : 1;
-    TPS_CHECK(row + rows_of_group <= result.tokens.size(), "step result has ", result.tokens.size(), " tokens");
+    TPS_CHECK(row + rows_of_group <= result.tokens.size(), "step result has ", result.tokens.size(),
+              " tokens");
     for (int j = 0; j <= accepted; ++j) {
       const int32_t token = result.tokens[row + j];
       s.tokens.push_back(token);

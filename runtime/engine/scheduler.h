@@ -37,28 +37,29 @@ struct TokenEvent {
 };
 
 struct SchedulerLimits {
-  int max_batch = 16;        // running sequences
-  int max_step_tokens = 512; // tokens per step (decode rows + prefill chunks)
-  int max_seq_len = 4096;    // prompt + generated
+  int max_batch = 16;         // running sequences
+  int max_step_tokens = 512;  // tokens per step (decode rows + prefill chunks)
+  int max_seq_len = 4096;     // prompt + generated
   int max_blocks_per_seq = 256;
 };
 
 // Speculative decoding: k drafts per sequence and step, verified by the main model in the same step.
 // Drafts come from the model's MTP head (they stay on the device: token ids point into its draft table) or,
 // in tests, from a script that proposes tokens given the request and its tokens so far.
-using DraftScript = std::function<std::vector<int32_t>(int64_t request_id, const std::vector<int32_t>& tokens, int k)>;
+using DraftScript =
+    std::function<std::vector<int32_t>(int64_t request_id, const std::vector<int32_t>& tokens, int k)>;
 using DeviceDraftToken = std::function<int32_t(int slot, int j)>;
 struct SpeculativeSettings {
-  int num_tokens = 0;            // k (0: no speculation)
-  DeviceDraftToken device_draft; // MTP: token id standing for draft j of a slot
-  DraftScript script;            // tests: literal drafts
+  int num_tokens = 0;             // k (0: no speculation)
+  DeviceDraftToken device_draft;  // MTP: token id standing for draft j of a slot
+  DraftScript script;             // tests: literal drafts
 };
 
 struct SpeculativeMetrics {
-  int64_t drafts = 0;           // verification groups (one per sequence and step)
-  int64_t draft_tokens = 0;     // drafts proposed
-  int64_t accepted_tokens = 0;  // drafts accepted
-  std::vector<int64_t> accepted_at;  // [k]: groups that accepted the draft at position j
+  int64_t drafts = 0;                    // verification groups (one per sequence and step)
+  int64_t draft_tokens = 0;              // drafts proposed
+  int64_t accepted_tokens = 0;           // drafts accepted
+  std::vector<int64_t> accepted_at;      // [k]: groups that accepted the draft at position j
   double mean_accepted_length() const {  // tokens emitted per verification (accepted + 1)
     return drafts ? 1.0 + static_cast<double>(accepted_tokens) / static_cast<double>(drafts) : 0.0;
   }
@@ -66,8 +67,8 @@ struct SpeculativeMetrics {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerLimits& limits, int num_kv_blocks, int kv_block_size, std::vector<int32_t> eos_token_ids,
-            SpeculativeSettings speculative = {});
+  Scheduler(const SchedulerLimits& limits, int num_kv_blocks, int kv_block_size,
+            std::vector<int32_t> eos_token_ids, SpeculativeSettings speculative = {});
 
   // Throws tpserve::Error for a request that can never run (empty prompt, too long, bad max_tokens).
   void add(Request request);
@@ -93,10 +94,10 @@ class Scheduler {
     Request request;
     std::vector<int32_t> tokens;  // prompt + generated
     int num_generated = 0;
-    int num_cached = 0;           // tokens whose KV is in the cache
+    int num_cached = 0;  // tokens whose KV is in the cache
     std::vector<int32_t> blocks;
-    int slot = -1;                // draft-table slot (MTP)
-    bool has_drafts = false;      // MTP drafts for this sequence wait in the draft table
+    int slot = -1;            // draft-table slot (MTP)
+    bool has_drafts = false;  // MTP drafts for this sequence wait in the draft table
   };
   struct Scheduled {
     Sequence* seq;

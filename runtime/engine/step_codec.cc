@@ -35,7 +35,8 @@ class Reader {
   template <typename T>
   void vec(std::vector<T>& v) {
     const uint64_t n = scalar<uint64_t>();
-    TPS_CHECK(n <= (in_.size() - pos_) / sizeof(T), "step message: vector of ", n, " elements overruns the buffer");
+    TPS_CHECK(n <= (in_.size() - pos_) / sizeof(T), "step message: vector of ", n,
+              " elements overruns the buffer");
     v.resize(n);
     raw(v.data(), n * sizeof(T));
   }

@@ -71,8 +71,9 @@ int64_t ModelSpec::num_parameters() const {
   const int64_t attn = h * (q_size() + 2 * kv_size()) + int64_t(q_size()) * h + 2 * head_dim + 2 * h;
   int64_t total = int64_t(vocab_size) * h * (tie_word_embeddings ? 1 : 2) + h;
   auto layer_params = [&](int l) {
-    const int64_t mlp = is_moe_layer(l) ? int64_t(num_experts) * 3 * h * moe_intermediate_size + h * num_experts
-                                        : 3 * h * int64_t(intermediate_size);
+    const int64_t mlp = is_moe_layer(l)
+                            ? int64_t(num_experts) * 3 * h * moe_intermediate_size + h * num_experts
+                            : 3 * h * int64_t(intermediate_size);
     return attn + mlp;
   };
   for (int l = 0; l < num_layers; ++l) total += layer_params(l);
@@ -82,9 +83,9 @@ int64_t ModelSpec::num_parameters() const {
 
 std::string ModelSpec::summary() const {
   std::ostringstream os;
-  os << model_type << ": hidden " << hidden_size << ", layers " << num_layers << ", heads " << num_attention_heads
-     << "/" << num_key_value_heads << " x " << head_dim << ", experts " << num_experts << " top-" << num_experts_per_tok
-     << " x " << moe_intermediate_size << ", vocab " << vocab_size << ", "
+  os << model_type << ": hidden " << hidden_size << ", layers " << num_layers << ", heads "
+     << num_attention_heads << "/" << num_key_value_heads << " x " << head_dim << ", experts " << num_experts
+     << " top-" << num_experts_per_tok << " x " << moe_intermediate_size << ", vocab " << vocab_size << ", "
      << static_cast<double>(num_parameters()) / 1e9 << "B params"
      << (num_nextn_predict_layers > 0 ? ", MTP head" : "");
   return os.str();
@@ -101,7 +102,8 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
   s.num_layers = get_int(j, "num_hidden_layers", src, true, 0);
   s.num_attention_heads = get_int(j, "num_attention_heads", src, true, 0);
   s.num_key_value_heads = get_int(j, "num_key_value_heads", src, false, s.num_attention_heads);
-  s.head_dim = get_int(j, "head_dim", src, false, s.num_attention_heads > 0 ? s.hidden_size / s.num_attention_heads : 0);
+  s.head_dim = get_int(j, "head_dim", src, false,
+                       s.num_attention_heads > 0 ? s.hidden_size / s.num_attention_heads : 0);
   s.vocab_size = get_int(j, "vocab_size", src, true, 0);
   s.intermediate_size = get_int(j, "intermediate_size", src, false, 0);
   s.moe_intermediate_size = get_int(j, "moe_intermediate_size", src, true, 0);
@@ -129,11 +131,13 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
               "' is not supported (only plain RoPE: rope_type default)");
   }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    TPS_THROW(src, ": rope_scaling ", j["rope_scaling"].dump(), " is not supported (only rope_scaling: null)");
+    TPS_THROW(src, ": rope_scaling ", j["rope_scaling"].dump(),
+              " is not supported (only rope_scaling: null)");
   TPS_CHECK(!get_bool(j, "attention_bias", src, false), src, ": attention_bias true is not supported");
   const std::string act = j.value("hidden_act", std::string("silu"));
   TPS_CHECK(act == "silu", src, ": hidden_act '", act, "' is not supported (silu only)");
-  TPS_CHECK(!get_bool(j, "use_sliding_window", src, false), src, ": use_sliding_window true is not supported");
+  TPS_CHECK(!get_bool(j, "use_sliding_window", src, false), src,
+            ": use_sliding_window true is not supported");
 
   TPS_CHECK(s.hidden_size > 0 && s.num_layers > 0 && s.num_attention_heads > 0 && s.num_key_value_heads > 0 &&
                 s.head_dim > 0 && s.vocab_size > 0,
@@ -143,12 +147,14 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
   TPS_CHECK(s.head_dim % 2 == 0, src, ": head_dim ", s.head_dim, " must be even (RoPE)");
   TPS_CHECK(s.decoder_sparse_step >= 1, src, ": decoder_sparse_step must be >= 1");
   TPS_CHECK(s.num_experts >= 0 && s.num_experts_per_tok >= 0 && s.num_experts_per_tok <= s.num_experts, src,
-            ": num_experts_per_tok ", s.num_experts_per_tok, " must be in [0, num_experts=", s.num_experts, "]");
+            ": num_experts_per_tok ", s.num_experts_per_tok, " must be in [0, num_experts=", s.num_experts,
+            "]");
   bool any_dense = false;
   for (int l = 0; l < s.num_layers; ++l) any_dense |= !s.is_moe_layer(l);
   TPS_CHECK(!any_dense || s.intermediate_size > 0, src, ": intermediate_size is needed for dense MLP layers");
   for (int l : s.mlp_only_layers)
-    TPS_CHECK(l >= 0 && l < s.num_layers, src, ": mlp_only_layers names layer ", l, " outside [0, ", s.num_layers, ")");
+    TPS_CHECK(l >= 0 && l < s.num_layers, src, ": mlp_only_layers names layer ", l, " outside [0, ",
+              s.num_layers, ")");
   TPS_CHECK(s.num_nextn_predict_layers >= 0 && s.num_nextn_predict_layers <= 1, src,
             ": num_nextn_predict_layers ", s.num_nextn_predict_layers, " is not supported (0 or 1)");
   return s;
@@ -187,8 +193,10 @@ json model_spec_to_json(const ModelSpec& s) {
   j["hidden_act"] = "silu";
   j["torch_dtype"] = "bfloat16";
   if (s.bos_token_id >= 0) j["bos_token_id"] = s.bos_token_id;
-  if (s.eos_token_ids.size() == 1) j["eos_token_id"] = s.eos_token_ids[0];
-  else if (!s.eos_token_ids.empty()) j["eos_token_id"] = s.eos_token_ids;
+  if (s.eos_token_ids.size() == 1)
+    j["eos_token_id"] = s.eos_token_ids[0];
+  else if (!s.eos_token_ids.empty())
+    j["eos_token_id"] = s.eos_token_ids;
   if (s.num_nextn_predict_layers > 0) j["num_nextn_predict_layers"] = s.num_nextn_predict_layers;
   return j;
 }
@@ -202,17 +210,20 @@ ModelSpec preset_model_spec(const std::string& preset, int layers, int vocab) {
   if (preset == "tiny") {
     // Small enough for one CPU core at well under a second per token, with the real Qwen3 vocabulary so the
     // demo can speak text once the tokenizer is loaded.
-    s.hidden_size = 64, s.num_layers = 2, s.num_attention_heads = 4, s.num_key_value_heads = 2, s.head_dim = 32;
+    s.hidden_size = 64, s.num_layers = 2, s.num_attention_heads = 4, s.num_key_value_heads = 2,
+    s.head_dim = 32;
     s.vocab_size = 151936, s.intermediate_size = 128, s.moe_intermediate_size = 32;
     s.num_experts = 8, s.num_experts_per_tok = 2;
     s.rope_theta = 1e6, s.max_position_embeddings = 4096;
   } else if (preset == "small") {
-    s.hidden_size = 256, s.num_layers = 4, s.num_attention_heads = 8, s.num_key_value_heads = 2, s.head_dim = 64;
+    s.hidden_size = 256, s.num_layers = 4, s.num_attention_heads = 8, s.num_key_value_heads = 2,
+    s.head_dim = 64;
     s.vocab_size = 151936, s.intermediate_size = 512, s.moe_intermediate_size = 128;
     s.num_experts = 16, s.num_experts_per_tok = 4;
     s.rope_theta = 1e6, s.max_position_embeddings = 8192;
   } else if (preset == "qwen3-30b-a3b") {
-    s.hidden_size = 2048, s.num_layers = 48, s.num_attention_heads = 32, s.num_key_value_heads = 4, s.head_dim = 128;
+    s.hidden_size = 2048, s.num_layers = 48, s.num_attention_heads = 32, s.num_key_value_heads = 4,
+    s.head_dim = 128;
     s.vocab_size = 151936, s.intermediate_size = 6144, s.moe_intermediate_size = 768;
     s.num_experts = 128, s.num_experts_per_tok = 8;
     s.rope_theta = 1e6, s.max_position_embeddings = 40960;

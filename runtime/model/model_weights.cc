@@ -23,10 +23,11 @@ struct Piece {
 
 class Loader {
  public:
-  Loader(const ModelSpec& spec, const WeightSource& source, Backend& backend, bool fused_experts)
+  // Expert tensors may come per expert or fused, layer by layer: both spellings are expected shapes.
+  Loader(const ModelSpec& spec, const WeightSource& source, Backend& backend)
       : source_(source), backend_(backend), dtype_(backend.weight_dtype()) {
-    for (auto& t : expected_tensors(spec, fused_experts ? ExpertLayout::kFused : ExpertLayout::kPerExpert))
-      expected_[t.name] = t.shape;
+    for (ExpertLayout layout : {ExpertLayout::kPerExpert, ExpertLayout::kFused})
+      for (auto& t : expected_tensors(spec, layout)) expected_[t.name] = t.shape;
   }
 
   // The whole tensor `name`, shape checked.
@@ -48,10 +49,17 @@ class Loader {
   Tensor alloc(const std::vector<int64_t>& shape) {
     Tensor t;
     switch (shape.size()) {
-      case 1: t = backend_.alloc(dtype_, {shape[0]}); break;
-      case 2: t = backend_.alloc(dtype_, {shape[0], shape[1]}); break;
-      case 3: t = backend_.alloc(dtype_, {shape[0], shape[1], shape[2]}); break;
-      default: TPS_THROW("weight of rank ", shape.size());
+      case 1:
+        t = backend_.alloc(dtype_, {shape[0]});
+        break;
+      case 2:
+        t = backend_.alloc(dtype_, {shape[0], shape[1]});
+        break;
+      case 3:
+        t = backend_.alloc(dtype_, {shape[0], shape[1], shape[2]});
+        break;
+      default:
+        TPS_THROW("weight of rank ", shape.size());
     }
     bytes_ += t.nbytes();
     return t;
@@ -107,8 +115,9 @@ class Loader {
   size_t bytes_ = 0;
 };
 
-LayerWeights load_layer(const ModelSpec& s, const ShardLayout& lay, Loader& ld, const std::string& prefix, bool moe,
-                        bool fused) {
+LayerWeights load_layer(const ModelSpec& s, const ShardLayout& lay, Loader& ld, const WeightSource& source,
+                        const std::string& prefix, bool moe) {
+  const bool fused = moe && source.has(prefix + "mlp.experts.gate_up_proj");
   const int64_t h = s.hidden_size, d = s.head_dim;
   const int64_t hq = lay.local_q_heads(s), hkv = lay.local_kv_heads(s);
   const int64_t q0 = int64_t(lay.tp_rank) * hq * d, kv0 = int64_t(lay.first_kv_head(s)) * d;
@@ -120,8 +129,8 @@ LayerWeights load_layer(const ModelSpec& s, const ShardLayout& lay, Loader& ld, 
   w.k_norm = ld.whole(prefix + "self_attn.k_norm.weight");
   const std::string a = prefix + "self_attn.";
   w.qkv = ld.load({(hq + 2 * hkv) * d, h}, {{a + "q_proj.weight", {{q0, q0 + hq * d}, {0, h}}},
-                                           {a + "k_proj.weight", {{kv0, kv0 + hkv * d}, {0, h}}},
-                                           {a + "v_proj.weight", {{kv0, kv0 + hkv * d}, {0, h}}}});
+                                            {a + "k_proj.weight", {{kv0, kv0 + hkv * d}, {0, h}}},
+                                            {a + "v_proj.weight", {{kv0, kv0 + hkv * d}, {0, h}}}});
   w.o_proj = ld.load({h, hq * d}, {{a + "o_proj.weight", {{0, h}, {q0, q0 + hq * d}}}});
   if (!moe) {
     const int64_t i = lay.local_dense_intermediate(s), i0 = int64_t(lay.tp_rank) * i;
@@ -146,8 +155,8 @@ LayerWeights load_layer(const ModelSpec& s, const ShardLayout& lay, Loader& ld, 
       ld.fill(w.down.rows(e, e + 1), {{dn, {{ge, ge + 1}, {0, h}, {i0, i0 + i}}}});
     } else {
       const std::string ep = prefix + "mlp.experts." + std::to_string(ge) + ".";
-      ld.fill(w.gate_up.rows(e, e + 1),
-              {{ep + "gate_proj.weight", {{i0, i0 + i}, {0, h}}}, {ep + "up_proj.weight", {{i0, i0 + i}, {0, h}}}});
+      ld.fill(w.gate_up.rows(e, e + 1), {{ep + "gate_proj.weight", {{i0, i0 + i}, {0, h}}},
+                                         {ep + "up_proj.weight", {{i0, i0 + i}, {0, h}}}});
       ld.fill(w.down.rows(e, e + 1), {{ep + "down_proj.weight", {{0, h}, {i0, i0 + i}}}});
     }
   }
@@ -158,21 +167,17 @@ LayerWeights load_layer(const ModelSpec& s, const ShardLayout& lay, Loader& ld, 
 
 ModelWeights load_model_weights(const ModelSpec& s, const ShardLayout& lay, const WeightSource& source,
                                 Backend& backend, bool load_mtp) {
-  int first_moe = -1;
-  for (int l = 0; l < s.num_layers && first_moe < 0; ++l)
-    if (s.is_moe_layer(l)) first_moe = l;
-  const bool fused = first_moe >= 0 && source.has(weight_names::fused_gate_up(first_moe));
-  Loader ld(s, source, backend, fused);
+  Loader ld(s, source, backend);
 
   ModelWeights w;
   const int64_t v = lay.local_vocab(s), v0 = lay.vocab_begin(s), h = s.hidden_size;
   ld.checked_shape(weight_names::embed_tokens());
   w.embed = ld.load({v, h}, {{weight_names::embed_tokens(), {{v0, v0 + v}, {0, h}}}});
   for (int l = 0; l < s.num_layers; ++l)
-    w.layers.push_back(load_layer(s, lay, ld, weight_names::layer_prefix(l), s.is_moe_layer(l), fused));
+    w.layers.push_back(load_layer(s, lay, ld, source, weight_names::layer_prefix(l), s.is_moe_layer(l)));
   w.final_norm = ld.whole(weight_names::final_norm());
-  w.lm_head = s.tie_word_embeddings ? w.embed
-                                    : ld.load({v, h}, {{weight_names::lm_head(), {{v0, v0 + v}, {0, h}}}});
+  w.lm_head =
+      s.tie_word_embeddings ? w.embed : ld.load({v, h}, {{weight_names::lm_head(), {{v0, v0 + v}, {0, h}}}});
   if (load_mtp) {
     TPS_CHECK(s.num_nextn_predict_layers > 0, "the checkpoint has no MTP head (num_nextn_predict_layers)");
     const std::string m = weight_names::mtp_prefix();
@@ -181,12 +186,13 @@ ModelWeights load_model_weights(const ModelSpec& s, const ShardLayout& lay, cons
     w.mtp.fc_hidden = ld.load({h, h}, {{m + "fc.weight", {{0, h}, {h, 2 * h}}}});
     w.mtp.norm_embedding = ld.whole(m + "pre_fc_norm_embedding.weight");
     w.mtp.norm_hidden = ld.whole(m + "pre_fc_norm_hidden.weight");
-    w.mtp.layer = load_layer(s, lay, ld, m + "layers.0.", s.num_experts > 0, fused);
+    w.mtp.layer = load_layer(s, lay, ld, source, m + "layers.0.", s.num_experts > 0);
     w.mtp.final_norm = ld.whole(m + "norm.weight");
   }
   w.bytes = ld.bytes();
-  log_info("loaded ", source.describe(), ": ", static_cast<double>(w.bytes) / 1e6, " MB of weights resident on this rank",
-           " (tp ", lay.tp_rank, "/", lay.tp_size, ", ep ", lay.ep_rank, "/", lay.ep_size, ")");
+  log_info("loaded ", source.describe(), ": ", static_cast<double>(w.bytes) / 1e6,
+           " MB of weights resident on this rank", " (tp ", lay.tp_rank, "/", lay.tp_size, ", ep ",
+           lay.ep_rank, "/", lay.ep_size, ")");
   return w;
 }
 

@@ -9,10 +9,13 @@
 namespace tpserve {
 namespace {
 
-size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
+size_t align8(size_t n) {
+  return (n + 7) & ~size_t(7);
+}
 
 template <typename T>
-void put(std::vector<char>& host, size_t offset, const std::vector<T>& values, size_t capacity, const char* what) {
+void put(std::vector<char>& host, size_t offset, const std::vector<T>& values, size_t capacity,
+         const char* what) {
   TPS_CHECK(values.size() <= capacity, "step has ", values.size(), " ", what, ", more than the ", capacity,
             " the model was sized for");
   if (!values.empty()) std::memcpy(host.data() + offset, values.data(), values.size() * sizeof(T));
@@ -22,25 +25,33 @@ void put(std::vector<char>& host, size_t offset, const std::vector<T>& values, s
 
 Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, ModelWeights weights,
                              const ModelOptions& options, Backend& backend, parallel::Communicator& comm)
-    : spec_(spec), layout_(layout), weights_(std::move(weights)), options_(options), backend_(backend), comm_(comm) {
+    : spec_(spec),
+      layout_(layout),
+      weights_(std::move(weights)),
+      options_(options),
+      backend_(backend),
+      comm_(comm) {
   q_heads_ = layout_.local_q_heads(spec_);
   kv_heads_ = layout_.local_kv_heads(spec_);
   rope_ = {spec_.rope_theta, spec_.head_dim};
   candidates_ = std::min(options_.sampling_candidates, layout_.local_vocab(spec_));
-  TPS_CHECK(comm_.size() == layout_.tp_size, "communicator of ", comm_.size(), " ranks for tp ", layout_.tp_size);
+  TPS_CHECK(comm_.size() == layout_.tp_size, "communicator of ", comm_.size(), " ranks for tp ",
+            layout_.tp_size);
 
   // Paged KV cache, one pair of tensors per layer.
   const DType act = backend_.activation_dtype();
   for (int l = 0; l < spec_.num_layers; ++l) {
-    KvCacheLayer c{backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim}),
-                   backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim})};
+    KvCacheLayer c{
+        backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim}),
+        backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim})};
     kv_bytes_ += c.k.nbytes() + c.v.nbytes();
     kv_.push_back(c);
   }
 
   if (weights_.mtp.present) {
-    mtp_kv_ = {backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim}),
-               backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim})};
+    mtp_kv_ = {
+        backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim}),
+        backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim})};
     kv_bytes_ += mtp_kv_.k.nbytes() + mtp_kv_.v.nbytes();
   }
 
@@ -108,8 +119,9 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
     draft_tables_ = backend_.alloc(DType::kI32, {S, options_.max_blocks_per_seq});
     zeros_i32_ = backend_.alloc(DType::kI32, {S});
     // Greedy sampling parameters for drafting (all zeros: temperature 0).
-    greedy_ = {backend_.alloc(DType::kF32, {S}), backend_.alloc(DType::kI32, {S}), backend_.alloc(DType::kF32, {S}),
-               backend_.alloc(DType::kF32, {S}), backend_.alloc(DType::kI64, {S}), backend_.alloc(DType::kI64, {S})};
+    greedy_ = {backend_.alloc(DType::kF32, {S}), backend_.alloc(DType::kI32, {S}),
+               backend_.alloc(DType::kF32, {S}), backend_.alloc(DType::kF32, {S}),
+               backend_.alloc(DType::kI64, {S}), backend_.alloc(DType::kI64, {S})};
     const std::vector<float> ones(S, 1.0f);
     backend_.copy_from_host(greedy_.top_p, ones.data());
   }
@@ -127,8 +139,8 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
     a2a_slice_out_ = backend_.alloc(act, {slice, h});
   }
   log_info("model ready: ", spec_.summary(), "; KV cache ", options_.num_kv_blocks, " blocks x ",
-           options_.kv_block_size, " tokens (", static_cast<double>(kv_bytes_) / 1e6, " MB); ", backend_.name(),
-           " backend holds ", static_cast<double>(backend_.allocated_bytes()) / 1e6, " MB");
+           options_.kv_block_size, " tokens (", static_cast<double>(kv_bytes_) / 1e6, " MB); ",
+           backend_.name(), " backend holds ", static_cast<double>(backend_.allocated_bytes()) / 1e6, " MB");
 }
 
 Tensor Qwen3MoeModel::input(size_t offset, DType dtype, int64_t n) const {
@@ -139,7 +151,8 @@ void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInpu
   const size_t t = options_.max_tokens, s = options_.max_seqs, r = options_.max_samples;
   TPS_CHECK(b.positions.size() == b.token_ids.size() && b.slot_mapping.size() == b.token_ids.size(),
             "step batch: positions/slot_mapping do not match token_ids");
-  TPS_CHECK(b.query_start.size() == b.context_lens.size() + 1, "step batch: query_start must have S + 1 entries");
+  TPS_CHECK(b.query_start.size() == b.context_lens.size() + 1,
+            "step batch: query_start must have S + 1 entries");
   TPS_CHECK(b.max_blocks_per_seq <= options_.max_blocks_per_seq, "step batch: ", b.max_blocks_per_seq,
             " blocks per sequence > ", options_.max_blocks_per_seq);
   TPS_CHECK(b.sampling.size() == b.sample_rows.size() && b.sample_counters.size() == b.sample_rows.size(),
@@ -177,7 +190,8 @@ void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInpu
   const int groups = static_cast<int>(group_start.size()) - 1;
   std::vector<int32_t> base_row(groups), base_pos(groups), draft_index;
   for (int g = 0; g < groups; ++g) {
-    TPS_CHECK(group_start[g] < group_start[g + 1] && group_start[g + 1] <= b.num_samples(), "step batch: bad group ", g);
+    TPS_CHECK(group_start[g] < group_start[g + 1] && group_start[g + 1] <= b.num_samples(),
+              "step batch: bad group ", g);
     base_row[g] = b.sample_rows[group_start[g]];
     base_pos[g] = b.positions[base_row[g]];
   }
@@ -185,8 +199,10 @@ void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInpu
   put(host_inputs_, off_base_row_, base_row, s, "groups");
   put(host_inputs_, off_base_pos_, base_pos, s, "groups");
   if (!b.mtp_next_tokens.empty()) {
-    TPS_CHECK(b.mtp_next_tokens.size() == b.token_ids.size(), "step batch: mtp_next_tokens must have T entries");
-    TPS_CHECK(b.draft_slot.size() == static_cast<size_t>(groups) && b.group_seq.size() == static_cast<size_t>(groups),
+    TPS_CHECK(b.mtp_next_tokens.size() == b.token_ids.size(),
+              "step batch: mtp_next_tokens must have T entries");
+    TPS_CHECK(b.draft_slot.size() == static_cast<size_t>(groups) &&
+                  b.group_seq.size() == static_cast<size_t>(groups),
               "step batch: draft_slot / group_seq must have one entry per group");
     TPS_CHECK(!b.group_start.empty(), "step batch: MTP drafting needs sampled-row groups");
     const int k = options_.num_speculative_tokens, trash = k * options_.max_seqs;
@@ -194,7 +210,8 @@ void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInpu
     for (int j = 0; j < k; ++j)
       for (int g = 0; g < groups; ++g)
         if (b.draft_slot[g] >= 0) draft_index[j * s + g] = j * options_.max_seqs + b.draft_slot[g];
-    put(host_inputs_, off_draft_index_, draft_index, static_cast<size_t>(std::max(k, 1)) * s, "draft indices");
+    put(host_inputs_, off_draft_index_, draft_index, static_cast<size_t>(std::max(k, 1)) * s,
+        "draft indices");
     put(host_inputs_, off_mtp_next_, b.mtp_next_tokens, t, "MTP next tokens");
     put(host_inputs_, off_group_seq_, b.group_seq, s, "groups");
     std::vector<int32_t> iota(groups + 1);
@@ -211,8 +228,10 @@ void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInpu
   meta.block_tables = input(off_tables_, DType::kI32, S * width).view({S, width});
   meta.num_seqs = static_cast<int>(S);
   meta.max_query_len = 0;
-  for (int q = 0; q < S; ++q) meta.max_query_len = std::max(meta.max_query_len, b.query_start[q + 1] - b.query_start[q]);
-  meta.max_context_len = b.context_lens.empty() ? 0 : *std::max_element(b.context_lens.begin(), b.context_lens.end());
+  for (int q = 0; q < S; ++q)
+    meta.max_query_len = std::max(meta.max_query_len, b.query_start[q + 1] - b.query_start[q]);
+  meta.max_context_len =
+      b.context_lens.empty() ? 0 : *std::max_element(b.context_lens.begin(), b.context_lens.end());
   sp.temperature = input(off_temp_, DType::kF32, R);
   sp.top_k = input(off_topk_, DType::kI32, R);
   sp.top_p = input(off_topp_, DType::kF32, R);
@@ -244,7 +263,8 @@ void Qwen3MoeModel::all_reduce(Tensor t) {
 // slot) to the rank owning the expert, runs the rows it received, sends results back, combines its slice
 // and all-gathers the slices. Buffers are worst-case sized, so shapes never depend on the routing.
 void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens) {
-  const int64_t P = layout_.tp_size, r = layout_.tp_rank, h = spec_.hidden_size, k = spec_.num_experts_per_tok;
+  const int64_t P = layout_.tp_size, r = layout_.tp_rank, h = spec_.hidden_size,
+                k = spec_.num_experts_per_tok;
   const int64_t slice = (tokens + P - 1) / P, cap = slice * k;
   const int64_t begin = std::min<int64_t>(r * slice, tokens), end = std::min<int64_t>(begin + slice, tokens);
   const int64_t n = end - begin;
@@ -279,7 +299,8 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
     backend_.linear(act, w.down, out);
   } else {
     const int k = spec_.num_experts_per_tok;
-    Tensor logits = router_logits_.rows(0, tokens), weights = topk_w_.rows(0, tokens), ids = topk_ids_.rows(0, tokens);
+    Tensor logits = router_logits_.rows(0, tokens), weights = topk_w_.rows(0, tokens),
+           ids = topk_ids_.rows(0, tokens);
     backend_.linear(normed, w.router, logits);
     backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
     backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
@@ -287,16 +308,19 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
   all_reduce(out);  // partial sums: TP-sharded intermediate, or experts held elsewhere
 }
 
-void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
-                                  bool first) {
+void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta,
+                                  int tokens, bool first) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
-  if (first) backend_.rmsnorm(residual, w.input_norm, eps, normed);
-  else backend_.add_rmsnorm(residual, proj, w.input_norm, eps, normed);  // proj holds the previous MLP output
+  if (first)
+    backend_.rmsnorm(residual, w.input_norm, eps, normed);
+  else
+    backend_.add_rmsnorm(residual, proj, w.input_norm, eps, normed);  // proj holds the previous MLP output
   backend_.linear(normed, w.qkv, qkv);
   backend_.qk_norm_rope_kv(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_, meta, cache, q);
-  backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache, meta, attn);
+  backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache,
+                     meta, attn);
   backend_.linear(attn, w.o_proj, proj);
   all_reduce(proj);
   backend_.add_rmsnorm(residual, proj, w.post_norm, eps, normed);
@@ -304,7 +328,8 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
 }
 
 StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
-  TPS_CHECK(!want_logits || options_.keep_logits, "logits were asked for but ModelOptions::keep_logits is off");
+  TPS_CHECK(!want_logits || options_.keep_logits,
+            "logits were asked for but ModelOptions::keep_logits is off");
   TPS_CHECK(batch.num_tokens() > 0, "empty step");
   AttentionMeta meta;
   SamplingInputs sampling;
@@ -313,7 +338,8 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
 
   Tensor ids = input(off_ids_, DType::kI32, tokens);
-  if (options_.num_speculative_tokens > 0) backend_.resolve_tokens(ids, draft_table_);  // device-resident drafts
+  if (options_.num_speculative_tokens > 0)
+    backend_.resolve_tokens(ids, draft_table_);  // device-resident drafts
   backend_.embedding(ids, weights_.embed, layout_.vocab_begin(spec_), residual_.rows(0, tokens));
   all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
   for (int l = 0; l < spec_.num_layers; ++l) layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0);
@@ -362,7 +388,8 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
     result.logits.resize(static_cast<size_t>(rows) * spec_.vocab_size);
     for (int64_t p = 0; p < P; ++p)
       for (int64_t r = 0; r < rows; ++r)
-        std::copy_n(gathered.begin() + (p * rows + r) * v, v, result.logits.begin() + r * spec_.vocab_size + p * v);
+        std::copy_n(gathered.begin() + (p * rows + r) * v, v,
+                    result.logits.begin() + r * spec_.vocab_size + p * v);
   }
   return result;
 }

@@ -1,8 +1,9 @@
 // Qwen3MoeModel: the Qwen3-MoE forward, written once against Backend (ops) and Communicator (collectives).
-// Nothing here knows CUDA or MPI. A step: embed -> per layer [RMSNorm -> QKV -> q/k norm + RoPE + KV append ->
-// attention -> O (row-parallel) -> all-reduce -> add + RMSNorm -> router -> top-k -> experts (or dense MLP)
-// -> all-reduce] -> final norm -> lm_head on this rank's vocabulary slice -> candidates -> all-gather -> draw.
-// All buffers are allocated at construction for the largest step; a step allocates nothing.
+// Nothing here knows CUDA or MPI. A step: embed -> per layer [RMSNorm -> QKV -> q/k norm + RoPE + KV append
+// -> attention -> O (row-parallel) -> all-reduce -> add + RMSNorm -> router -> top-k -> experts (or dense
+// MLP)
+// -> all-reduce] -> final norm -> lm_head on this rank's vocabulary slice -> candidates -> all-gather ->
+// draw. All buffers are allocated at construction for the largest step; a step allocates nothing.
 #pragma once
 
 #include "parallel/communicator.h"
@@ -13,26 +14,27 @@
 namespace tpserve {
 
 struct ModelOptions {
-  int max_tokens = 512;          // tokens per step (prefill chunk or decode batch x (1 + k))
-  int max_seqs = 16;             // sequences per step
-  int max_samples = 16;          // rows sampled per step
-  int max_blocks_per_seq = 64;   // block-table width
-  int num_kv_blocks = 64;        // paged KV cache size
+  int max_tokens = 512;         // tokens per step (prefill chunk or decode batch x (1 + k))
+  int max_seqs = 16;            // sequences per step
+  int max_samples = 16;         // rows sampled per step
+  int max_blocks_per_seq = 64;  // block-table width
+  int num_kv_blocks = 64;       // paged KV cache size
   int kv_block_size = 16;
-  int sampling_candidates = 256; // per rank and row; top-p works within the best of these
+  int sampling_candidates = 256;   // per rank and row; top-p works within the best of these
   int num_speculative_tokens = 0;  // k drafts per sequence and step (MTP or scripted drafts)
-  bool keep_logits = false;      // allow StepResult::logits (tests)
+  bool keep_logits = false;        // allow StepResult::logits (tests)
 };
 
 class Qwen3MoeModel {
  public:
-  Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, ModelWeights weights, const ModelOptions& options,
-                Backend& backend, parallel::Communicator& comm);
+  Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, ModelWeights weights,
+                const ModelOptions& options, Backend& backend, parallel::Communicator& comm);
 
   StepResult forward(const StepBatch& batch, bool want_logits = false);
 
   bool has_mtp() const { return weights_.mtp.present; }
-  // Token id standing for draft j (0-based) of the sequence in draft-table slot `slot` (StepBatch::token_ids).
+  // Token id standing for draft j (0-based) of the sequence in draft-table slot `slot`
+  // (StepBatch::token_ids).
   int32_t device_draft_token(int slot, int j) const { return -(1 + j * options_.max_seqs + slot); }
   // Test access to one layer's KV cache (the main model's; layer -1: the MTP layer's).
   KvCacheLayer kv_cache(int layer) const { return layer < 0 ? mtp_kv_ : kv_[layer]; }
@@ -53,7 +55,8 @@ class Qwen3MoeModel {
   Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out);
   void mtp_input(Tensor tokens, Tensor hidden, int n);
   void mtp_forward(const StepBatch& batch, const AttentionMeta& meta, int tokens);
-  void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens, bool first);
+  void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
+                     bool first);
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens);
   void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens);
   void all_reduce(Tensor t);
@@ -73,12 +76,13 @@ class Qwen3MoeModel {
   std::vector<char> host_inputs_;
   Tensor inputs_;
   size_t off_ids_, off_pos_, off_slots_, off_qstart_, off_ctx_, off_tables_, off_rows_, off_temp_, off_topk_,
-      off_topp_, off_minp_, off_seed_, off_counter_, off_group_start_, off_base_row_, off_base_pos_, off_group_seq_,
-      off_draft_index_, off_mtp_next_, off_iota_;
+      off_topp_, off_minp_, off_seed_, off_counter_, off_group_start_, off_base_row_, off_base_pos_,
+      off_group_seq_, off_draft_index_, off_mtp_next_, off_iota_;
 
   // Workspace.
   Tensor residual_, normed_, qkv_, q_, attn_, proj_, router_logits_, topk_w_, topk_ids_, gate_up_, act_;
-  Tensor sample_hidden_, logits_, cand_vals_, cand_ids_, cand_stats_, all_vals_, all_ids_, all_stats_, tokens_;
+  Tensor sample_hidden_, logits_, cand_vals_, cand_ids_, cand_stats_, all_vals_, all_ids_, all_stats_,
+      tokens_;
   Tensor all_logits_;
   // Speculative decoding and the MTP head.
   Tensor row_tokens_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_, draft_rows_,

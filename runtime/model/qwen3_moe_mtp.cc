@@ -36,7 +36,8 @@ void Qwen3MoeModel::mtp_forward(const StepBatch& batch, const AttentionMeta& met
   backend_.resolve_tokens(next, emitted_);
   mtp_input(next, normed_.rows(0, tokens), tokens);
   layer_forward(m.layer, mtp_kv_, meta, tokens, true);
-  backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), m.final_norm, eps, normed_.rows(0, tokens));
+  backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), m.final_norm, eps,
+                       normed_.rows(0, tokens));
   const int groups = batch.num_groups();
   if (batch.num_samples() == 0 || k == 0) return;
 
@@ -46,10 +47,17 @@ void Qwen3MoeModel::mtp_forward(const StepBatch& batch, const AttentionMeta& met
   Tensor hidden = mtp_h_.rows(0, groups), drafts = draft_tokens_.rows(0, groups);
   backend_.gather_rows(normed_.rows(0, tokens), rows, hidden);
   Tensor table = draft_table_.view({draft_table_.numel()});
-  Tensor positions = draft_pos_.rows(0, groups), slots = draft_slots_.rows(0, groups), ctx = draft_ctx_.rows(0, groups);
+  Tensor positions = draft_pos_.rows(0, groups), slots = draft_slots_.rows(0, groups),
+         ctx = draft_ctx_.rows(0, groups);
   Tensor tables = draft_tables_.rows(0, groups);
   backend_.gather_rows(meta.block_tables, input(off_group_seq_, DType::kI32, groups), tables);
-  AttentionMeta step{positions, slots, input(off_iota_, DType::kI32, groups + 1), ctx, tables, groups, 1,
+  AttentionMeta step{positions,
+                     slots,
+                     input(off_iota_, DType::kI32, groups + 1),
+                     ctx,
+                     tables,
+                     groups,
+                     1,
                      meta.max_context_len + 2 * k};
   for (int j = 0; j < k; ++j) {
     if (j > 0) {
@@ -60,15 +68,15 @@ void Qwen3MoeModel::mtp_forward(const StepBatch& batch, const AttentionMeta& met
       layer_forward(m.layer, mtp_kv_, step, groups, true);
       backend_.add_rmsnorm(residual_.rows(0, groups), proj_.rows(0, groups), m.final_norm, eps, hidden);
     }
-    const Candidates cand = lm_head_candidates(hidden, groups, greedy_.temperature.rows(0, groups),
-                                               logits_.rows(0, groups));
+    const Candidates cand =
+        lm_head_candidates(hidden, groups, greedy_.temperature.rows(0, groups), logits_.rows(0, groups));
     SamplingInputs greedy{greedy_.temperature.rows(0, groups), greedy_.top_k.rows(0, groups),
                           greedy_.top_p.rows(0, groups),       greedy_.min_p.rows(0, groups),
                           greedy_.seed.rows(0, groups),        greedy_.counter.rows(0, groups)};
     backend_.sample(cand.values, cand.ids, cand.stats, greedy, drafts);
-    backend_.scatter_i32(drafts, input(off_draft_index_ + static_cast<size_t>(j) * options_.max_seqs * 4,
-                                       DType::kI32, groups),
-                         table);
+    backend_.scatter_i32(
+        drafts, input(off_draft_index_ + static_cast<size_t>(j) * options_.max_seqs * 4, DType::kI32, groups),
+        table);
   }
 }
 

@@ -26,7 +26,9 @@ struct ShardLayout {
   }
   int local_vocab(const ModelSpec& s) const { return s.vocab_size / tp_size; }
   int vocab_begin(const ModelSpec& s) const { return tp_rank * local_vocab(s); }
-  int local_experts(const ModelSpec& s) const { return expert_parallel ? s.num_experts / ep_size : s.num_experts; }
+  int local_experts(const ModelSpec& s) const {
+    return expert_parallel ? s.num_experts / ep_size : s.num_experts;
+  }
   int first_expert(const ModelSpec& s) const { return expert_parallel ? ep_rank * local_experts(s) : 0; }
   // Expert intermediate columns held per expert (the whole width under EP).
   int local_moe_intermediate(const ModelSpec& s) const {

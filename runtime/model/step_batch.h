@@ -42,7 +42,9 @@ struct StepBatch {
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
   int num_samples() const { return static_cast<int>(sample_rows.size()); }
-  int num_groups() const { return group_start.empty() ? num_samples() : static_cast<int>(group_start.size()) - 1; }
+  int num_groups() const {
+    return group_start.empty() ? num_samples() : static_cast<int>(group_start.size()) - 1;
+  }
 };
 
 struct StepResult {

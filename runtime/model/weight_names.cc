@@ -2,23 +2,37 @@
 
 namespace tpserve {
 namespace weight_names {
-std::string layer_prefix(int layer) { return "model.layers." + std::to_string(layer) + "."; }
-std::string embed_tokens() { return "model.embed_tokens.weight"; }
-std::string final_norm() { return "model.norm.weight"; }
-std::string lm_head() { return "lm_head.weight"; }
+std::string layer_prefix(int layer) {
+  return "model.layers." + std::to_string(layer) + ".";
+}
+std::string embed_tokens() {
+  return "model.embed_tokens.weight";
+}
+std::string final_norm() {
+  return "model.norm.weight";
+}
+std::string lm_head() {
+  return "lm_head.weight";
+}
 std::string expert(int layer, int e, const char* proj) {
   return layer_prefix(layer) + "mlp.experts." + std::to_string(e) + "." + proj + ".weight";
 }
-std::string fused_gate_up(int layer) { return layer_prefix(layer) + "mlp.experts.gate_up_proj"; }
-std::string fused_down(int layer) { return layer_prefix(layer) + "mlp.experts.down_proj"; }
-std::string mtp_prefix() { return "mtp."; }
+std::string fused_gate_up(int layer) {
+  return layer_prefix(layer) + "mlp.experts.gate_up_proj";
+}
+std::string fused_down(int layer) {
+  return layer_prefix(layer) + "mlp.experts.down_proj";
+}
+std::string mtp_prefix() {
+  return "mtp.";
+}
 }  // namespace weight_names
 
 namespace {
 
 // One decoder layer's tensors under `prefix` ("model.layers.L." or "mtp.layers.0.").
-void add_decoder_layer(std::vector<ExpectedTensor>& out, const ModelSpec& s, const std::string& prefix, bool moe,
-                       ExpertLayout layout) {
+void add_decoder_layer(std::vector<ExpectedTensor>& out, const ModelSpec& s, const std::string& prefix,
+                       bool moe, ExpertLayout layout) {
   const int64_t h = s.hidden_size, q = s.q_size(), kv = s.kv_size(), d = s.head_dim;
   out.push_back({prefix + "input_layernorm.weight", {h}});
   out.push_back({prefix + "self_attn.q_proj.weight", {q, h}});

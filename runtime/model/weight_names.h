@@ -23,9 +23,9 @@ std::string embed_tokens();           // "model.embed_tokens.weight"
 std::string final_norm();             // "model.norm.weight"
 std::string lm_head();                // "lm_head.weight" (absent when tie_word_embeddings)
 std::string expert(int layer, int expert, const char* proj);  // proj: gate_proj | up_proj | down_proj
-std::string fused_gate_up(int layer);                          // "model.layers.L.mlp.experts.gate_up_proj"
-std::string fused_down(int layer);                             // "model.layers.L.mlp.experts.down_proj"
-std::string mtp_prefix();                                      // "mtp."
+std::string fused_gate_up(int layer);                         // "model.layers.L.mlp.experts.gate_up_proj"
+std::string fused_down(int layer);                            // "model.layers.L.mlp.experts.down_proj"
+std::string mtp_prefix();                                     // "mtp."
 }  // namespace weight_names
 
 enum class ExpertLayout { kPerExpert, kFused };

@@ -24,7 +24,8 @@ class TransformersMatch : public ::testing::TestWithParam<std::string> {
 
 TEST_P(TransformersMatch, LogitsAtEveryPositionInOnePrefill) {
   const Reference ref = load_reference(GetParam());
-  auto engine = make_engine({"runtime.max_batch=32", "runtime.max_num_batched_tokens=64"});  // 23 sampled rows
+  auto engine =
+      make_engine({"runtime.max_batch=32", "runtime.max_num_batched_tokens=64"});  // 23 sampled rows
   const int n = static_cast<int>(ref.tokens.size());
   ASSERT_EQ(engine->spec().vocab_size, ref.vocab);
   const StepResult r = engine->run_batch(sequence_step(ref.tokens, 0, n, 4, true), true);
@@ -43,7 +44,8 @@ TEST_P(TransformersMatch, SixteenGreedyTokens) {
   const Reference ref = load_reference(GetParam());
   auto engine = make_engine();
   const std::vector<int32_t> expected(ref.tokens.begin() + ref.prompt.size(), ref.tokens.end());
-  EXPECT_EQ(engine->generate(ref.prompt, SamplingParams{}, static_cast<int>(expected.size()), true), expected);
+  EXPECT_EQ(engine->generate(ref.prompt, SamplingParams{}, static_cast<int>(expected.size()), true),
+            expected);
 }
 
 TEST_P(TransformersMatch, PrefillThenDecodeAcrossBlocksEqualsOneLongPrefill) {
@@ -54,7 +56,8 @@ TEST_P(TransformersMatch, PrefillThenDecodeAcrossBlocksEqualsOneLongPrefill) {
   EXPECT_LT(relative_l2(first.logits.data(), &ref.logits[(prompt - 1) * ref.vocab], ref.vocab), 1e-4);
   for (int p = prompt; p < n; ++p) {
     const StepResult r = engine->run_batch(sequence_step(ref.tokens, p, 1, 4, false), true);
-    EXPECT_LT(relative_l2(r.logits.data(), &ref.logits[p * ref.vocab], ref.vocab), 1e-4) << "decode position " << p;
+    EXPECT_LT(relative_l2(r.logits.data(), &ref.logits[p * ref.vocab], ref.vocab), 1e-4)
+        << "decode position " << p;
     if (p + 1 < n) {
       EXPECT_EQ(r.tokens[0], ref.tokens[p + 1]) << "position " << p;
     }
@@ -65,7 +68,8 @@ TEST_P(TransformersMatch, ChunkedPrefillGivesTheSameTokens) {
   const Reference ref = load_reference(GetParam());
   auto engine = make_engine({"runtime.max_num_batched_tokens=4"});  // prompt of 7 in chunks of 4 + 3
   const std::vector<int32_t> expected(ref.tokens.begin() + ref.prompt.size(), ref.tokens.end());
-  EXPECT_EQ(engine->generate(ref.prompt, SamplingParams{}, static_cast<int>(expected.size()), true), expected);
+  EXPECT_EQ(engine->generate(ref.prompt, SamplingParams{}, static_cast<int>(expected.size()), true),
+            expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TransformersMatch, ::testing::ValuesIn(fixture_names()),

@@ -6,8 +6,8 @@
 #include <limits>
 #include <random>
 
-#include "common/log.h"
 #include "common/dtype.h"
+#include "common/log.h"
 #include "runtime/weights/load_progress.h"
 #include "runtime/weights/safetensors_file.h"
 #include "tests/model/weights_test_util.h"

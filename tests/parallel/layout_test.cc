@@ -91,13 +91,14 @@ Config model_config(const std::string& model_yaml, std::vector<std::string> over
   return make_config(model_yaml, overrides);
 }
 
+// `extra` overrides apply to the single-rank reference and to every layout (e.g. MTP speculation).
 void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& sequence, int prompt_len,
-                   int64_t vocab, int num_experts) {
+                   int64_t vocab, int num_experts, const std::vector<std::string>& extra = {}) {
   const int np = world_size();
   Outcome reference;
   if (world_rank() == 0) {
     auto single = parallel::make_single_rank_communicator();
-    Engine engine(model_config(model_yaml, {}), *single, make_cpu_backend(),
+    Engine engine(model_config(model_yaml, extra), *single, make_cpu_backend(),
                   EngineOptions{.keep_logits = true});
     reference = exercise(engine, sequence, prompt_len);
   }
@@ -106,7 +107,9 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& se
     if (np == 1 && layout.name != std::string("tp_sharded_moe")) continue;  // the same layout at np 1
     if (num_experts % np != 0 && layout.name != std::string("tp_sharded_moe")) continue;  // ep must divide E
     SCOPED_TRACE(std::string(layout.name) + " np " + std::to_string(np));
-    Engine engine(model_config(model_yaml, layout.overrides(np)), *world, make_cpu_backend(),
+    std::vector<std::string> overrides = layout.overrides(np);
+    overrides.insert(overrides.end(), extra.begin(), extra.end());
+    Engine engine(model_config(model_yaml, overrides), *world, make_cpu_backend(),
                   EngineOptions{.keep_logits = true});
     const Outcome got = exercise(engine, sequence, prompt_len);
     if (world_rank() != 0) continue;
@@ -137,6 +140,14 @@ TEST(SyntheticLayouts, MatchSingleRank) {
   const std::vector<int32_t> sequence = {151643, 9707, 11, 1879, 0,  3555, 374,
                                          279,    6722, 30, 220,  17, 10,   17};
   check_layouts("model: {synthetic: {preset: tiny, seed: 5}}", sequence, 6, 151936, 8);
+}
+
+// MTP speculation (k = 2) in every layout: the drafts, their verification and the MTP head's own
+// collectives give the single-rank tokens, greedy and seeded.
+TEST(SyntheticLayouts, MtpMatchesSingleRank) {
+  const std::vector<int32_t> sequence = {1643, 3707, 11, 1879, 0, 355, 374, 279, 672, 30, 220, 17, 10, 17};
+  check_layouts("model: {synthetic: {preset: tiny, seed: 5, vocab: 4096, mtp: true}}", sequence, 6, 4096, 8,
+                {"speculative.method=mtp", "speculative.num_speculative_tokens=2"});
 }
 
 // Router weights all zero: softmax is uniform and ties go to the smaller index, so every token picks

@@ -15,7 +15,9 @@ struct Malformed {
   std::string must_contain;  // the key path (and more) the message must name
 };
 
-void PrintTo(const Malformed& m, std::ostream* os) { *os << m.name; }
+void PrintTo(const Malformed& m, std::ostream* os) {
+  *os << m.name;
+}
 
 std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
   try {
@@ -43,20 +45,24 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"syntax_bad_indent", "model:\n  path: a\n    b: c\n", "YAML syntax error"},
         Malformed{"syntax_tab", "model:\n\tpath: x\n", "YAML syntax error"},
         Malformed{"top_is_list", "- a\n- b\n", "top level must be a mapping"},
-        Malformed{"unknown_section", M + "runtim: {max_batch: 2}\n", "runtim: unknown key (did you mean 'runtime'?)"},
+        Malformed{"unknown_section", M + "runtim: {max_batch: 2}\n",
+                  "runtim: unknown key (did you mean 'runtime'?)"},
         Malformed{"unknown_key", M + "runtime: {max_batchs: 2}\n",
                   "runtime.max_batchs: unknown key (did you mean 'max_batch'?)"},
         Malformed{"unknown_nested", M + "parallel: {moe: {dispach: alltoall}}\n",
                   "parallel.moe.dispach: unknown key (did you mean 'dispatch'?)"},
-        Malformed{"unknown_no_guess", M + "server: {zzzzzz: 1}\n", "server.zzzzzz: unknown key; allowed keys"},
+        Malformed{"unknown_no_guess", M + "server: {zzzzzz: 1}\n",
+                  "server.zzzzzz: unknown key; allowed keys"},
         Malformed{"missing_model", "runtime: {max_batch: 2}\n", "model: missing model.path"},
         Malformed{"both_path_and_synthetic", "model: {path: /x, synthetic: {preset: tiny}}\n", "not both"},
         Malformed{"bad_preset", "model: {synthetic: {preset: huge}}\n", "model.synthetic.preset: got 'huge'"},
         Malformed{"negative_seed", "model: {synthetic: {seed: -4}}\n", "model.synthetic.seed: got '-4'"},
-        Malformed{"layers_string", "model: {synthetic: {layers: many}}\n", "model.synthetic.layers: got 'many'"},
+        Malformed{"layers_string", "model: {synthetic: {layers: many}}\n",
+                  "model.synthetic.layers: got 'many'"},
         Malformed{"empty_path", "model: {path: ''}\n", "model.path: got '', expected a non-empty string"},
         Malformed{"model_is_scalar", "model: qwen\n", "model: expected a mapping"},
-        Malformed{"tp_zero", M + "parallel: {tp: 0}\n", "parallel.tp: got '0', expected an integer in [1, 1024]"},
+        Malformed{"tp_zero", M + "parallel: {tp: 0}\n",
+                  "parallel.tp: got '0', expected an integer in [1, 1024]"},
         Malformed{"tp_float", M + "parallel: {tp: 1.5}\n", "parallel.tp: got '1.5'"},
         Malformed{"tp_list", M + "parallel: {tp: [2]}\n", "parallel.tp: got a list"},
         Malformed{"ep_negative", M + "parallel: {ep: -2}\n", "parallel.ep: got '-2'"},
@@ -85,9 +91,11 @@ INSTANTIATE_TEST_SUITE_P(
                   "cuda_graph.enabled: got 'yes please', expected true or false"},
         Malformed{"capture_sizes_scalar", M + "cuda_graph: {capture_sizes: 8}\n",
                   "cuda_graph.capture_sizes: got '8', expected a non-empty list"},
-        Malformed{"capture_size_over_batch", M + "runtime: {max_batch: 4}\ncuda_graph: {capture_sizes: [1, 8]}\n",
+        Malformed{"capture_size_over_batch",
+                  M + "runtime: {max_batch: 4}\ncuda_graph: {capture_sizes: [1, 8]}\n",
                   "cuda_graph.capture_sizes[1]: got '8', expected an integer in [1, runtime.max_batch=4]"},
-        Malformed{"capture_size_dup", M + "cuda_graph: {capture_sizes: [2, 2]}\n", "contains a batch size twice"},
+        Malformed{"capture_size_dup", M + "cuda_graph: {capture_sizes: [2, 2]}\n",
+                  "contains a batch size twice"},
         Malformed{"pdl_default_bad", M + "launch: {pdl: {default: maybe}}\n",
                   "launch.pdl.default: got 'maybe', expected one of auto|on|off"},
         Malformed{"pdl_site_unknown", M + "launch: {pdl: {sites: {topk_gate: on}}}\n",
@@ -144,8 +152,8 @@ TEST(Config, PdlSitesAndSpeculative) {
 }
 
 TEST(Config, SetOverridesAreTypedAndValidated) {
-  const Config c = parse_config(M, "x", {"runtime.max_batch=8", "cuda_graph.capture_sizes=[1,2,8]",
-                                         "launch.pdl.sites.sampling=off"});
+  const Config c = parse_config(
+      M, "x", {"runtime.max_batch=8", "cuda_graph.capture_sizes=[1,2,8]", "launch.pdl.sites.sampling=off"});
   EXPECT_EQ(c.runtime.max_batch, 8);
   EXPECT_EQ(c.cuda_graph.capture_sizes, (std::vector<int>{1, 2, 8}));
   EXPECT_EQ(c.launch.pdl.sites[static_cast<int>(kernels::Site::kSampling)], kernels::PdlMode::kOff);
@@ -166,8 +174,11 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {
   Config c = parse_config(M + "parallel: {tp: 4, ep: 4}\n", "x");
-  LayoutFacts f{.num_attention_heads = 32, .num_key_value_heads = 4, .num_experts = 128,
-                .moe_intermediate_size = 768, .vocab_size = 151936};
+  LayoutFacts f{.num_attention_heads = 32,
+                .num_key_value_heads = 4,
+                .num_experts = 128,
+                .moe_intermediate_size = 768,
+                .vocab_size = 151936};
   EXPECT_NO_THROW(validate_layout(c, 4, f));
   f.num_attention_heads = 6;
   f.num_experts = 10;
@@ -185,8 +196,8 @@ TEST(Config, LayoutValidationNeedsTheModelShape) {
 }
 
 TEST(Config, EveryShippedConfigIsValid) {
-  for (const char* name : {"tiny.yaml", "qwen3-30b-a3b.yaml", "qwen3-30b-a3b-tp2.yaml", "qwen3-30b-a3b-tp4.yaml",
-                           "pdl-sites-example.yaml"}) {
+  for (const char* name : {"tiny.yaml", "qwen3-30b-a3b.yaml", "qwen3-30b-a3b-tp2.yaml",
+                           "qwen3-30b-a3b-tp4.yaml", "pdl-sites-example.yaml"}) {
     const std::string path = std::string(TPSERVE_SOURCE_DIR) + "/configs/" + name;
     EXPECT_NO_THROW(load_config_file(path)) << path;
   }

@@ -24,7 +24,9 @@ TEST(ErrorMacros, CheckCarriesConditionDetailFileAndLine) {
   EXPECT_NE(msg.find("error_test.cc:"), std::string::npos) << msg;
 }
 
-TEST(ErrorMacros, PassingCheckDoesNotThrow) { EXPECT_NO_THROW(TPS_CHECK(1 + 1 == 2, "math")); }
+TEST(ErrorMacros, PassingCheckDoesNotThrow) {
+  EXPECT_NO_THROW(TPS_CHECK(1 + 1 == 2, "math"));
+}
 
 TEST(ErrorMacros, ThrowHasMessageAndLocation) {
   const std::string msg = message_of([] { TPS_THROW("tensor '", "x", "' missing"); });

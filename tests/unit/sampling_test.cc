@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "runtime/backend/backend.h"
 #include "runtime/model/step_batch.h"
@@ -22,8 +23,9 @@ struct Sampler {
     const int slice = vocab / ranks, c = std::min(candidates, slice);
     Tensor vals = be->alloc(DType::kF32, {ranks, rows, c}), ids = be->alloc(DType::kI32, {ranks, rows, c});
     Tensor stats = be->alloc(DType::kF32, {ranks, rows, 2});
-    SamplingInputs in{be->alloc(DType::kF32, {rows}), be->alloc(DType::kI32, {rows}), be->alloc(DType::kF32, {rows}),
-                      be->alloc(DType::kF32, {rows}), be->alloc(DType::kI64, {rows}), be->alloc(DType::kI64, {rows})};
+    SamplingInputs in{be->alloc(DType::kF32, {rows}), be->alloc(DType::kI32, {rows}),
+                      be->alloc(DType::kF32, {rows}), be->alloc(DType::kF32, {rows}),
+                      be->alloc(DType::kI64, {rows}), be->alloc(DType::kI64, {rows})};
     for (int r = 0; r < rows; ++r) {
       in.temperature.ptr<float>()[r] = p.temperature, in.top_k.ptr<int32_t>()[r] = p.top_k;
       in.top_p.ptr<float>()[r] = p.top_p, in.min_p.ptr<float>()[r] = p.min_p;
@@ -37,15 +39,36 @@ struct Sampler {
       be->sampling_candidates(part, k * slice, in.temperature, v, i, stats.rows(k, k + 1).view({rows, 2}));
     }
     Tensor out = be->alloc(DType::kI32, {rows});
-    be->sample(vals, ids, stats, in, out);
+    if (!row_tokens.empty()) {  // one verification group over all rows
+      Tensor tokens = be->alloc(DType::kI32, {rows}), start = be->alloc(DType::kI32, {2});
+      std::copy(row_tokens.begin(), row_tokens.end(), tokens.ptr<int32_t>());
+      start.ptr<int32_t>()[0] = 0, start.ptr<int32_t>()[1] = rows;
+      Tensor accepted = be->alloc(DType::kI32, {1});
+      be->verify_and_sample(vals, ids, stats, in, tokens, start, out, accepted);
+      last_accepted = accepted.ptr<int32_t>()[0];
+    } else {
+      be->sample(vals, ids, stats, in, out);
+    }
     return std::vector<int32_t>(out.ptr<int32_t>(), out.ptr<int32_t>() + rows);
+  }
+
+  std::vector<int32_t> row_tokens;
+  int last_accepted = 0;
+  std::pair<std::vector<int32_t>, int> verify(const std::vector<float>& logits, int rows, int vocab,
+                                              const SamplingParams& p, std::vector<int32_t> tokens) {
+    row_tokens = std::move(tokens);
+    // Each row draws the token at its own position: counters differ per row.
+    auto e = draw(logits, rows, vocab, p, 0);
+    row_tokens.clear();
+    return {e, last_accepted};
   }
 };
 
 TEST(Sampling, GreedyTakesTheLargestAndTiesGoToTheSmallerId) {
   Sampler s;
   std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f, 3.0f, 3.0f};
-  EXPECT_EQ(s.draw(logits, 2, 4, SamplingParams{}, 0), (std::vector<int32_t>{1, 2}));  // row 2: ids 2 and 3 tie
+  EXPECT_EQ(s.draw(logits, 2, 4, SamplingParams{}, 0),
+            (std::vector<int32_t>{1, 2}));  // row 2: ids 2 and 3 tie
   EXPECT_EQ(s.draw(logits, 2, 4, SamplingParams{}, 0, 2), (std::vector<int32_t>{1, 2}));
 }
 
@@ -117,12 +140,72 @@ void expect_distribution(const SamplingParams& base, int ranks) {
   EXPECT_LT(chi2, 24.3) << "dof " << dof;
 }
 
-TEST(Sampling, TemperatureDrawsFromTheSoftmax) { expect_distribution({.temperature = 0.7f}, 1); }
-TEST(Sampling, TopKKeepsTheKBest) { expect_distribution({.temperature = 1.0f, .top_k = 3}, 2); }
-TEST(Sampling, TopPKeepsTheNucleus) { expect_distribution({.temperature = 1.0f, .top_p = 0.8f}, 1); }
-TEST(Sampling, MinPDropsTheUnlikely) { expect_distribution({.temperature = 1.3f, .min_p = 0.2f}, 2); }
+TEST(Sampling, TemperatureDrawsFromTheSoftmax) {
+  expect_distribution({.temperature = 0.7f}, 1);
+}
+TEST(Sampling, TopKKeepsTheKBest) {
+  expect_distribution({.temperature = 1.0f, .top_k = 3}, 2);
+}
+TEST(Sampling, TopPKeepsTheNucleus) {
+  expect_distribution({.temperature = 1.0f, .top_p = 0.8f}, 1);
+}
+TEST(Sampling, MinPDropsTheUnlikely) {
+  expect_distribution({.temperature = 1.3f, .min_p = 0.2f}, 2);
+}
 TEST(Sampling, AllFiltersTogetherAcrossFourRanks) {
   expect_distribution({.temperature = 0.9f, .top_k = 5, .top_p = 0.95f, .min_p = 0.05f}, 4);
+}
+
+// Rejection sampling against a greedy draft: the first emitted token is distributed exactly as plain
+// sampling from the row's filtered distribution, whichever draft was proposed (likely or unlikely).
+TEST(Sampling, VerifiedTokensFollowTheTargetDistribution) {
+  Sampler s;
+  std::vector<float> row = {1.0f, 0.2f, 2.0f, -0.5f, 1.5f, 0.0f, 0.7f, -2.0f};
+  row.resize(64, -40.0f);
+  const int v = 64, draws = 20000;
+  const SamplingParams base{.temperature = 0.8f, .top_k = 6};
+  const auto want = filtered_softmax(row, base);
+  for (int32_t draft : {2, 6, 7}) {  // the likeliest, a middling one, one top-k filters out
+    std::vector<int> counts(v, 0);
+    int accepted = 0;
+    for (int i = 0; i < draws; ++i) {
+      SamplingParams p = base;
+      p.seed = 500 + i;
+      // Two rows: position 0 verifies `draft`; row 1 would give the bonus token.
+      std::vector<float> logits = row;
+      logits.insert(logits.end(), row.begin(), row.end());
+      auto [emitted, taken] = s.verify(logits, 2, v, p, {9, draft});
+      ++counts[emitted[0]];
+      accepted += taken;
+      if (taken == 1)
+        EXPECT_EQ(emitted[0], draft);
+      else
+        EXPECT_NE(emitted[0], draft);
+    }
+    double chi2 = 0;
+    for (int i = 0; i < v; ++i) {
+      if (want[i] < 1e-12) {
+        EXPECT_EQ(counts[i], 0) << "draft " << draft << " token " << i;
+        continue;
+      }
+      const double e = want[i] * draws;
+      chi2 += (counts[i] - e) * (counts[i] - e) / e;
+    }
+    EXPECT_LT(chi2, 24.3) << "draft " << draft;  // 99.9th percentile, <= 7 degrees of freedom
+    EXPECT_NEAR(static_cast<double>(accepted) / draws, want[draft], 0.02) << "acceptance = p(draft)";
+  }
+}
+
+TEST(Sampling, GreedyVerificationAcceptsTheArgmaxChain) {
+  Sampler s;
+  // Three rows whose argmaxes are 3, 1, 2: drafts [3, 1] are both accepted and 2 is the bonus.
+  std::vector<float> logits = {0, 1, 2, 5, 0, 9, 1, 2, 1, 2, 8, 0};
+  auto [e, taken] = s.verify(logits, 3, 4, SamplingParams{}, {7, 3, 1});
+  EXPECT_EQ(taken, 2);
+  EXPECT_EQ(e, (std::vector<int32_t>{3, 1, 2}));
+  std::tie(e, taken) = s.verify(logits, 3, 4, SamplingParams{}, {7, 3, 0});  // second draft wrong
+  EXPECT_EQ(taken, 1);
+  EXPECT_EQ(e, (std::vector<int32_t>{3, 1, -1}));
 }
 
 TEST(Sampling, SeededDrawsAreReproducibleAndLayoutIndependent) {

@@ -20,7 +20,8 @@ std::map<int64_t, std::vector<int32_t>> run(Scheduler& s, int* max_running = nul
     if (!batch) break;
     if (max_running) *max_running = std::max(*max_running, s.num_running());
     StepResult r;
-    for (size_t i = 0; i < batch->sample_rows.size(); ++i) r.tokens.push_back(static_cast<int32_t>(batch->sample_counters[i]));
+    for (size_t i = 0; i < batch->sample_rows.size(); ++i)
+      r.tokens.push_back(static_cast<int32_t>(batch->sample_counters[i]));
     for (const auto& e : s.complete(r)) out[e.request_id].push_back(e.token);
     EXPECT_LT(++n, 10000);
   }
@@ -37,19 +38,22 @@ Request request(int64_t id, int prompt, int max_tokens) {
 }
 
 TEST(Scheduler, ContinuousBatchingRespectsMaxBatchAndFinishesEverything) {
-  Scheduler s({.max_batch = 2, .max_step_tokens = 64, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4, {});
+  Scheduler s({.max_batch = 2, .max_step_tokens = 64, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4,
+              {});
   for (int i = 1; i <= 5; ++i) s.add(request(i, 5 + i, 3 + i));
   int max_running = 0;
   const auto out = run(s, &max_running);
   EXPECT_EQ(max_running, 2);
   for (int i = 1; i <= 5; ++i) {
     ASSERT_EQ(out.at(i).size(), static_cast<size_t>(3 + i));
-    for (int j = 0; j < 3 + i; ++j) EXPECT_EQ(out.at(i)[j], 5 + i + j);  // counter = position of the new token
+    for (int j = 0; j < 3 + i; ++j)
+      EXPECT_EQ(out.at(i)[j], 5 + i + j);  // counter = position of the new token
   }
 }
 
 TEST(Scheduler, LongPromptsArePrefilledInChunks) {
-  Scheduler s({.max_batch = 4, .max_step_tokens = 8, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4, {});
+  Scheduler s({.max_batch = 4, .max_step_tokens = 8, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4,
+              {});
   s.add(request(1, 30, 2));
   auto b = s.schedule();
   ASSERT_TRUE(b);
@@ -62,7 +66,8 @@ TEST(Scheduler, LongPromptsArePrefilledInChunks) {
 }
 
 TEST(Scheduler, StopTokensEosAndIgnoreEos) {
-  Scheduler s({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4, {12});
+  Scheduler s({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4,
+              {12});
   Request a = request(1, 10, 50);  // draws 10, 11, 12 (eos) -> stops
   Request b = request(2, 10, 50);
   b.ignore_eos = true, b.stop_token_ids = {14};  // passes eos, stops at 14
@@ -74,7 +79,8 @@ TEST(Scheduler, StopTokensEosAndIgnoreEos) {
 
 TEST(Scheduler, FullKvCachePreemptsAndRecomputesWithoutLosingTokens) {
   // 12 blocks of 4 tokens: three sequences growing to 24 tokens (6 blocks each) cannot all fit.
-  Scheduler s({.max_batch = 3, .max_step_tokens = 64, .max_seq_len = 64, .max_blocks_per_seq = 16}, 12, 4, {});
+  Scheduler s({.max_batch = 3, .max_step_tokens = 64, .max_seq_len = 64, .max_blocks_per_seq = 16}, 12, 4,
+              {});
   for (int i = 1; i <= 3; ++i) s.add(request(i, 8, 16));
   const auto out = run(s);
   EXPECT_GT(s.preemptions(), 0);
@@ -86,7 +92,8 @@ TEST(Scheduler, FullKvCachePreemptsAndRecomputesWithoutLosingTokens) {
 }
 
 TEST(Scheduler, AbortFreesTheSequence) {
-  Scheduler s({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4, {});
+  Scheduler s({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4,
+              {});
   s.add(request(1, 10, 100));
   s.add(request(2, 10, 3));
   ASSERT_TRUE(s.schedule());
@@ -105,10 +112,10 @@ TEST(Scheduler, AbortFreesTheSequence) {
 
 TEST(Scheduler, RejectsRequestsThatCanNeverRun) {
   Scheduler s({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 32, .max_blocks_per_seq = 8}, 4, 4, {});
-  EXPECT_THROW(s.add(request(1, 0, 4)), Error);     // empty prompt
-  EXPECT_THROW(s.add(request(2, 4, 0)), Error);     // max_tokens 0
-  EXPECT_THROW(s.add(request(3, 30, 10)), Error);   // beyond max_seq_len
-  EXPECT_THROW(s.add(request(4, 10, 10)), Error);   // needs 5 blocks, the cache has 4
+  EXPECT_THROW(s.add(request(1, 0, 4)), Error);    // empty prompt
+  EXPECT_THROW(s.add(request(2, 4, 0)), Error);    // max_tokens 0
+  EXPECT_THROW(s.add(request(3, 30, 10)), Error);  // beyond max_seq_len
+  EXPECT_THROW(s.add(request(4, 10, 10)), Error);  // needs 5 blocks, the cache has 4
   EXPECT_NO_THROW(s.add(request(5, 8, 8)));
 }
 

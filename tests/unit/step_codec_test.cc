@@ -42,7 +42,8 @@ TEST(StepCodec, RoundTripsEveryField) {
   EXPECT_EQ(d.draft_slot, b.draft_slot);
   EXPECT_EQ(d.group_seq, b.group_seq);
   // The encoding covers the whole struct: a new field must be added to the codec (and here).
-  static_assert(sizeof(StepBatch) == 13 * sizeof(std::vector<int32_t>) + 8, "StepBatch changed: update step_codec");
+  static_assert(sizeof(StepBatch) == 13 * sizeof(std::vector<int32_t>) + 8,
+                "StepBatch changed: update step_codec");
 }
 
 TEST(StepCodec, RefusesMalformedMessages) {

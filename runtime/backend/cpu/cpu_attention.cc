@@ -12,7 +12,8 @@ namespace {
 void rope_head(float* x, int d, int position, double theta) {
   const int half = d / 2;
   for (int i = 0; i < half; ++i) {
-    const float inv_freq = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(d));
+    const float inv_freq =
+        1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(d));
     const float angle = static_cast<float>(position) * inv_freq;
     const float c = std::cos(angle), s = std::sin(angle);
     const float x1 = x[i], x2 = x[i + half];
@@ -23,8 +24,9 @@ void rope_head(float* x, int d, int position, double theta) {
 
 }  // namespace
 
-void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w, float eps,
-                     const RopeConfig& rope, const AttentionMeta& meta, KvCacheLayer cache, Tensor q_out) {
+void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w,
+                     float eps, const RopeConfig& rope, const AttentionMeta& meta, KvCacheLayer cache,
+                     Tensor q_out) {
   const int d = rope.head_dim;
   const int64_t tokens = qkv.dim(0);
   const int64_t width = static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * d;
@@ -53,8 +55,8 @@ void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_nor
   }
 }
 
-void attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache, const AttentionMeta& meta,
-               Tensor out) {
+void attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
+               const AttentionMeta& meta, Tensor out) {
   const int64_t block_size = cache.k.dim(1);
   const int d = static_cast<int>(cache.k.dim(3));
   const int group = num_q_heads / num_kv_heads;
@@ -66,8 +68,8 @@ void attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCache
     for (int32_t t = qs[s]; t < qs[s + 1]; ++t) {
       const int pos = meta.positions.ptr<int32_t>()[t];
       const int n = pos + 1;  // causal: keys 0..pos
-      TPS_CHECK(n <= meta.context_lens.ptr<int32_t>()[s], "attention: position ", pos, " beyond context length ",
-                meta.context_lens.ptr<int32_t>()[s]);
+      TPS_CHECK(n <= meta.context_lens.ptr<int32_t>()[s], "attention: position ", pos,
+                " beyond context length ", meta.context_lens.ptr<int32_t>()[s]);
       scores.resize(n);
       for (int h = 0; h < num_q_heads; ++h) {
         const float* qh = q.ptr<float>() + (static_cast<int64_t>(t) * num_q_heads + h) * d;

@@ -46,8 +46,10 @@ class CpuBackend final : public Backend {
     for (int64_t t = 0; t < ids.dim(0); ++t) {
       const int64_t row = ids.ptr<int32_t>()[t] - vocab_begin;
       float* o = out.ptr<float>() + t * h;
-      if (row >= 0 && row < v) std::memcpy(o, table.ptr<float>() + row * h, h * sizeof(float));
-      else std::memset(o, 0, h * sizeof(float));
+      if (row >= 0 && row < v)
+        std::memcpy(o, table.ptr<float>() + row * h, h * sizeof(float));
+      else
+        std::memset(o, 0, h * sizeof(float));
     }
   }
 
@@ -71,14 +73,15 @@ class CpuBackend final : public Backend {
   void linear(Tensor x, Tensor w, Tensor out) override {
     expect_f32(w, "linear weight");
     const int64_t n = w.dim(0), k = w.dim(1);
-    TPS_CHECK(x.dim(-1) == k && out.dim(-1) == n, "linear: x ", x.shape_string(), " w ", w.shape_string(), " out ",
-              out.shape_string());
+    TPS_CHECK(x.dim(-1) == k && out.dim(-1) == n, "linear: x ", x.shape_string(), " w ", w.shape_string(),
+              " out ", out.shape_string());
     for (int64_t t = 0; t < x.numel() / k; ++t)
       cpu::matvec(w.ptr<float>(), x.ptr<float>() + t * k, n, k, out.ptr<float>() + t * n);
   }
 
-  void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w, float eps,
-                       const RopeConfig& rope, const AttentionMeta& meta, KvCacheLayer cache, Tensor q_out) override {
+  void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w,
+                       float eps, const RopeConfig& rope, const AttentionMeta& meta, KvCacheLayer cache,
+                       Tensor q_out) override {
     cpu::qk_norm_rope_kv(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, meta, cache, q_out);
   }
   void attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
@@ -88,8 +91,8 @@ class CpuBackend final : public Backend {
   void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) override {
     cpu::topk_gating(router_logits, k, renormalize, weights, ids);
   }
-  void moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights, int expert_begin,
-                   Tensor out) override {
+  void moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
+                   int expert_begin, Tensor out) override {
     cpu::moe_experts(x, gate_up, down, topk_ids, topk_weights, expert_begin, out);
   }
 
@@ -118,8 +121,8 @@ class CpuBackend final : public Backend {
     for (int64_t r = 0; r < rows.dim(0); ++r) {
       const int32_t src = rows.ptr<int32_t>()[r];
       TPS_CHECK(src >= 0 && src < x.dim(0), "gather_rows: row ", src, " of ", x.shape_string());
-      std::memcpy(static_cast<char*>(out.data) + r * row_bytes, static_cast<const char*>(x.data) + src * row_bytes,
-                  row_bytes);
+      std::memcpy(static_cast<char*>(out.data) + r * row_bytes,
+                  static_cast<const char*>(x.data) + src * row_bytes, row_bytes);
     }
   }
 
@@ -130,8 +133,8 @@ class CpuBackend final : public Backend {
   void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens) override {
     cpu::sample(values, ids, stats, params, tokens);
   }
-  void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor row_tokens,
-                         Tensor group_start, Tensor emitted, Tensor accepted) override {
+  void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params,
+                         Tensor row_tokens, Tensor group_start, Tensor emitted, Tensor accepted) override {
     cpu::verify_and_sample(values, ids, stats, params, row_tokens, group_start, emitted, accepted);
   }
   void resolve_tokens(Tensor ids, Tensor table) override {
@@ -144,7 +147,8 @@ class CpuBackend final : public Backend {
     }
   }
   void add_i32(Tensor a, Tensor b, int32_t c, Tensor out) override {
-    for (int64_t i = 0; i < out.numel(); ++i) out.ptr<int32_t>()[i] = a.ptr<int32_t>()[i] + b.ptr<int32_t>()[i] + c;
+    for (int64_t i = 0; i < out.numel(); ++i)
+      out.ptr<int32_t>()[i] = a.ptr<int32_t>()[i] + b.ptr<int32_t>()[i] + c;
   }
   void scatter_i32(Tensor values, Tensor index, Tensor table) override {
     for (int64_t i = 0; i < values.numel(); ++i) {
@@ -159,7 +163,8 @@ class CpuBackend final : public Backend {
     for (int64_t g = 0; g < positions.numel(); ++g) {
       const int32_t p = positions.ptr<int32_t>()[g];
       TPS_CHECK(p / block_size < width, "draft position ", p, " beyond the block table");
-      slot_mapping.ptr<int32_t>()[g] = block_tables.ptr<int32_t>()[g * width + p / block_size] * block_size + p % block_size;
+      slot_mapping.ptr<int32_t>()[g] =
+          block_tables.ptr<int32_t>()[g * width + p / block_size] * block_size + p % block_size;
       context_lens.ptr<int32_t>()[g] = p + 1;
     }
   }
@@ -174,6 +179,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 }  // namespace tpserve

@@ -34,8 +34,8 @@ void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, 
 
 namespace {
 // y = down_e(silu(gate_e(x)) * up_e(x)) for local expert e.
-void expert_mlp(const float* x, Tensor gate_up, Tensor down, int64_t e, std::vector<float>& gu, std::vector<float>& act,
-                float* y) {
+void expert_mlp(const float* x, Tensor gate_up, Tensor down, int64_t e, std::vector<float>& gu,
+                std::vector<float>& act, float* y) {
   const int64_t hidden = gate_up.dim(2), inter = gate_up.dim(1) / 2;
   matvec(gate_up.ptr<float>() + e * 2 * inter * hidden, x, 2 * inter, hidden, gu.data());
   for (int64_t i = 0; i < inter; ++i) act[i] = gu[i] / (1.0f + std::exp(-gu[i])) * gu[inter + i];
@@ -43,7 +43,8 @@ void expert_mlp(const float* x, Tensor gate_up, Tensor down, int64_t e, std::vec
 }
 }  // namespace
 
-void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert, Tensor origin) {
+void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert,
+              Tensor origin) {
   const int64_t tokens = x.dim(0), hidden = x.dim(1), k = topk_ids.dim(1);
   const int64_t peers = send_x.dim(0), cap = send_x.dim(1);
   std::vector<int64_t> fill(peers, 0);
@@ -84,13 +85,14 @@ void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out)
   }
 }
 
-void moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights, int expert_begin,
-                 Tensor out) {
+void moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
+                 int expert_begin, Tensor out) {
   const int64_t tokens = x.dim(0), hidden = x.dim(1);
   const int64_t local_experts = gate_up.dim(0), inter = gate_up.dim(1) / 2;
   const int64_t k = topk_ids.dim(1);
-  TPS_CHECK(gate_up.dim(2) == hidden && down.dim(1) == hidden && down.dim(2) == inter, "moe_experts: gate_up ",
-            gate_up.shape_string(), " down ", down.shape_string(), " hidden ", hidden);
+  TPS_CHECK(gate_up.dim(2) == hidden && down.dim(1) == hidden && down.dim(2) == inter,
+            "moe_experts: gate_up ", gate_up.shape_string(), " down ", down.shape_string(), " hidden ",
+            hidden);
   std::vector<float> gu(2 * inter), act(inter), y(hidden);
   for (int64_t t = 0; t < tokens; ++t) {
     float* o = out.ptr<float>() + t * hidden;

@@ -15,7 +15,9 @@ struct Candidate {
   float value;
   int32_t id;
 };
-bool better(const Candidate& a, const Candidate& b) { return a.value > b.value || (a.value == b.value && a.id < b.id); }
+bool better(const Candidate& a, const Candidate& b) {
+  return a.value > b.value || (a.value == b.value && a.id < b.id);
+}
 
 // Index of the uniform draw that decides a draft's acceptance (token ids never reach it).
 constexpr uint64_t kAcceptDraw = uint64_t(1) << 62;
@@ -92,7 +94,8 @@ class RowDistribution {
     int32_t token = -1;
     for (int64_t j = 0; j < keep_; ++j) {
       if (merged_[j].id == excluded) continue;
-      const double gumbel = -std::log(-std::log(uniform_open01(seed_, counter_, static_cast<uint64_t>(merged_[j].id))));
+      const double gumbel =
+          -std::log(-std::log(uniform_open01(seed_, counter_, static_cast<uint64_t>(merged_[j].id))));
       const double key = merged_[j].value / temp_ + gumbel;
       if (key > best_key) best_key = key, token = merged_[j].id;
     }
@@ -142,11 +145,12 @@ void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature,
 }
 
 void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens) {
-  for (int64_t r = 0; r < values.dim(1); ++r) tokens.ptr<int32_t>()[r] = RowDistribution(values, ids, stats, params, r).draw();
+  for (int64_t r = 0; r < values.dim(1); ++r)
+    tokens.ptr<int32_t>()[r] = RowDistribution(values, ids, stats, params, r).draw();
 }
 
-void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor row_tokens,
-                       Tensor group_start, Tensor emitted, Tensor accepted) {
+void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params,
+                       Tensor row_tokens, Tensor group_start, Tensor emitted, Tensor accepted) {
   const int32_t* start = group_start.ptr<int32_t>();
   for (int64_t g = 0; g + 1 < group_start.dim(0); ++g) {
     int32_t taken = 0;

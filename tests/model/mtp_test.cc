@@ -1,0 +1,168 @@
+// Speculative decoding on the CPU backend. With scripted drafts (any model): correct drafts are all
+// accepted, a corrupted draft stops acceptance exactly there, and the KV cache after the rejections equals
+// the cache of a run that never saw them. With the MTP head (a synthetic model, and a transformers fixture
+// given an MTP head): greedy decoding with k = 1, 2, 3 gives exactly the tokens of greedy decoding without
+// it, and seeded sampling with MTP is reproducible.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model_test_util.h"
+#include "parallel/communicator.h"
+#include "runtime/engine/engine.h"
+#include "runtime/weights/checkpoint.h"
+#include "runtime/weights/safetensors_writer.h"
+#include "runtime/weights/synthetic_weights.h"
+
+namespace tpserve {
+namespace {
+
+using namespace testing_util;
+
+struct EngineRun {
+  std::unique_ptr<parallel::Communicator> comm = parallel::make_single_rank_communicator();
+  std::unique_ptr<Engine> engine;
+  EngineRun(const Config& config, EngineOptions options = {}) {
+    engine = std::make_unique<Engine>(config, *comm, make_cpu_backend(), std::move(options));
+  }
+};
+
+// All of the first `positions` KV entries of every layer (single sequence: slot == position).
+std::vector<float> kv_prefix(Engine& e, int positions) {
+  std::vector<float> out;
+  for (int l = 0; l < e.spec().num_layers; ++l)
+    for (Tensor t : {e.model().kv_cache(l).k, e.model().kv_cache(l).v}) {
+      const int64_t per_slot = t.dim(2) * t.dim(3);
+      out.insert(out.end(), t.ptr<float>(), t.ptr<float>() + positions * per_slot);
+    }
+  return out;
+}
+
+class ScriptedDrafts : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ScriptedDrafts, AcceptUpToTheFirstCorruptionAndRollBackTheCache) {
+  const Reference ref = load_reference(GetParam());
+  const Config config = fixture_config(GetParam());
+  const int n = 40;
+  EngineRun plain(config);
+  const std::vector<int32_t> greedy = plain.engine->generate(ref.prompt, SamplingParams{}, n, true);
+  std::vector<int32_t> truth = ref.prompt;
+  truth.insert(truth.end(), greedy.begin(), greedy.end());
+  const int cached = static_cast<int>(truth.size()) - 1;
+  const std::vector<float> plain_kv = kv_prefix(*plain.engine, cached);
+
+  for (int k : {1, 2, 3}) {
+    for (int corrupt = -1; corrupt < k; ++corrupt) {  // -1: every draft right
+      SCOPED_TRACE("k " + std::to_string(k) + " corrupt " + std::to_string(corrupt));
+      EngineOptions o;
+      o.draft_script_tokens = k;
+      o.draft_script = [&](int64_t, const std::vector<int32_t>& tokens, int kk) {
+        std::vector<int32_t> d;
+        for (int j = 0; j < kk; ++j) {
+          const size_t at = tokens.size() + j;
+          int32_t t = at < truth.size() ? truth[at] : 0;
+          if (j == corrupt) t = (t + 1) % static_cast<int32_t>(ref.vocab);
+          d.push_back(t);
+        }
+        return d;
+      };
+      EngineRun spec(config, o);
+      EXPECT_EQ(spec.engine->generate(ref.prompt, SamplingParams{}, n, true), greedy);
+      const auto& m = spec.engine->scheduler().speculative_metrics();
+      ASSERT_GT(m.drafts, 0);
+      for (int j = 0; j < k; ++j) {
+        if (corrupt < 0 || j < corrupt) {
+          // Every verification but possibly the last (drafts past the requested length) accepts position j.
+          EXPECT_GE(m.accepted_at[j], m.drafts - 1) << "position " << j;
+        } else {
+          EXPECT_EQ(m.accepted_at[j], 0) << "position " << j;
+        }
+      }
+      EXPECT_EQ(kv_prefix(*spec.engine, cached), plain_kv);
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Fixtures, ScriptedDrafts, ::testing::ValuesIn(fixture_names()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+std::vector<std::string> mtp_overrides(int k) {
+  return {"speculative.method=mtp", "speculative.num_speculative_tokens=" + std::to_string(k)};
+}
+
+TEST(MtpHead, GreedyEqualsPlainGreedyOnASyntheticModel) {
+  const std::string model = "model: {synthetic: {preset: tiny, seed: 9, vocab: 4096, mtp: true}}";
+  const std::vector<int32_t> prompt = {3707, 11, 1879, 0, 3555};
+  const auto plain = EngineRun(make_config(model)).engine->generate(prompt, SamplingParams{}, 64, true);
+  for (int k : {1, 2, 3}) {
+    EngineRun spec(make_config(model, mtp_overrides(k)));
+    EXPECT_EQ(spec.engine->generate(prompt, SamplingParams{}, 64, true), plain) << "k " << k;
+    EXPECT_GT(spec.engine->scheduler().speculative_metrics().drafts, 0);
+  }
+}
+
+// A transformers fixture plus a synthetic MTP head of its shape, as a two-shard checkpoint.
+std::string fixture_with_mtp(const std::string& fixture) {
+  namespace fs = std::filesystem;
+  const std::string dir =
+      (fs::temp_directory_path() / ("tpserve_mtp_" + fixture + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string src = fixture_dir(fixture);
+  fs::copy_file(src + "/model.safetensors", dir + "/model-00001-of-00002.safetensors");
+  fs::copy_file(src + "/generation_config.json", dir + "/generation_config.json");
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(src + "/config.json"));
+  config["num_nextn_predict_layers"] = 1;
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  const ModelSpec spec = load_model_spec(dir);
+  SyntheticWeights head(spec, 77);
+  SafetensorsWriter writer;
+  std::map<std::string, std::string> weight_map;
+  for (const auto& name : Checkpoint(src).names()) weight_map[name] = "model-00001-of-00002.safetensors";
+  for (const auto& name : head.names()) {
+    if (name.rfind("mtp.", 0) != 0) continue;
+    const std::vector<float> v = head.read_all_f32(name);
+    writer.add(name, DType::kF32, head.meta(name).shape, v.data(), v.size() * sizeof(float));
+    weight_map[name] = "model-00002-of-00002.safetensors";
+  }
+  writer.write(dir + "/model-00002-of-00002.safetensors");
+  write_index_json(dir, weight_map, 0);
+  return dir;
+}
+
+TEST(MtpHead, GreedyEqualsPlainGreedyOnAFixtureWithAnMtpHead) {
+  for (const std::string& fixture : fixture_names()) {
+    const std::string dir = fixture_with_mtp(fixture);
+    const Reference ref = load_reference(fixture);
+    const std::string model = "model: {path: " + dir + "}";
+    const auto plain = EngineRun(make_config(model)).engine->generate(ref.prompt, SamplingParams{}, 64, true);
+    for (int k : {1, 2, 3}) {
+      EngineRun spec(make_config(model, mtp_overrides(k)));
+      EXPECT_EQ(spec.engine->generate(ref.prompt, SamplingParams{}, 64, true), plain)
+          << fixture << " k " << k;
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(MtpHead, SeededSamplingIsReproducible) {
+  const std::string model = "model: {synthetic: {preset: tiny, seed: 9, vocab: 4096, mtp: true}}";
+  const SamplingParams p{.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = 1234};
+  EngineRun a(make_config(model, mtp_overrides(2))), b(make_config(model, mtp_overrides(2)));
+  const auto ta = a.engine->generate({1, 2, 3}, p, 32, true);
+  EXPECT_EQ(ta.size(), 32u);
+  EXPECT_EQ(b.engine->generate({1, 2, 3}, p, 32, true), ta);
+}
+
+TEST(MtpHead, MissingHeadIsAClearError) {
+  try {
+    EngineRun r(fixture_config("gqa4", mtp_overrides(1)));
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mtp"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tpserve
