@@ -1,6 +1,7 @@
 #include "runtime/engine/scheduler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/error.h"
 #include "common/log.h"
