@@ -1,4 +1,5 @@
-// CUDA_CHECK / CUBLAS_CHECK: throw tpserve::Error with the call text, the library's error name, file and line.
+// CUDA_CHECK / CUBLAS_CHECK: throw tpserve::Error with the call text, the library's error name, file and
+// line.
 #pragma once
 
 #include <cublasLt.h>
@@ -17,15 +18,16 @@ inline std::string cublas_error_text(cublasStatus_t s) {
 }
 }  // namespace tpserve
 
-#define CUDA_CHECK(call)                                                                                   \
-  do {                                                                                                     \
-    const cudaError_t tps_cuda_rc_ = (call);                                                               \
-    if (tps_cuda_rc_ != cudaSuccess) ::tpserve::fail_check(#call, ::tpserve::cuda_error_text(tps_cuda_rc_), __FILE__, __LINE__); \
+#define CUDA_CHECK(call)                                                                          \
+  do {                                                                                            \
+    const cudaError_t tps_cuda_rc_ = (call);                                                      \
+    if (tps_cuda_rc_ != cudaSuccess)                                                              \
+      ::tpserve::fail_check(#call, ::tpserve::cuda_error_text(tps_cuda_rc_), __FILE__, __LINE__); \
   } while (0)
 
-#define CUBLAS_CHECK(call)                                                                                 \
-  do {                                                                                                     \
-    const cublasStatus_t tps_cublas_rc_ = (call);                                                          \
-    if (tps_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                           \
-      ::tpserve::fail_check(#call, ::tpserve::cublas_error_text(tps_cublas_rc_), __FILE__, __LINE__);      \
+#define CUBLAS_CHECK(call)                                                                            \
+  do {                                                                                                \
+    const cublasStatus_t tps_cublas_rc_ = (call);                                                     \
+    if (tps_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                      \
+      ::tpserve::fail_check(#call, ::tpserve::cublas_error_text(tps_cublas_rc_), __FILE__, __LINE__); \
   } while (0)
