@@ -14,7 +14,7 @@ inline std::string cuda_error_text(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 inline std::string cublas_error_text(cublasStatus_t s) {
-  return std::string(cublasGetStatusName(s)) + ": " + cublasGetStatusString(s);
+  return std::string(cublasLtGetStatusName(s)) + ": " + cublasLtGetStatusString(s);
 }
 }  // namespace tpserve
 

@@ -67,6 +67,30 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return total;
 }
 
+// Exclusive prefix sum of one int per thread over a block of kThreads threads; `total` gets the block's sum.
+// warp_totals: kThreads / 32 ints of shared memory. Every thread must call it.
+template <int kThreads>
+__device__ __forceinline__ int block_exclusive_scan(int value, int* warp_totals, int& total) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  int inclusive = value;
+#pragma unroll
+  for (int offset = 1; offset < kWarpSize; offset *= 2) {
+    const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == kWarpSize - 1) warp_totals[warp] = inclusive;
+  __syncthreads();
+  int before = 0;
+  total = 0;
+#pragma unroll
+  for (int w = 0; w < kThreads / kWarpSize; ++w) {
+    if (w < warp) before += warp_totals[w];
+    total += warp_totals[w];
+  }
+  __syncthreads();  // warp_totals may be reused right away
+  return before + inclusive - value;
+}
+
 // 16-byte asynchronous copy global -> shared; `valid` false zero-fills the destination without reading.
 __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* global_src, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));

@@ -14,7 +14,8 @@ __global__ void gather_rows_kernel(const GatherRowsParams p) {
   const int64_t src_row = p.rows[blockIdx.x];
   const char* src = static_cast<const char*>(p.x) + src_row * p.row_bytes;
   char* dst = static_cast<char*>(p.out) + static_cast<int64_t>(blockIdx.x) * p.row_bytes;
-  if (p.row_bytes % 16 == 0) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.out)) % 16 == 0;
+  if (aligned && p.row_bytes % 16 == 0) {
     for (int64_t v = threadIdx.x; v < p.row_bytes / 16; v += blockDim.x)
       store_vec(dst + v * 16, load_vec(src + v * 16));
   } else {
