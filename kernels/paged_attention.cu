@@ -271,11 +271,13 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
                         size_t max_partial_bytes) {
   constexpr int kMinKeysPerSplit = 256;
   constexpr int kMaxSplits = 128;
+  // Decode blocks take ~47 KB of shared memory: 4 fit on an SM, and 4 per SM hide each other's loads.
+  constexpr int kTargetBlocksPerSm = 4;
   p.num_splits = 1;
   p.keys_per_split = std::max(max_context_len, 1);
   if (p.max_query_len != 1) return;
   const int blocks = std::max(1, p.num_seqs * p.num_kv_heads);
-  int splits = std::min((2 * num_sms + blocks - 1) / blocks,
+  int splits = std::min((kTargetBlocksPerSm * num_sms + blocks - 1) / blocks,
                         (max_context_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
   splits = std::min(splits, kMaxSplits);
   while (splits > 1 &&

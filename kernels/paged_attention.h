@@ -37,7 +37,7 @@ struct PagedAttentionParams {
 
 inline constexpr int kAttentionKeysPerSplitQuantum = 64;
 
-// The split for decode: enough blocks to fill `num_sms` SMs a few times over, ranges of at least 256 keys,
+// The split for decode: enough blocks to give each of `num_sms` SMs about four, ranges of at least 256 keys,
 // and partial buffers within `max_partial_bytes`. Fills num_splits and keys_per_split.
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
                         size_t max_partial_bytes);

@@ -83,6 +83,9 @@ std::string describe(const AttentionCase& c) {
     s += " (" + std::to_string(c.query_lens[i]) + ", " + std::to_string(c.context_lens[i]) + ")";
   return s;
 }
+void PrintTo(const AttentionCase& c, std::ostream* os) {
+  *os << describe(c);
+}
 
 class PagedAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
@@ -121,6 +124,10 @@ struct RopeCase {
   int q_heads, kv_heads, head_dim, tokens;
   double theta;
 };
+void PrintTo(const RopeCase& c, std::ostream* os) {
+  *os << "Hq " << c.q_heads << " Hkv " << c.kv_heads << " D " << c.head_dim << " T " << c.tokens << " theta "
+      << c.theta;
+}
 
 class QkNormRopeKvTest : public ::testing::TestWithParam<RopeCase> {};
 

@@ -9,6 +9,9 @@ namespace {
 struct LinearCase {
   int m, n, k;
 };
+void PrintTo(const LinearCase& c, std::ostream* os) {
+  *os << "M" << c.m << " N" << c.n << " K" << c.k;
+}
 
 class LinearTest : public ::testing::TestWithParam<std::tuple<LinearCase, bool>> {};
 

@@ -11,6 +11,9 @@ struct GatingCase {
   int tokens, experts, k;
   bool renormalize;
 };
+void PrintTo(const GatingCase& c, std::ostream* os) {
+  *os << "T " << c.tokens << " E " << c.experts << " k " << c.k << (c.renormalize ? " renormalised" : "");
+}
 
 class TopkGatingTest : public ::testing::TestWithParam<GatingCase> {};
 
@@ -48,6 +51,9 @@ std::string describe(const MoeCase& c) {
   return "T " + std::to_string(c.tokens) + " H " + std::to_string(c.hidden) + " I " +
          std::to_string(c.inter) + " E " + std::to_string(c.experts_total) + " k " + std::to_string(c.k) +
          " local [" + std::to_string(c.expert_begin) + ", +" + std::to_string(c.local_experts) + ")";
+}
+void PrintTo(const MoeCase& c, std::ostream* os) {
+  *os << describe(c);
 }
 
 // Routing like the model's: distinct experts per token from random logits, renormalised weights.

@@ -19,6 +19,9 @@ std::vector<float> tied_logits(std::mt19937& rng, size_t n) {
 struct CandidatesCase {
   int rows, vocab, candidates;
 };
+void PrintTo(const CandidatesCase& c, std::ostream* os) {
+  *os << "S " << c.rows << " V " << c.vocab << " C " << c.candidates;
+}
 
 class SamplingCandidatesTest : public ::testing::TestWithParam<CandidatesCase> {};
 
@@ -51,6 +54,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SamplingCandidatesTest,
 struct SampleCase {
   int ranks, candidates;
 };
+void PrintTo(const SampleCase& c, std::ostream* os) {
+  *os << "R " << c.ranks << " C " << c.candidates;
+}
 
 class SampleTest : public ::testing::TestWithParam<SampleCase> {};
 
