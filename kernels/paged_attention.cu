@@ -8,7 +8,7 @@
 //   3. softmax: one warp per row updates the running max / sum and turns scores into probabilities;
 //   4. P.V: thread (4 dims, row group) rescales its accumulators and adds p * v over the tile's keys.
 // Template instances: decode (16 rows = the query heads of one token, 64-key tiles) and prefill (32 rows =
-// a few tokens x the group, 32-key tiles), each for head_dim 64 and 128.
+// a few tokens x the group, 32-key tiles), each for head_dim 32, 64 and 128.
 #include <algorithm>
 #include <cfloat>
 
@@ -290,10 +290,17 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
 }
 
 void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
-  if (p.head_dim == 64)
-    launch_for_head_dim<64>(p, stream, policy);
-  else
-    launch_for_head_dim<128>(p, stream, policy);
+  switch (p.head_dim) {
+    case 32:
+      launch_for_head_dim<32>(p, stream, policy);
+      break;
+    case 64:
+      launch_for_head_dim<64>(p, stream, policy);
+      break;
+    default:
+      launch_for_head_dim<128>(p, stream, policy);
+      break;
+  }
 }
 
 }  // namespace tpserve::kernels

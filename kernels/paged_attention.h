@@ -26,7 +26,7 @@ struct PagedAttentionParams {
   int num_seqs = 0;                       // S
   int num_q_heads = 0;                    // Hq
   int num_kv_heads = 0;                   // Hkv; Hq / Hkv <= kAttentionMaxGroup
-  int head_dim = 0;                       // D: 64 or 128
+  int head_dim = 0;                       // D: 32, 64 or 128
   int block_size = 0;                     // tokens per cache block
   int max_blocks_per_seq = 0;
   int max_query_len = 0;   // longest query of the step (1 = decode)

@@ -1,6 +1,6 @@
 // q/k RMSNorm + RoPE + paged KV append: one warp per head of one token. Lane l holds elements
-// [l * E, l * E + E) of the head's first half and the same of its second half (E = D / 64), so each RoPE
-// pair (i, i + D/2) sits in one lane; fp32 math, one warp reduction for the norm.
+// [l * E, l * E + E) of the head's first half and the same of its second half (E = ceil(D / 64)), so each
+// RoPE pair (i, i + D/2) sits in one lane; fp32 math, one warp reduction for the norm.
 #include <cmath>
 
 #include "kernels/device_common.cuh"
@@ -12,14 +12,15 @@ namespace tpserve::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-constexpr int kMaxPerLane = kRopeMaxHeadDim / 64;
+constexpr int kMaxPerLane = kRopeMaxHeadDim / 2 / kWarpSize;
 
 __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
   pdl_wait();
   const int lane = threadIdx.x % kWarpSize;
   const int head = blockIdx.y * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int token = blockIdx.x;
-  const int hq = p.num_q_heads, hkv = p.num_kv_heads, d = p.head_dim, half = d / 2, per_lane = d / 64;
+  const int hq = p.num_q_heads, hkv = p.num_kv_heads, d = p.head_dim, half = d / 2;
+  const int per_lane = (half + kWarpSize - 1) / kWarpSize;  // lanes past the half hold nothing
   if (head >= hq + 2 * hkv) return;
   const bool is_q = head < hq, is_v = head >= hq + hkv;
   const int64_t slot = p.slot_mapping[token];
@@ -37,8 +38,8 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
   float sum_sq = 0.0f;
 #pragma unroll
   for (int e = 0; e < kMaxPerLane; ++e) {
-    if (e >= per_lane) break;
     const int i = lane * per_lane + e;
+    if (e >= per_lane || i >= half) break;
     x1[e] = __bfloat162float(src[i]);
     x2[e] = __bfloat162float(src[i + half]);
     sum_sq += x1[e] * x1[e] + x2[e] * x2[e];
@@ -46,8 +47,8 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
   if (is_v) {
 #pragma unroll
     for (int e = 0; e < kMaxPerLane; ++e) {
-      if (e >= per_lane) break;
       const int i = lane * per_lane + e;
+      if (e >= per_lane || i >= half) break;
       dst[i] = src[i];
       dst[i + half] = src[i + half];
     }
@@ -60,8 +61,8 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
   const float position = static_cast<float>(p.positions[token]);
 #pragma unroll
   for (int e = 0; e < kMaxPerLane; ++e) {
-    if (e >= per_lane) break;
     const int i = lane * per_lane + e;
+    if (e >= per_lane || i >= half) break;
     const float y1 = __bfloat162float(w[i]) * (x1[e] * inv);
     const float y2 = __bfloat162float(w[i + half]) * (x2[e] * inv);
     float s, c;

@@ -20,7 +20,7 @@ struct QkNormRopeKvParams {
   int tokens = 0;                         // T
   int num_q_heads = 0;                    // Hq
   int num_kv_heads = 0;                   // Hkv
-  int head_dim = 0;                       // D, a multiple of 64, <= kRopeMaxHeadDim
+  int head_dim = 0;                       // D, even, <= kRopeMaxHeadDim
   float eps = 1e-6f;
   // inv_freq[i] = 1 / theta^(2i / D) for i < D / 2, computed in fp32 on the host exactly as the CPU
   // reference does, so both backends rotate by the same angles.

@@ -102,7 +102,9 @@ TEST_P(PagedAttentionTest, MatchesCpu) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b.cpu().attention(q.cpu, c.q_heads, c.kv_heads, scale, {s.k_cache.cpu, s.v_cache.cpu}, s.cpu_meta, out.cpu);
   b.gpu().attention(q.gpu, c.q_heads, c.kv_heads, scale, {s.k_cache.gpu, s.v_cache.gpu}, s.gpu_meta, out.gpu);
-  expect_close("attention " + describe(c), cpu_floats(out.cpu), b.floats(out.gpu), {2e-3f, 1e-2f});
+  // Long contexts average many values: relative to the output's scale, or a masking error would hide.
+  const auto ref = cpu_floats(out.cpu);
+  expect_close("attention " + describe(c), ref, b.floats(out.gpu), {1e-2f * rms(ref) + 1e-6f, 1e-2f});
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -111,14 +113,16 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{8, 2, 64, 32, {1, 1, 1}, {5000, 33, 4097}},
                       AttentionCase{4, 4, 128, 16, {1, 1}, {300, 7}},
                       AttentionCase{16, 1, 128, 16, {1}, {2000}}, AttentionCase{32, 4, 128, 16, {1}, {32768}},
-                      AttentionCase{6, 2, 64, 16, {1, 0, 1}, {65, 10, 3}}));
+                      AttentionCase{6, 2, 64, 16, {1, 0, 1}, {65, 10, 3}},
+                      AttentionCase{4, 2, 32, 16, {1, 1}, {50, 3000}}));
 
 INSTANTIATE_TEST_SUITE_P(Prefill, PagedAttentionTest,
                          ::testing::Values(AttentionCase{8, 2, 128, 16, {17, 1, 5}, {17, 40, 5}},
                                            AttentionCase{32, 4, 64, 16, {1, 33, 3}, {100, 33, 70}},
                                            AttentionCase{6, 2, 64, 16, {11}, {50}},
                                            AttentionCase{16, 1, 128, 32, {64, 2}, {64, 300}},
-                                           AttentionCase{4, 4, 128, 16, {40}, {40}}));
+                                           AttentionCase{4, 4, 128, 16, {40}, {40}},
+                                           AttentionCase{4, 2, 32, 16, {9, 3}, {20, 3}}));
 
 struct RopeCase {
   int q_heads, kv_heads, head_dim, tokens;
@@ -174,7 +178,8 @@ TEST_P(QkNormRopeKvTest, MatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(Shapes, QkNormRopeKvTest,
                          ::testing::Values(RopeCase{32, 4, 128, 1, 1e6}, RopeCase{32, 4, 128, 16, 1e7},
                                            RopeCase{4, 2, 64, 3, 10000.0}, RopeCase{8, 8, 64, 64, 1e6},
-                                           RopeCase{6, 1, 256, 5, 1e6}));
+                                           RopeCase{6, 1, 256, 5, 1e6}, RopeCase{4, 2, 32, 7, 1e6},
+                                           RopeCase{2, 1, 96, 5, 1e6}));
 
 }  // namespace
 }  // namespace tpserve::cuda_test

@@ -44,9 +44,11 @@ StepBatch make_step(std::vector<Sequence>& seqs) {
   return b;
 }
 
-TEST(CudaModel, GreedyDecodeMatchesCpu) {
+class CudaModelTest : public ::testing::TestWithParam<std::string> {};  // model preset
+
+TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
-  const ModelSpec spec = preset_model_spec("small", /*layers=*/2, /*vocab=*/8192);
+  const ModelSpec spec = preset_model_spec(GetParam(), /*layers=*/2, /*vocab=*/8192);
   const SyntheticWeights weights(spec, 7);
   const ShardLayout layout;
   ModelOptions options;
@@ -92,6 +94,9 @@ TEST(CudaModel, GreedyDecodeMatchesCpu) {
   }
   EXPECT_GT(compared, 10) << "too few clear-margin tokens to compare";
 }
+
+// tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4.
+INSTANTIATE_TEST_SUITE_P(Presets, CudaModelTest, ::testing::Values("tiny", "small"));
 
 }  // namespace
 }  // namespace tpserve::cuda_test

@@ -35,8 +35,8 @@ void CudaBackend::qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads,
   expect(meta.positions, DType::kI32, op, "positions");
   expect(meta.slot_mapping, DType::kI32, op, "slot mapping");
   expect_cache(cache, num_kv_heads, d, op);
-  TPS_CHECK(d % 64 == 0 && d <= kernels::kRopeMaxHeadDim, op, ": head_dim ", d,
-            " must be a multiple of 64, at most ", kernels::kRopeMaxHeadDim);
+  TPS_CHECK(d > 0 && d % 2 == 0 && d <= kernels::kRopeMaxHeadDim, op, ": head_dim ", d,
+            " must be even, at most ", kernels::kRopeMaxHeadDim);
   TPS_CHECK(qkv.ndim == 2 && qkv.dim(1) == int64_t(num_q_heads + 2 * num_kv_heads) * d, op, ": qkv ",
             qkv.shape_string(), " for ", num_q_heads, " + 2 x ", num_kv_heads, " heads of ", d);
   kernels::QkNormRopeKvParams p;
@@ -67,7 +67,7 @@ void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float s
   expect(meta.query_start, DType::kI32, op, "query_start");
   expect(meta.block_tables, DType::kI32, op, "block tables");
   expect_cache(cache, num_kv_heads, d, op);
-  TPS_CHECK(d == 64 || d == 128, op, ": head_dim ", d, " (64 or 128 supported)");
+  TPS_CHECK(d == 32 || d == 64 || d == 128, op, ": head_dim ", d, " (32, 64 or 128 supported)");
   TPS_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 &&
                 num_q_heads / num_kv_heads <= kernels::kAttentionMaxGroup,
             op, ": ", num_q_heads, " query heads over ", num_kv_heads, " KV heads (group at most ",
