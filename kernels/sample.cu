@@ -2,7 +2,8 @@
 // order is its index in its list plus, for every other list, how many of its elements are better (binary
 // search). Thread 0 applies the filters in the CPU reference's order and arithmetic (float logits, double
 // normaliser and cumulative sum, all probability terms computed in parallel beforehand); the Gumbel keys are
-// computed in parallel and reduced to the first maximum.
+// computed in parallel and reduced to the first maximum. Sums of products are written with explicit
+// roundings so that nvcc does not fuse them into FMAs the host does not use.
 #include <cfloat>
 #include <climits>
 
@@ -77,7 +78,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
     double z = 0.0;
     for (int r = 0; r < p.ranks; ++r) {
       const float* st = p.stats + (static_cast<int64_t>(r) * p.rows + row) * 2;
-      z += static_cast<double>(st[1]) * static_cast<double>(expf((st[0] - global_max) / temp));
+      // Explicit roundings (no fused multiply-add), as the host computes it.
+      z = __dadd_rn(
+          z, __dmul_rn(static_cast<double>(st[1]), static_cast<double>(expf((st[0] - global_max) / temp))));
     }
     max_s = global_max;
     z_s = z;
@@ -94,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
     if (top_k > 0) keep = min(keep, top_k);
     const float min_p = p.min_p[row];
     if (min_p > 0.0f) {
-      const float threshold = merged_v[0] + temp * logf(min_p);
+      const float threshold = __fadd_rn(merged_v[0], __fmul_rn(temp, logf(min_p)));
       int n = 1;
       while (n < keep && merged_v[n] >= threshold) ++n;
       keep = n;
