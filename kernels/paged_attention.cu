@@ -2,13 +2,15 @@
 //
 // Block = (query-row tile, sequence, KV head [, context split]), 128 threads. Per tile of kKeys keys:
 //   1. cp.async K and V rows of the tile into shared memory (16-byte pieces, rows padded by 16 bytes so that
-//      the per-key reads below are free of bank conflicts; keys past the range are zero-filled);
+//      the per-key reads below are free of bank conflicts; keys past the range are zero-filled); with two
+//      stages the next tile is in flight while this one is computed;
 //   2. scores: thread (key, row group) dots its key with its rows' q (q kept in shared memory in fp32,
 //      pre-scaled by scale * log2(e)); masked keys (past the row's position or the range) get -inf;
 //   3. softmax: one warp per row updates the running max / sum and turns scores into probabilities;
 //   4. P.V: thread (4 dims, row group) rescales its accumulators and adds p * v over the tile's keys.
-// Template instances: decode (16 rows = the query heads of one token, 64-key tiles) and prefill (32 rows =
-// a few tokens x the group, 32-key tiles), each for head_dim 32, 64 and 128.
+// Template instances: decode (16 rows = the query heads of one token, 32-key tiles, two stages) and prefill
+// (32 rows = a few tokens x the group, 32-key tiles, one stage), each for head_dim 32, 64 and 128; all stay
+// within 48 KB of static shared memory.
 #include <algorithm>
 #include <cfloat>
 
@@ -24,7 +26,7 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int D, int kRows, int kKeys>
+template <int D, int kRows, int kKeys, int kStages>
 struct Tile {
   static constexpr int kRowStride = D + 8;  // bf16 per shared K/V row: 16 bytes of padding
   static constexpr int kChunksPerRow = D / kBf16PerVec;
@@ -37,14 +39,15 @@ struct Tile {
   static constexpr int kKeysPerLane = kKeys / kWarpSize;
   static_assert(kThreads % kKeys == 0 && kRows % kQkRowGroups == 0 && kRows % kPvRowGroups == 0);
   static_assert(kRows % kWarps == 0 && kKeys % kWarpSize == 0 && kAttentionKeysPerSplitQuantum % kKeys == 0);
+  static_assert(kStages == 1 || kStages == 2);
 };
 
-template <int D, int kRows, int kKeys>
+template <int D, int kRows, int kKeys, int kStages>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAttentionParams p) {
-  using T = Tile<D, kRows, kKeys>;
+  using T = Tile<D, kRows, kKeys, kStages>;
   __shared__ float q_s[kRows][D];
-  __shared__ __align__(16) bf16 k_s[kKeys][T::kRowStride];
-  __shared__ __align__(16) bf16 v_s[kKeys][T::kRowStride];
+  __shared__ __align__(16) bf16 k_s[kStages][kKeys][T::kRowStride];
+  __shared__ __align__(16) bf16 v_s[kStages][kKeys][T::kRowStride];
   __shared__ float s_s[kRows][kKeys];
   __shared__ float alpha_s[kRows], max_s[kRows], sum_s[kRows];
   __shared__ int limit_s[kRows];
@@ -82,7 +85,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   }
   __syncthreads();
   const int key_begin = split * p.keys_per_split;
-  const int key_end = p.num_splits == 1 ? kv_len_s : min(kv_len_s, key_begin + p.keys_per_split);
+  // The last split takes every remaining key, should a position exceed the planned context length.
+  const bool last = split == p.num_splits - 1;
+  const int key_end = last ? kv_len_s : min(kv_len_s, key_begin + p.keys_per_split);
   if (key_begin >= key_end) return;  // an empty range of a split: the reduce skips it
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
@@ -92,8 +97,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
   float acc[T::kPvRowsPerThread][4] = {};
 
-  for (int kt = key_begin; kt < key_end; kt += kKeys) {
-    // 1. K/V tile -> shared memory.
+  // Issues the cp.async copies of the tile starting at key kt into stage `stage`.
+  auto load_tile = [&](int kt, int stage) {
     for (int c = tid; c < kKeys * T::kChunksPerRow; c += kThreads) {
       const int key = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
       const int j = kt + key;
@@ -103,12 +108,31 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
         const int64_t slot = static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
         offset = (slot * p.num_kv_heads + kv_head) * D + d0;
       }
-      cp_async_16(&k_s[key][d0], p.k_cache + offset, valid);
-      cp_async_16(&v_s[key][d0], p.v_cache + offset, valid);
+      cp_async_16(&k_s[stage][key][d0], p.k_cache + offset, valid);
+      cp_async_16(&v_s[stage][key][d0], p.v_cache + offset, valid);
     }
     cp_async_commit();
-    cp_async_wait_all();
+  };
+
+  load_tile(key_begin, 0);
+  int stage = 0;
+  for (int kt = key_begin; kt < key_end; kt += kKeys, stage = kStages == 2 ? stage ^ 1 : 0) {
+    // 1. This tile's K/V in shared memory. Two stages: the next tile's copies go out first (the trailing
+    //    barrier of the previous iteration freed that stage). One stage: this tile's copies, then wait.
+    if constexpr (kStages == 2) {
+      if (kt + kKeys < key_end) {
+        load_tile(kt + kKeys, stage ^ 1);
+        cp_async_wait_one();
+      } else {
+        cp_async_wait_all();
+      }
+    } else {
+      if (kt != key_begin) load_tile(kt, 0);
+      cp_async_wait_all();
+    }
     __syncthreads();
+    const auto& k_tile = k_s[stage];
+    const auto& v_tile = v_s[stage];
 
     // 2. Scores.
     {
@@ -117,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
 #pragma unroll 4
       for (int c = 0; c < T::kChunksPerRow; ++c) {
         float k[kBf16PerVec];
-        unpack_bf16x8(load_vec(&k_s[key][c * kBf16PerVec]), k);
+        unpack_bf16x8(load_vec(&k_tile[key][c * kBf16PerVec]), k);
 #pragma unroll
         for (int i = 0; i < T::kQkRowsPerThread; ++i) {
           const int r = row_group + i * T::kQkRowGroups;
@@ -175,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
       for (int d = 0; d < 4; ++d) acc[i][d] *= alpha;
     }
     for (int key = 0; key < tile_keys; ++key) {
-      const uint2 packed = *reinterpret_cast<const uint2*>(&v_s[key][dim_group * 4]);
+      const uint2 packed = *reinterpret_cast<const uint2*>(&v_tile[key][dim_group * 4]);
       const float v0 = __uint_as_float(packed.x << 16), v1 = __uint_as_float(packed.x & 0xffff0000u);
       const float v2 = __uint_as_float(packed.y << 16), v3 = __uint_as_float(packed.y & 0xffff0000u);
 #pragma unroll
@@ -240,24 +264,24 @@ __global__ void attention_reduce_kernel(const PagedAttentionParams p) {
   pdl_trigger();
 }
 
-template <int D, int kRows, int kKeys>
+template <int D, int kRows, int kKeys, int kStages>
 void launch_tiles(const PagedAttentionParams& p, Site site, cudaStream_t stream, const LaunchPolicy& policy) {
   const int group = p.num_q_heads / p.num_kv_heads, tokens_per_block = kRows / group;
   const int token_tiles = (p.max_query_len + tokens_per_block - 1) / tokens_per_block;
   const dim3 grid(token_tiles * p.num_splits, p.num_seqs, p.num_kv_heads);
-  launch(policy, site, Pdl::kEnrolled, paged_attention_kernel<D, kRows, kKeys>, grid, dim3(kThreads), 0,
-         stream, p);
+  launch(policy, site, Pdl::kEnrolled, paged_attention_kernel<D, kRows, kKeys, kStages>, grid, dim3(kThreads),
+         0, stream, p);
 }
 
 template <int D>
 void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
   if (p.max_query_len == 1) {
-    launch_tiles<D, kAttentionMaxGroup, 64>(p, Site::kDecodeAttention, stream, policy);
+    launch_tiles<D, kAttentionMaxGroup, 32, 2>(p, Site::kDecodeAttention, stream, policy);
     if (p.num_splits > 1)
       launch(policy, Site::kDecodeAttention, Pdl::kEnrolled, attention_reduce_kernel,
              dim3(p.num_seqs, p.num_q_heads), dim3(D), 0, stream, p);
   } else {
-    launch_tiles<D, 2 * kAttentionMaxGroup, 32>(p, Site::kPrefillAttention, stream, policy);
+    launch_tiles<D, 2 * kAttentionMaxGroup, 32, 1>(p, Site::kPrefillAttention, stream, policy);
   }
 }
 
@@ -271,7 +295,7 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
                         size_t max_partial_bytes) {
   constexpr int kMinKeysPerSplit = 256;
   constexpr int kMaxSplits = 128;
-  // Decode blocks take ~47 KB of shared memory: 4 fit on an SM, and 4 per SM hide each other's loads.
+  // Decode blocks take ~45 KB of shared memory (5 fit on an SM); 4 per SM keep loads in flight.
   constexpr int kTargetBlocksPerSm = 4;
   p.num_splits = 1;
   p.keys_per_split = std::max(max_context_len, 1);
