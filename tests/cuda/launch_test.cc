@@ -35,6 +35,17 @@ class DeviceInt {
   int* ptr_ = nullptr;
 };
 
+class Stream {
+ public:
+  Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(stream_); }
+  cudaStream_t get() const { return stream_; }
+  void sync() const { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
 TEST(Launch, DecisionsAreCachedPerDevice) {
   TPS_REQUIRE_CUDA_DEVICE();
   const int devices = cuda_device_count();
@@ -44,10 +55,11 @@ TEST(Launch, DecisionsAreCachedPerDevice) {
   for (int d = 0; d < devices; ++d) {
     CUDA_CHECK(cudaSetDevice(d));
     DeviceInt out;
+    Stream stream;
     for (int i = 0; i < 3; ++i)
-      launch_test::launch_enrolled(policy, Site::kRmsNorm, nullptr, out.get(), 40 + i);
-    launch_test::launch_enrolled(policy, Site::kAdd, nullptr, out.get(), 7);
-    CUDA_CHECK(cudaDeviceSynchronize());
+      launch_test::launch_enrolled(policy, Site::kRmsNorm, stream.get(), out.get(), 40 + i);
+    launch_test::launch_enrolled(policy, Site::kAdd, stream.get(), out.get(), 7);
+    stream.sync();
     EXPECT_EQ(out.read(), 7);
     policy.decide(Site::kRmsNorm, launch_test::enrolled_kernel(), kernels::Pdl::kEnrolled);
   }
@@ -68,8 +80,9 @@ TEST(Launch, AutoFollowsDeviceArchitecture) {
   TPS_REQUIRE_CUDA_DEVICE();
   LaunchPolicy policy{PdlSettings{}};
   DeviceInt out;
-  launch_test::launch_enrolled(policy, Site::kGemv, nullptr, out.get(), 1);
-  CUDA_CHECK(cudaDeviceSynchronize());
+  Stream stream;
+  launch_test::launch_enrolled(policy, Site::kGemv, stream.get(), out.get(), 1);
+  stream.sync();
   const auto rows = policy.report();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].decision.enabled, rows[0].device_sm >= 90 && rows[0].kernel_sm >= 90)
