@@ -10,6 +10,7 @@ constexpr std::array<std::string_view, kNumSites> kSiteNames = {
     "embedding",        "rmsnorm",           "add_rmsnorm", "qk_norm_rope_kv", "gemv",
     "decode_attention", "prefill_attention", "topk_gating", "moe_align",       "moe_experts",
     "moe_combine",      "silu_mul",          "sampling",    "all_reduce",      "mtp_verify",
+    "add",              "gather_rows",       "moe_pack",
 };
 }  // namespace
 

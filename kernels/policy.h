@@ -6,7 +6,8 @@
 //   - a site's mode is launch.pdl.sites.<name>, else launch.pdl.default;
 //   - auto = on iff the device is SM90+ AND the kernel's compiled code targets SM90+;
 //   - on = honoured even below SM90 (an experiment users run), with a warning: there the attribute does
-//     nothing for eager launches but graph capture records a programmatic edge that costs ~0.6-1.1 us a replay;
+//     nothing for eager launches but graph capture records a programmatic edge that costs ~0.6-1.1 us a
+//     replay;
 //   - a kernel that is not safely enrolled (no pdl_wait before its first dependent read) never gets it.
 #pragma once
 
@@ -40,6 +41,9 @@ enum class Site : int {
   kSampling,
   kAllReduce,
   kMtpVerify,
+  kAdd,
+  kGatherRows,
+  kMoePack,
   kCount
 };
 inline constexpr int kNumSites = static_cast<int>(Site::kCount);
@@ -65,6 +69,7 @@ struct PdlDecision {
 
 // device_sm and kernel_sm are compute capabilities as major*10+minor (90 = SM90). kernel_sm is the
 // architecture the kernel's code was compiled for (cudaFuncAttributes::ptxVersion/binaryVersion).
-PdlDecision decide_pdl(Site site, const PdlSettings& settings, int device_sm, int kernel_sm, bool kernel_pdl_safe);
+PdlDecision decide_pdl(Site site, const PdlSettings& settings, int device_sm, int kernel_sm,
+                       bool kernel_pdl_safe);
 
 }  // namespace tpserve::kernels

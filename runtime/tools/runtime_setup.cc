@@ -4,6 +4,9 @@
 
 #include "common/log.h"
 #include "parallel/mpi_communicator.h"
+#if TPSERVE_HAVE_CUDA
+#include "runtime/backend/cuda/cuda_backend.h"
+#endif
 
 namespace tpserve {
 
@@ -16,8 +19,24 @@ RuntimeSetup::RuntimeSetup(const Config& config) : config_(config) {
 
 std::unique_ptr<Backend> RuntimeSetup::make_backend() {
   const BackendKind kind = config_.runtime.backend;
-  if (kind == BackendKind::kCuda)
-    TPS_THROW("runtime.backend: cuda is not available in this build yet; use cpu or auto");
+  if (kind == BackendKind::kCuda) {
+#if TPSERVE_HAVE_CUDA
+    // One GPU per process. Tensor parallelism on GPUs needs the NCCL communicator (not built yet): the MPI
+    // one works on host memory only.
+    TPS_CHECK(world_->size() == 1, "runtime.backend: cuda runs one rank for now, got ", world_->size());
+    std::string why;
+    const int devices = cuda_device_count(&why);
+    TPS_CHECK(devices > 0, "runtime.backend: cuda, but no CUDA device is visible (", why, ")");
+    CudaBackendOptions options;
+    options.device = world_->rank() % devices;
+    options.pdl = config_.launch.pdl;
+    options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
+    options.gpu_memory_fraction = config_.runtime.gpu_memory_fraction;
+    return make_cuda_backend(options);
+#else
+    TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");
+#endif
+  }
   if (kind == BackendKind::kAuto) log_info("runtime.backend auto: using the CPU reference backend");
   return make_cpu_backend();
 }

@@ -1,0 +1,256 @@
+// bench/ops: the decode-critical ops of the CUDA backend on Qwen3-30B-A3B shapes (hidden 2048, 32 q heads /
+// 4 KV heads x 128, 128 experts top-8, moe_intermediate 768, vocabulary 151936), each against the HBM read
+// bandwidth measured in the same run. Inputs are rotated over copies several times larger than L2 so that
+// every run reads from HBM; a spin kernel holds the GPU while the host queues all runs, and CUDA events
+// around each run give the median and the minimum. GB/s counts the bytes an op must read (weights, KV).
+//
+//   ops [--reps N] [--device D] [--json out.json]
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_kernels.h"
+#include "common/cuda_check.h"
+#include "runtime/backend/cuda/cublaslt_gemm.h"
+#include "runtime/backend/cuda/cuda_backend.h"
+
+namespace tpserve::bench {
+namespace {
+
+constexpr int kHidden = 2048, kQHeads = 32, kKvHeads = 4, kHeadDim = 128, kExperts = 128, kTopK = 8;
+constexpr int kMoeInter = 768, kVocab = 151936, kBlockSize = 16;
+
+struct Result {
+  std::string name;
+  double median_us = 0, min_us = 0, bytes = 0;
+  double gbps() const { return bytes / (median_us * 1e3); }
+};
+
+class Bench {
+ public:
+  Bench(CudaBackend& backend, int reps) : be_(backend), reps_(reps) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, backend.device_index()));
+    l2_bytes_ = static_cast<size_t>(prop.l2CacheSize);
+  }
+
+  // Copies of `bytes` bytes needed so that rotating over them reads about 4x L2 between reuses.
+  int copies_for(size_t bytes) const {
+    return static_cast<int>(std::clamp<size_t>((4 * l2_bytes_ + bytes - 1) / bytes, 1, 16));
+  }
+
+  Tensor random_bf16(std::initializer_list<int64_t> shape, uint64_t seed) {
+    Tensor t = be_.alloc(DType::kBF16, shape);
+    launch_fill_bf16(be_.launch_policy(), be_.stream(), t.data, t.nbytes(), seed);
+    return t;
+  }
+  template <typename T>
+  Tensor upload(DType dtype, std::initializer_list<int64_t> shape, const std::vector<T>& values) {
+    Tensor t = be_.alloc(dtype, shape);
+    be_.copy_from_host(t, values.data());
+    return t;
+  }
+
+  // Median and minimum of `reps` runs of run(i), each between two events.
+  Result time(const std::string& name, double bytes, const std::function<void(int)>& run) {
+    for (int i = 0; i < 3; ++i) run(i);
+    std::vector<cudaEvent_t> events(reps_ + 1);
+    for (auto& e : events) CUDA_CHECK(cudaEventCreate(&e));
+    launch_spin(be_.launch_policy(), be_.stream(),
+                static_cast<long long>(reps_) * 50 * 1000);  // ~50 us a run
+    CUDA_CHECK(cudaEventRecord(events[0], be_.stream()));
+    for (int i = 0; i < reps_; ++i) {
+      run(i);
+      CUDA_CHECK(cudaEventRecord(events[i + 1], be_.stream()));
+    }
+    be_.synchronize();
+    std::vector<double> us(reps_);
+    for (int i = 0; i < reps_; ++i) {
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
+      us[i] = ms * 1e3;
+    }
+    for (auto& e : events) CUDA_CHECK(cudaEventDestroy(e));
+    std::sort(us.begin(), us.end());
+    Result r{name, us[us.size() / 2], us.front(), bytes};
+    std::fprintf(stderr, "  %-44s %9.2f us\n", name.c_str(), r.median_us);
+    results_.push_back(r);
+    return r;
+  }
+
+  CudaBackend& backend() { return be_; }
+  const std::vector<Result>& results() const { return results_; }
+
+ private:
+  CudaBackend& be_;
+  int reps_;
+  size_t l2_bytes_ = 0;
+  std::vector<Result> results_;
+};
+
+double measure_bandwidth(Bench& b) {
+  CudaBackend& be = b.backend();
+  const int64_t bytes = int64_t(4) << 30;
+  Tensor data = b.random_bf16({bytes / 2}, 1);
+  Tensor partial = be.alloc(DType::kF32, {be.num_sms() * 4});
+  const Result r = b.time("hbm read (reduce 4 GiB)", double(bytes), [&](int) {
+    launch_read_reduce(be.launch_policy(), be.stream(), data.data, size_t(bytes), partial.ptr<float>(),
+                       be.num_sms() * 4);
+  });
+  return r.gbps();
+}
+
+void bench_projections(Bench& b) {
+  CudaBackend& be = b.backend();
+  Tensor gemm_ws = be.alloc(DType::kU8, {int64_t(32) << 20});
+  CublasLtGemm cublas(gemm_ws.data, size_t(32) << 20);
+  struct Proj {
+    const char* name;
+    int n, k;
+    bool f32_out;
+  };
+  for (const Proj& p : {Proj{"qkv 2048->5120", (kQHeads + 2 * kKvHeads) * kHeadDim, kHidden, false},
+                        Proj{"o 4096->2048", kHidden, kQHeads * kHeadDim, false},
+                        Proj{"lm_head 2048->151936", kVocab, kHidden, true}}) {
+    const size_t w_bytes = size_t(p.n) * p.k * 2;
+    const int copies = b.copies_for(w_bytes);
+    std::vector<Tensor> w;
+    for (int c = 0; c < copies; ++c) w.push_back(b.random_bf16({p.n, p.k}, 100 + c));
+    for (int m : {1, 8, 16}) {
+      Tensor x = b.random_bf16({m, p.k}, 7);
+      Tensor out = be.alloc(p.f32_out ? DType::kF32 : DType::kBF16, {m, p.n});
+      const double bytes = double(w_bytes) + 2.0 * m * p.k + double(out.nbytes());
+      const std::string shape = std::string(p.name) + " M=" + std::to_string(m);
+      b.time("linear " + shape + " (gemv)", bytes, [&](int i) { be.linear(x, w[i % copies], out); });
+      b.time("linear " + shape + " (cublasLt)", bytes, [&](int i) {
+        cublas.run(x.data, w[i % copies].data, out.data, p.f32_out, m, p.n, p.k, be.stream());
+      });
+    }
+  }
+}
+
+void bench_moe(Bench& b) {
+  CudaBackend& be = b.backend();
+  Tensor gate_up = b.random_bf16({kExperts, 2 * kMoeInter, kHidden}, 11);
+  Tensor down = b.random_bf16({kExperts, kHidden, kMoeInter}, 12);
+  const double expert_bytes = 3.0 * kMoeInter * kHidden * 2;
+  std::mt19937 rng(3);
+  constexpr int kRoutings = 32;
+  for (int tokens : {1, 8, 16}) {
+    // Routings rotate so that consecutive runs read (mostly) different experts.
+    std::vector<Tensor> ids;
+    double distinct = 0;
+    std::vector<int> order(kExperts);
+    for (int r = 0; r < kRoutings; ++r) {
+      std::vector<int32_t> v;
+      std::vector<bool> used(kExperts, false);
+      for (int t = 0; t < tokens; ++t) {
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), rng);
+        for (int j = 0; j < kTopK; ++j) v.push_back(order[j]), used[order[j]] = true;
+      }
+      distinct += std::count(used.begin(), used.end(), true);
+      ids.push_back(b.upload(DType::kI32, {tokens, kTopK}, v));
+    }
+    distinct /= kRoutings;
+    Tensor weights =
+        b.upload(DType::kF32, {tokens, kTopK}, std::vector<float>(size_t(tokens) * kTopK, 0.125f));
+    Tensor x = b.random_bf16({tokens, kHidden}, 13), out = be.alloc(DType::kBF16, {tokens, kHidden});
+    b.time("moe_experts T=" + std::to_string(tokens) + " (E 128, k 8, I 768)", distinct * expert_bytes,
+           [&](int i) { be.moe_experts(x, gate_up, down, ids[i % kRoutings], weights, 0, out); });
+  }
+}
+
+void bench_decode_attention(Bench& b) {
+  CudaBackend& be = b.backend();
+  for (int seqs : {1, 8}) {
+    for (int ctx : {4096, 8192, 16384, 32768}) {
+      const int blocks_per_seq = ctx / kBlockSize, blocks = seqs * blocks_per_seq;
+      const size_t kv_bytes = size_t(blocks) * kBlockSize * kKvHeads * kHeadDim * 2 * 2;
+      const int copies = b.copies_for(kv_bytes);
+      std::vector<KvCacheLayer> caches;
+      for (int c = 0; c < copies; ++c)
+        caches.push_back({b.random_bf16({blocks, kBlockSize, kKvHeads, kHeadDim}, 200 + c),
+                          b.random_bf16({blocks, kBlockSize, kKvHeads, kHeadDim}, 300 + c)});
+      std::vector<int32_t> table(static_cast<size_t>(blocks)), starts(seqs + 1), positions(seqs, ctx - 1);
+      std::vector<int32_t> lens(seqs, ctx);
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), std::mt19937(ctx + seqs));
+      std::iota(starts.begin(), starts.end(), 0);
+      AttentionMeta meta;
+      meta.positions = b.upload(DType::kI32, {seqs}, positions);
+      meta.slot_mapping = meta.positions;
+      meta.query_start = b.upload(DType::kI32, {seqs + 1}, starts);
+      meta.context_lens = b.upload(DType::kI32, {seqs}, lens);
+      meta.block_tables = b.upload(DType::kI32, {seqs, blocks_per_seq}, table);
+      meta.num_seqs = seqs, meta.max_query_len = 1, meta.max_context_len = ctx;
+      Tensor q = b.random_bf16({seqs, kQHeads * kHeadDim}, 17),
+             out = be.alloc(DType::kBF16, {seqs, kQHeads * kHeadDim});
+      b.time("decode attention S=" + std::to_string(seqs) + " ctx=" + std::to_string(ctx), double(kv_bytes),
+             [&](int i) { be.attention(q, kQHeads, kKvHeads, 0.088f, caches[i % copies], meta, out); });
+    }
+  }
+}
+
+void write_json(const std::string& path, double bandwidth_gbps, const std::vector<Result>& results) {
+  std::ofstream f(path);
+  TPS_CHECK(f.good(), "cannot write ", path);
+  f << "{\n  \"hbm_read_gbps\": " << bandwidth_gbps << ",\n  \"ops\": [\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    f << "    {\"name\": \"" << r.name << "\", \"median_us\": " << r.median_us << ", \"min_us\": " << r.min_us
+      << ", \"bytes\": " << r.bytes << ", \"gbps\": " << r.gbps()
+      << ", \"fraction_of_hbm\": " << r.gbps() / bandwidth_gbps << "}" << (i + 1 < results.size() ? "," : "")
+      << "\n";
+  }
+  f << "  ]\n}\n";
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"CUDA op benchmark on Qwen3-30B-A3B shapes"};
+  int reps = 100, device = 0;
+  std::string json;
+  app.add_option("--reps", reps, "timed runs per op (median reported)")->check(CLI::Range(5, 100000));
+  app.add_option("--device", device, "CUDA device index");
+  app.add_option("--json", json, "write the results as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+
+  CudaBackendOptions options;
+  options.device = device;
+  options.arena_bytes = size_t(16) << 30;
+  options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
+  auto backend = make_cuda_backend(options);
+  Bench b(*backend, reps);
+  const double bandwidth = measure_bandwidth(b);
+  bench_projections(b);
+  bench_moe(b);
+  bench_decode_attention(b);
+
+  std::printf("%-46s %10s %10s %10s %8s\n", "op", "median us", "min us", "GB/s", "% HBM");
+  for (const Result& r : b.results())
+    std::printf("%-46s %10.2f %10.2f %10.1f %7.1f%%\n", r.name.c_str(), r.median_us, r.min_us, r.gbps(),
+                100.0 * r.gbps() / bandwidth);
+  std::printf("HBM read bandwidth measured: %.1f GB/s\n", bandwidth);
+  if (!json.empty()) write_json(json, bandwidth, b.results());
+  return 0;
+}
+
+}  // namespace
+}  // namespace tpserve::bench
+
+int main(int argc, char** argv) {
+  try {
+    return tpserve::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ops: %s\n", e.what());
+    return 1;
+  }
+}

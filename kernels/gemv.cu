@@ -1,0 +1,81 @@
+// GEMV for decode: each block owns 16 weight rows; its warps split K into contiguous ranges, each warp runs
+// tensor-core tiles over its range (kernels/mma_tile.cuh) and the block sums the warps' tiles in a fixed
+// order. The first weight loads are issued before pdl_wait(): weights are not written by predecessors.
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/gemv.h"
+#include "kernels/launch.h"
+#include "kernels/mma_tile.cuh"
+
+namespace tpserve::kernels {
+namespace {
+
+constexpr int kMaxWarps = 8;
+constexpr int kUnroll = 4;
+
+template <int NT, typename Out>
+__global__ void __launch_bounds__(kMaxWarps* kWarpSize) gemv_kernel(const GemvParams p) {
+  __shared__ float scratch[kMaxWarps * NT * 4 * kWarpSize];
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
+  const int g = lane / 4, q = lane % 4;
+  const int row_lo = blockIdx.x * kMmaRows + g, row_hi = row_lo + 8;
+  const bf16* a_lo = row_lo < p.n ? p.w + static_cast<int64_t>(row_lo) * p.k : nullptr;
+  const bf16* a_hi = row_hi < p.n ? p.w + static_cast<int64_t>(row_hi) * p.k : nullptr;
+  const bf16* b[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int token = nt * kMmaCols + g;
+    b[nt] = token < p.m ? p.x + static_cast<int64_t>(token) * p.k : nullptr;
+  }
+  int kb_begin, kb_end;
+  split_range((p.k + kMmaK - 1) / kMmaK, warps, warp, kb_begin, kb_end);
+  float acc[NT][4] = {};
+  warp_tile_mma<NT, kUnroll, /*kWaitInside=*/true>(acc, a_lo, a_hi, b, p.k, kb_begin, kb_end);
+  reduce_warp_tiles<NT>(acc, scratch);
+  if (warp == 0) {
+    Out* out =
+        std::is_same_v<Out, float> ? reinterpret_cast<Out*>(p.out_f32) : reinterpret_cast<Out*>(p.out_bf16);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int token = nt * kMmaCols + 2 * q + (i & 1);
+        const int row = i < 2 ? row_lo : row_hi;
+        if (token < p.m && row < p.n) {
+          if constexpr (std::is_same_v<Out, float>)
+            out[static_cast<int64_t>(token) * p.n + row] = acc[nt][i];
+          else
+            out[static_cast<int64_t>(token) * p.n + row] = __float2bfloat16(acc[nt][i]);
+        }
+      }
+  }
+  pdl_trigger();
+}
+
+template <int NT>
+void launch_tiles(const GemvParams& p, dim3 grid, dim3 block, cudaStream_t stream,
+                  const LaunchPolicy& policy) {
+  if (p.out_f32 != nullptr)
+    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_kernel<NT, float>, grid, block, 0, stream, p);
+  else
+    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_kernel<NT, bf16>, grid, block, 0, stream, p);
+}
+
+}  // namespace
+
+void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
+  const int row_tiles = (p.n + kMmaRows - 1) / kMmaRows;
+  const int k_blocks = (p.k + kMmaK - 1) / kMmaK;
+  // Few row tiles (O projection, router): more warps per tile split K finer, so that enough loads are in
+  // flight on every SM. Never more warps than k blocks.
+  int warps = row_tiles < 512 ? kMaxWarps : 4;
+  warps = std::max(1, std::min(warps, k_blocks));
+  const dim3 grid(row_tiles), block(warps * kWarpSize);
+  if (p.m <= kMmaCols)
+    launch_tiles<1>(p, grid, block, stream, policy);
+  else
+    launch_tiles<2>(p, grid, block, stream, policy);
+}
+
+}  // namespace tpserve::kernels

@@ -1,0 +1,120 @@
+// launch(): the only way tpserve launches a kernel.
+//
+// Every launch names its site (kernels/policy.h) and says whether the kernel is enrolled in PDL as a whole
+// (pdl_wait() before its first read of predecessor output, no __restrict__/__ldg on such data). It goes
+// through cudaLaunchKernelEx and carries cudaLaunchAttributeProgrammaticStreamSerialization exactly when
+// the LaunchPolicy decides so for that site, that kernel and the current device; a kernel passed as
+// Pdl::kNever never gets the attribute. The result is checked (CUDA_CHECK + cudaGetLastError).
+//
+// LaunchPolicy caches per device (its SM from cudaGetDeviceProperties) and per (device, kernel) (the SM the
+// kernel was compiled for, from cudaFuncGetAttributes), never in a function-local static, so a process that
+// drives several devices gets each one right. It also keeps every decision with its reason and a launch
+// count, for reports (`--report-pdl`) and tests.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "kernels/policy.h"
+
+namespace tpserve::kernels {
+
+// Whether a kernel is enrolled in PDL. kNever: it cannot be enrolled safely and never gets the attribute.
+enum class Pdl : bool { kNever = false, kEnrolled = true };
+
+// One (device, site, kernel) that launch() has seen, with its decision.
+struct PdlReportRow {
+  int device = 0;
+  Site site = Site::kEmbedding;
+  std::string kernel;  // mangled name from cudaFuncGetName
+  int device_sm = 0;
+  int kernel_sm = 0;
+  bool enrolled = true;
+  PdlDecision decision;
+  uint64_t launches = 0;
+};
+
+class LaunchPolicy {
+ public:
+  explicit LaunchPolicy(PdlSettings settings = {}) : settings_(std::move(settings)) {}
+  LaunchPolicy(const LaunchPolicy&) = delete;
+  LaunchPolicy& operator=(const LaunchPolicy&) = delete;
+
+  const PdlSettings& settings() const { return settings_; }
+
+  // The decision for `site` and `kernel` on the current device; computed once per (device, site, kernel)
+  // and logged when it is the costly `on` below SM90.
+  PdlDecision decide(Site site, const void* kernel, Pdl pdl) const;
+  // decide() + counts one launch; what launch() calls.
+  bool record_launch(Site site, const void* kernel, Pdl pdl) const;
+  // Raises the kernel's dynamic shared-memory limit on the current device once (needed above 48 KiB).
+  void ensure_dynamic_smem(const void* kernel, size_t bytes) const;
+
+  // Every decision taken so far, ordered by device, site and kernel name.
+  std::vector<PdlReportRow> report() const;
+  // cudaFuncGetAttributes calls made so far (one per (device, kernel) when the cache works).
+  int kernel_attribute_queries() const;
+
+ private:
+  struct KernelInfo {
+    int sm = 0;
+    std::string name;
+    size_t smem_limit = 48 * 1024;
+  };
+  struct Decision {
+    PdlDecision decision;
+    bool enrolled = true;
+    uint64_t launches = 0;
+  };
+  // Callers hold mutex_.
+  int device_sm_locked(int device) const;
+  KernelInfo& kernel_info_locked(int device, const void* kernel) const;
+  Decision& decision_locked(Site site, const void* kernel, Pdl pdl) const;
+
+  PdlSettings settings_;
+  mutable std::mutex mutex_;
+  mutable std::map<int, int> device_sm_;
+  mutable std::map<std::pair<int, const void*>, KernelInfo> kernels_;
+  mutable std::map<std::tuple<int, int, const void*, bool>, Decision> decisions_;
+  mutable int attribute_queries_ = 0;
+};
+
+// A table of the report, one line per row, for logs and `--report-pdl`.
+std::string format_pdl_report(const std::vector<PdlReportRow>& rows);
+
+inline constexpr size_t kDefaultDynamicSmemLimit = 48 * 1024;
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) under the policy. An empty grid launches nothing.
+template <typename... Params, typename... Args>
+void launch(const LaunchPolicy& policy, Site site, Pdl pdl, void (*kernel)(Params...), dim3 grid, dim3 block,
+            size_t smem, cudaStream_t stream, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "launch(): argument count does not match the kernel");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  const void* fn = reinterpret_cast<const void*>(kernel);
+  if (smem > kDefaultDynamicSmemLimit) policy.ensure_dynamic_smem(fn, smem);
+  cudaLaunchAttribute attributes[1] = {};
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = 0;
+  if (policy.record_launch(site, fn, pdl)) {
+    attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[0].val.programmaticStreamSerializationAllowed = 1;
+    config.numAttrs = 1;
+  }
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace tpserve::kernels

@@ -1,0 +1,135 @@
+// Fused MoE expert kernels on tensor cores (kernels/mma_tile.cuh). Grid: (row tile of 16 weight rows, work
+// item); blocks past the step's number of work items exit at once, so the grid can be sized for the worst
+// case. Each block's warps split K and the block sums their tiles in a fixed order.
+//   gate_up: a block owns 8 intermediate rows; its tile's rows are gate rows i..i+7 (A rows 0-7) and up
+//            rows i..i+7 (A rows 8-15), so each thread ends with gate and up of the same (row, column) and
+//            applies silu(gate) * up in registers.
+//   down:    a block owns 16 output rows of the expert's down projection.
+#include <type_traits>
+
+#include "kernels/launch.h"
+#include "kernels/mma_tile.cuh"
+#include "kernels/moe_align.h"
+#include "kernels/moe_experts.h"
+
+namespace tpserve::kernels {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kUnroll = 4;
+constexpr int kNt = kMoeTileTokens / kMmaCols;  // n-tiles per work item
+static_assert(kNt == 2);
+
+struct WorkItem {
+  int expert, first, count;
+};
+
+__device__ __forceinline__ WorkItem work_item(const MoeExpertsParams& p) {
+  const int32_t* w = p.work + 3 * blockIdx.y;
+  return {w[0], w[1], w[2]};
+}
+
+// Assignment in column `col` of the work item, or -1.
+__device__ __forceinline__ int assignment(const MoeExpertsParams& p, const WorkItem& w, int col) {
+  return col < w.count ? p.sorted[w.first + col] : -1;
+}
+
+template <int NT>
+__device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float* scratch) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
+  const int row = blockIdx.x * 8 + g;  // intermediate row of this thread's A rows
+  const int64_t expert_base = static_cast<int64_t>(w.expert) * 2 * p.inter;
+  const bf16* a_lo = row < p.inter ? p.gate_up + (expert_base + row) * p.hidden : nullptr;
+  const bf16* a_hi = row < p.inter ? p.gate_up + (expert_base + p.inter + row) * p.hidden : nullptr;
+  const bf16* b[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int a = assignment(p, w, nt * kMmaCols + g);
+    b[nt] = a >= 0 ? p.x + static_cast<int64_t>(a / p.x_row_divisor) * p.hidden : nullptr;
+  }
+  int kb_begin, kb_end;
+  split_range((p.hidden + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
+  float acc[NT][4] = {};
+  warp_tile_mma<NT, kUnroll, false>(acc, a_lo, a_hi, b, p.hidden, kb_begin, kb_end);
+  reduce_warp_tiles<NT>(acc, scratch);
+  if (warp != 0 || row >= p.inter) return;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int a = assignment(p, w, nt * kMmaCols + 2 * q + i);
+      if (a < 0) continue;
+      const float gate = acc[nt][i], up = acc[nt][2 + i];
+      p.act[static_cast<int64_t>(a) * p.inter + row] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
+    }
+}
+
+template <int NT>
+__device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* scratch) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
+  const int row_lo = blockIdx.x * kMmaRows + g, row_hi = row_lo + 8;
+  const int64_t expert_base = static_cast<int64_t>(w.expert) * p.hidden;
+  const bf16* a_lo = row_lo < p.hidden ? p.down + (expert_base + row_lo) * p.inter : nullptr;
+  const bf16* a_hi = row_hi < p.hidden ? p.down + (expert_base + row_hi) * p.inter : nullptr;
+  const bf16* b[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int a = assignment(p, w, nt * kMmaCols + g);
+    b[nt] = a >= 0 ? p.act + static_cast<int64_t>(a) * p.inter : nullptr;
+  }
+  int kb_begin, kb_end;
+  split_range((p.inter + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
+  float acc[NT][4] = {};
+  warp_tile_mma<NT, kUnroll, false>(acc, a_lo, a_hi, b, p.inter, kb_begin, kb_end);
+  reduce_warp_tiles<NT>(acc, scratch);
+  if (warp != 0) return;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int a = assignment(p, w, nt * kMmaCols + 2 * q + (i & 1));
+      const int row = i < 2 ? row_lo : row_hi;
+      if (a < 0 || row >= p.hidden) continue;
+      const int64_t at = static_cast<int64_t>(a) * p.hidden + row;
+      if (p.y_f32 != nullptr)
+        p.y_f32[at] = acc[nt][i];
+      else
+        p.y_bf16[at] = __float2bfloat16(acc[nt][i]);
+    }
+}
+
+__global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
+  __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
+  pdl_wait();
+  if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
+  const WorkItem w = work_item(p);
+  if (w.count <= kMmaCols)
+    gate_up_tile<1>(p, w, scratch);
+  else
+    gate_up_tile<2>(p, w, scratch);
+  pdl_trigger();
+}
+
+__global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
+  __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
+  pdl_wait();
+  if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
+  const WorkItem w = work_item(p);
+  if (w.count <= kMmaCols)
+    down_tile<1>(p, w, scratch);
+  else
+    down_tile<2>(p, w, scratch);
+  pdl_trigger();
+}
+
+}  // namespace
+
+void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
+  const dim3 block(kWarps * kWarpSize);
+  const dim3 gate_up_grid((p.inter + 7) / 8, p.max_work);
+  launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
+  const dim3 down_grid((p.hidden + kMmaRows - 1) / kMmaRows, p.max_work);
+  launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_down_kernel, down_grid, block, 0, stream, p);
+}
+
+}  // namespace tpserve::kernels

@@ -1,0 +1,31 @@
+// Fused MoE experts: for every work item of moe_align (one expert, up to kMoeTileTokens assignments), the
+// expert's weights are read once for all its assignments:
+//   gate_up kernel: act[a, :] = silu(gate_e . x[row(a)]) * (up_e . x[row(a)])     (bf16, [A, I])
+//   down kernel:    y[a, :]   = down_e . act[a, :]                                (f32 or bf16, [A, H])
+// The routing weight is not applied here: moe_combine sums weight * y per token in slot order, which keeps
+// the result deterministic (no atomics) and lets moe_experts_rows write its rows directly.
+#pragma once
+
+#include "kernels/kernel_api.h"
+
+namespace tpserve::kernels {
+
+struct MoeExpertsParams {
+  const bf16* x = nullptr;          // [rows, H]; assignment a reads row a / x_row_divisor
+  int x_row_divisor = 1;            // k for (token, slot) assignments, 1 for one assignment per row
+  const bf16* gate_up = nullptr;    // [E, 2I, H]: gate rows then up rows of each expert
+  const bf16* down = nullptr;       // [E, H, I]
+  const int32_t* sorted = nullptr;  // from moe_align
+  const int32_t* work = nullptr;    // [max_work, 3]
+  const int32_t* num_work = nullptr;
+  int max_work = 0;
+  bf16* act = nullptr;     // [A, I] scratch
+  float* y_f32 = nullptr;  // [A, H] output per assignment, or
+  bf16* y_bf16 = nullptr;  // [A, H] (exactly one of the two is set)
+  int hidden = 0;          // H, a multiple of 8
+  int inter = 0;           // I, a multiple of 8
+};
+
+void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy);
+
+}  // namespace tpserve::kernels

@@ -1,0 +1,330 @@
+// Paged GQA attention on CUDA cores with an online softmax in fp32 (log2 domain).
+//
+// Block = (query-row tile, sequence, KV head [, context split]), 128 threads. Per tile of kKeys keys:
+//   1. cp.async K and V rows of the tile into shared memory (16-byte pieces, rows padded by 16 bytes so that
+//      the per-key reads below are free of bank conflicts; keys past the range are zero-filled); with two
+//      stages the next tile is in flight while this one is computed;
+//   2. scores: thread (key, row group) dots its key with its rows' q (q kept in shared memory in fp32,
+//      pre-scaled by scale * log2(e)); masked keys (past the row's position or the range) get -inf;
+//   3. softmax: one warp per row updates the running max / sum and turns scores into probabilities;
+//   4. P.V: thread (4 dims, row group) rescales its accumulators and adds p * v over the tile's keys.
+// Template instances: decode (16 rows = the query heads of one token, 32-key tiles, two stages) and prefill
+// (32 rows = a few tokens x the group, 32-key tiles, one stage), each for head_dim 32, 64 and 128; all stay
+// within 48 KB of static shared memory.
+#include <algorithm>
+#include <cfloat>
+
+#include "kernels/device_common.cuh"
+#include "kernels/launch.h"
+#include "kernels/paged_attention.h"
+#include "kernels/pdl.cuh"
+
+namespace tpserve::kernels {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / kWarpSize;
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int D, int kRows, int kKeys, int kStages>
+struct Tile {
+  static constexpr int kRowStride = D + 8;  // bf16 per shared K/V row: 16 bytes of padding
+  static constexpr int kChunksPerRow = D / kBf16PerVec;
+  static constexpr int kQkRowGroups = kThreads / kKeys;
+  static constexpr int kQkRowsPerThread = kRows / kQkRowGroups;
+  static constexpr int kDimGroups = D / 4;
+  static constexpr int kPvRowGroups = kThreads / kDimGroups;
+  static constexpr int kPvRowsPerThread = kRows / kPvRowGroups;
+  static constexpr int kSoftmaxRowsPerWarp = kRows / kWarps;
+  static constexpr int kKeysPerLane = kKeys / kWarpSize;
+  static_assert(kThreads % kKeys == 0 && kRows % kQkRowGroups == 0 && kRows % kPvRowGroups == 0);
+  static_assert(kRows % kWarps == 0 && kKeys % kWarpSize == 0 && kAttentionKeysPerSplitQuantum % kKeys == 0);
+  static_assert(kStages == 1 || kStages == 2);
+};
+
+template <int D, int kRows, int kKeys, int kStages>
+__global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAttentionParams p) {
+  using T = Tile<D, kRows, kKeys, kStages>;
+  __shared__ float q_s[kRows][D];
+  __shared__ __align__(16) bf16 k_s[kStages][kKeys][T::kRowStride];
+  __shared__ __align__(16) bf16 v_s[kStages][kKeys][T::kRowStride];
+  __shared__ float s_s[kRows][kKeys];
+  __shared__ float alpha_s[kRows], max_s[kRows], sum_s[kRows];
+  __shared__ int limit_s[kRows];
+  __shared__ int kv_len_s;
+
+  pdl_wait();
+  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int seq = blockIdx.y, kv_head = blockIdx.z;
+  const int group = p.num_q_heads / p.num_kv_heads, tokens_per_block = kRows / group;
+  const int tile = blockIdx.x / p.num_splits, split = blockIdx.x % p.num_splits;
+  const int q_begin = p.query_start[seq], q_len = p.query_start[seq + 1] - q_begin;
+  const int t0 = tile * tokens_per_block;
+  if (t0 >= q_len) return;
+  const int rows = min(tokens_per_block, q_len - t0) * group;
+  auto token_of = [&](int r) { return q_begin + t0 + r / group; };
+  auto head_of = [&](int r) { return kv_head * group + r % group; };
+
+  // Rows: key limit (causal) and q, pre-scaled so that softmax runs in exp2.
+  const float q_scale = p.scale * kLog2e;
+  if (tid < kRows) limit_s[tid] = tid < rows ? p.positions[token_of(tid)] + 1 : 0;
+  for (int c = tid; c < kRows * T::kChunksPerRow; c += kThreads) {
+    const int r = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
+    float v[kBf16PerVec] = {};
+    if (r < rows)
+      unpack_bf16x8(load_vec(p.q + (static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r)) * D + d0),
+                    v);
+#pragma unroll
+    for (int j = 0; j < kBf16PerVec; ++j) q_s[r][d0 + j] = v[j] * q_scale;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int kv_len = 0;
+    for (int r = 0; r < rows; r += group) kv_len = max(kv_len, limit_s[r]);
+    kv_len_s = kv_len;
+  }
+  __syncthreads();
+  const int key_begin = split * p.keys_per_split;
+  // The last split takes every remaining key, should a position exceed the planned context length.
+  const bool last = split == p.num_splits - 1;
+  const int key_end = last ? kv_len_s : min(kv_len_s, key_begin + p.keys_per_split);
+  if (key_begin >= key_end) return;  // an empty range of a split: the reduce skips it
+
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  float run_max[T::kSoftmaxRowsPerWarp], run_sum[T::kSoftmaxRowsPerWarp];
+#pragma unroll
+  for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) run_max[i] = -INFINITY, run_sum[i] = 0.0f;
+  const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
+  float acc[T::kPvRowsPerThread][4] = {};
+
+  // Issues the cp.async copies of the tile starting at key kt into stage `stage`.
+  auto load_tile = [&](int kt, int stage) {
+    for (int c = tid; c < kKeys * T::kChunksPerRow; c += kThreads) {
+      const int key = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
+      const int j = kt + key;
+      const bool valid = j < key_end;
+      int64_t offset = 0;
+      if (valid) {
+        const int64_t slot = static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
+        offset = (slot * p.num_kv_heads + kv_head) * D + d0;
+      }
+      cp_async_16(&k_s[stage][key][d0], p.k_cache + offset, valid);
+      cp_async_16(&v_s[stage][key][d0], p.v_cache + offset, valid);
+    }
+    cp_async_commit();
+  };
+
+  load_tile(key_begin, 0);
+  int stage = 0;
+  for (int kt = key_begin; kt < key_end; kt += kKeys, stage = kStages == 2 ? stage ^ 1 : 0) {
+    // 1. This tile's K/V in shared memory. Two stages: the next tile's copies go out first (the trailing
+    //    barrier of the previous iteration freed that stage). One stage: this tile's copies, then wait.
+    if constexpr (kStages == 2) {
+      if (kt + kKeys < key_end) {
+        load_tile(kt + kKeys, stage ^ 1);
+        cp_async_wait_one();
+      } else {
+        cp_async_wait_all();
+      }
+    } else {
+      if (kt != key_begin) load_tile(kt, 0);
+      cp_async_wait_all();
+    }
+    __syncthreads();
+    const auto& k_tile = k_s[stage];
+    const auto& v_tile = v_s[stage];
+
+    // 2. Scores.
+    {
+      const int key = tid % kKeys, row_group = tid / kKeys;
+      float dot[T::kQkRowsPerThread] = {};
+#pragma unroll 4
+      for (int c = 0; c < T::kChunksPerRow; ++c) {
+        float k[kBf16PerVec];
+        unpack_bf16x8(load_vec(&k_tile[key][c * kBf16PerVec]), k);
+#pragma unroll
+        for (int i = 0; i < T::kQkRowsPerThread; ++i) {
+          const int r = row_group + i * T::kQkRowGroups;
+          if (r >= rows) break;
+          const float4 qa = *reinterpret_cast<const float4*>(&q_s[r][c * kBf16PerVec]);
+          const float4 qb = *reinterpret_cast<const float4*>(&q_s[r][c * kBf16PerVec + 4]);
+          dot[i] += qa.x * k[0] + qa.y * k[1] + qa.z * k[2] + qa.w * k[3] + qb.x * k[4] + qb.y * k[5] +
+                    qb.z * k[6] + qb.w * k[7];
+        }
+      }
+      const int j = kt + key;
+#pragma unroll
+      for (int i = 0; i < T::kQkRowsPerThread; ++i) {
+        const int r = row_group + i * T::kQkRowGroups;
+        if (r >= rows) break;
+        s_s[r][key] = j < key_end && j < limit_s[r] ? dot[i] : -INFINITY;
+      }
+    }
+    __syncthreads();
+
+    // 3. Online softmax, one warp per row.
+#pragma unroll
+    for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) {
+      const int r = warp + i * kWarps;
+      if (r >= rows) break;
+      float s[T::kKeysPerLane];
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int v = 0; v < T::kKeysPerLane; ++v)
+        tile_max = fmaxf(tile_max, s[v] = s_s[r][lane + v * kWarpSize]);
+      const float new_max = fmaxf(run_max[i], warp_max(tile_max));
+      const bool any = new_max != -INFINITY;
+      const float alpha = any ? exp2f(run_max[i] - new_max) : 1.0f;
+      float tile_sum = 0.0f;
+#pragma unroll
+      for (int v = 0; v < T::kKeysPerLane; ++v) {
+        const float prob = any ? exp2f(s[v] - new_max) : 0.0f;
+        s_s[r][lane + v * kWarpSize] = prob;
+        tile_sum += prob;
+      }
+      run_sum[i] = run_sum[i] * alpha + warp_sum(tile_sum);
+      run_max[i] = new_max;
+      if (lane == 0) alpha_s[r] = alpha;
+    }
+    __syncthreads();
+
+    // 4. P.V.
+    const int tile_keys = min(kKeys, key_end - kt);
+#pragma unroll
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+      if (r >= rows) break;
+      const float alpha = alpha_s[r];
+#pragma unroll
+      for (int d = 0; d < 4; ++d) acc[i][d] *= alpha;
+    }
+    for (int key = 0; key < tile_keys; ++key) {
+      const uint2 packed = *reinterpret_cast<const uint2*>(&v_tile[key][dim_group * 4]);
+      const float v0 = __uint_as_float(packed.x << 16), v1 = __uint_as_float(packed.x & 0xffff0000u);
+      const float v2 = __uint_as_float(packed.y << 16), v3 = __uint_as_float(packed.y & 0xffff0000u);
+#pragma unroll
+      for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+        const int r = pv_row_group + i * T::kPvRowGroups;
+        if (r >= rows) break;
+        const float prob = s_s[r][key];
+        acc[i][0] += prob * v0, acc[i][1] += prob * v1, acc[i][2] += prob * v2, acc[i][3] += prob * v3;
+      }
+    }
+    __syncthreads();  // the next tile overwrites k_s, v_s and s_s
+  }
+
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) {
+      const int r = warp + i * kWarps;
+      if (r < rows) max_s[r] = run_max[i], sum_s[r] = run_sum[i];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+    const int r = pv_row_group + i * T::kPvRowGroups;
+    if (r >= rows) break;
+    const int64_t row_index = static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r);
+    const int d0 = dim_group * 4;
+    if (p.num_splits == 1) {
+      const float inv = 1.0f / sum_s[r];
+      bf16* out = p.out + row_index * D + d0;
+      *reinterpret_cast<uint2*>(out) = make_uint2(pack_bf16x2(acc[i][0] * inv, acc[i][1] * inv),
+                                                  pack_bf16x2(acc[i][2] * inv, acc[i][3] * inv));
+    } else {
+      const int64_t part = row_index * p.num_splits + split;
+      *reinterpret_cast<float4*>(p.partial_out + part * D + d0) =
+          make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+      if (dim_group == 0)
+        *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(max_s[r], sum_s[r]);
+    }
+  }
+  pdl_trigger();
+}
+
+// Merges the splits of one (decode token, query head): block of D threads, one dim each.
+__global__ void attention_reduce_kernel(const PagedAttentionParams p) {
+  pdl_wait();
+  const int seq = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
+  const int token = p.query_start[seq];
+  if (p.query_start[seq + 1] - token != 1) return;
+  const int kv_len = p.positions[token] + 1;
+  const int splits = min(p.num_splits, (kv_len + p.keys_per_split - 1) / p.keys_per_split);
+  const int64_t base = (static_cast<int64_t>(token) * p.num_q_heads + head) * p.num_splits;
+  float max_all = -INFINITY;
+  for (int s = 0; s < splits; ++s) max_all = fmaxf(max_all, p.partial_max_sum[(base + s) * 2]);
+  float num = 0.0f, den = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float w = exp2f(p.partial_max_sum[(base + s) * 2] - max_all);
+    num += w * p.partial_out[(base + s) * p.head_dim + d];
+    den += w * p.partial_max_sum[(base + s) * 2 + 1];
+  }
+  p.out[(static_cast<int64_t>(token) * p.num_q_heads + head) * p.head_dim + d] = __float2bfloat16(num / den);
+  pdl_trigger();
+}
+
+template <int D, int kRows, int kKeys, int kStages>
+void launch_tiles(const PagedAttentionParams& p, Site site, cudaStream_t stream, const LaunchPolicy& policy) {
+  const int group = p.num_q_heads / p.num_kv_heads, tokens_per_block = kRows / group;
+  const int token_tiles = (p.max_query_len + tokens_per_block - 1) / tokens_per_block;
+  const dim3 grid(token_tiles * p.num_splits, p.num_seqs, p.num_kv_heads);
+  launch(policy, site, Pdl::kEnrolled, paged_attention_kernel<D, kRows, kKeys, kStages>, grid, dim3(kThreads),
+         0, stream, p);
+}
+
+template <int D>
+void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
+  if (p.max_query_len == 1) {
+    launch_tiles<D, kAttentionMaxGroup, 32, 2>(p, Site::kDecodeAttention, stream, policy);
+    if (p.num_splits > 1)
+      launch(policy, Site::kDecodeAttention, Pdl::kEnrolled, attention_reduce_kernel,
+             dim3(p.num_seqs, p.num_q_heads), dim3(D), 0, stream, p);
+  } else {
+    launch_tiles<D, 2 * kAttentionMaxGroup, 32, 1>(p, Site::kPrefillAttention, stream, policy);
+  }
+}
+
+}  // namespace
+
+size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits) {
+  return static_cast<size_t>(num_tokens) * num_q_heads * num_splits * (head_dim + 2) * sizeof(float);
+}
+
+void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
+                        size_t max_partial_bytes) {
+  constexpr int kMinKeysPerSplit = 256;
+  constexpr int kMaxSplits = 128;
+  // Decode blocks take ~45 KB of shared memory (5 fit on an SM); 4 per SM keep loads in flight.
+  constexpr int kTargetBlocksPerSm = 4;
+  p.num_splits = 1;
+  p.keys_per_split = std::max(max_context_len, 1);
+  if (p.max_query_len != 1) return;
+  const int blocks = std::max(1, p.num_seqs * p.num_kv_heads);
+  int splits = std::min((kTargetBlocksPerSm * num_sms + blocks - 1) / blocks,
+                        (max_context_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
+  splits = std::min(splits, kMaxSplits);
+  while (splits > 1 &&
+         attention_partial_bytes(num_tokens, p.num_q_heads, p.head_dim, splits) > max_partial_bytes)
+    --splits;
+  if (splits <= 1) return;
+  const int q = kAttentionKeysPerSplitQuantum;
+  p.keys_per_split = ((max_context_len + splits - 1) / splits + q - 1) / q * q;
+  p.num_splits = (max_context_len + p.keys_per_split - 1) / p.keys_per_split;
+}
+
+void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
+  switch (p.head_dim) {
+    case 32:
+      launch_for_head_dim<32>(p, stream, policy);
+      break;
+    case 64:
+      launch_for_head_dim<64>(p, stream, policy);
+      break;
+    default:
+      launch_for_head_dim<128>(p, stream, policy);
+      break;
+  }
+}
+
+}  // namespace tpserve::kernels

@@ -1,0 +1,48 @@
+// Attention over the paged KV cache (GQA), for decode and prefill: each query token attends to cache
+// positions 0 .. its own position in its sequence (the CPU reference's semantics).
+//
+// One block serves one KV head of one sequence for a tile of query rows (the group of query heads sharing
+// that KV head, times a few tokens in prefill), so each KV head's cache is read once per tile for its whole
+// group. Decode splits long contexts into ranges (split-K): blocks write unnormalised partial results and a
+// reduce kernel merges them; with one split the result is written directly.
+#pragma once
+
+#include "kernels/kernel_api.h"
+
+namespace tpserve::kernels {
+
+inline constexpr int kAttentionMaxGroup = 16;  // query heads per KV head
+
+struct PagedAttentionParams {
+  const bf16* q = nullptr;                // [T, Hq * D]
+  const bf16* k_cache = nullptr;          // [num_blocks, block_size, Hkv, D]
+  const bf16* v_cache = nullptr;          // [num_blocks, block_size, Hkv, D]
+  const int32_t* positions = nullptr;     // [T]
+  const int32_t* query_start = nullptr;   // [S + 1]
+  const int32_t* block_tables = nullptr;  // [S, max_blocks_per_seq]
+  bf16* out = nullptr;                    // [T, Hq * D] (rows of tokens outside every sequence: untouched)
+  float* partial_out = nullptr;           // [T, Hq, num_splits, D] unnormalised sums (num_splits > 1)
+  float* partial_max_sum = nullptr;       // [T, Hq, num_splits, 2] max (log2 units) and sum of exp2
+  int num_seqs = 0;                       // S
+  int num_q_heads = 0;                    // Hq
+  int num_kv_heads = 0;                   // Hkv; Hq / Hkv <= kAttentionMaxGroup
+  int head_dim = 0;                       // D: 32, 64 or 128
+  int block_size = 0;                     // tokens per cache block
+  int max_blocks_per_seq = 0;
+  int max_query_len = 0;   // longest query of the step (1 = decode)
+  int num_splits = 1;      // context ranges per (token, KV head); > 1 only in decode
+  int keys_per_split = 0;  // keys per range, a multiple of kAttentionKeysPerSplitQuantum
+  float scale = 1.0f;      // softmax scale (head_dim^-0.5)
+};
+
+inline constexpr int kAttentionKeysPerSplitQuantum = 64;
+
+// The split for decode: enough blocks to give each of `num_sms` SMs about four, ranges of at least 256 keys,
+// and partial buffers within `max_partial_bytes`. Fills num_splits and keys_per_split.
+void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
+                        size_t max_partial_bytes);
+size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits);
+
+void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy);
+
+}  // namespace tpserve::kernels

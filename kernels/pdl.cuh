@@ -1,0 +1,30 @@
+// Device side of Programmatic Dependent Launch (PDL): the two calls an enrolled kernel makes.
+//
+// pdl_wait(): blocks until the grids this launch depends on have completed and their writes are visible.
+// Every enrolled kernel calls it before its first read of anything a predecessor wrote (activations,
+// routing, step inputs). Weights may be read before it: nothing in a step writes them.
+// pdl_trigger(): lets the next launch in the stream start its prologue; called after the kernel's last
+// global write (exiting triggers too). Dependents still wait for this grid's completion in pdl_wait(), so
+// the position of the trigger never changes results, only overlap.
+//
+// Both compile to nothing below SM90, where the host never sets the attribute for `auto` (kernels/policy.h);
+// `on` below SM90 is honoured by the host and is harmless here (no overlap, see DESIGN.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace tpserve::kernels {
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
+}  // namespace tpserve::kernels

@@ -1,0 +1,24 @@
+// Router gating: softmax over the experts' logits in fp32, the k most probable experts (ties to the smaller
+// index), their probabilities renormalised to sum to one when asked.
+#pragma once
+
+#include "kernels/kernel_api.h"
+
+namespace tpserve::kernels {
+
+inline constexpr int kGatingMaxExperts = 512;
+inline constexpr int kGatingMaxK = 16;
+
+struct TopkGatingParams {
+  const float* logits = nullptr;  // [T, E]
+  float* weights = nullptr;       // [T, k]
+  int32_t* ids = nullptr;         // [T, k] expert indices, most probable first
+  int tokens = 0;                 // T
+  int num_experts = 0;            // E <= kGatingMaxExperts
+  int k = 0;                      // 1..min(E, kGatingMaxK)
+  bool renormalize = false;
+};
+
+void launch_topk_gating(const TopkGatingParams& p, cudaStream_t stream, const LaunchPolicy& policy);
+
+}  // namespace tpserve::kernels

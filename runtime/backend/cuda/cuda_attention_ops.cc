@@ -1,0 +1,107 @@
+// CudaBackend attention ops: q/k norm + RoPE + KV append, and paged attention (decode with context splits,
+// prefill tiled over query tokens).
+#include "kernels/paged_attention.h"
+#include "kernels/qk_norm_rope_kv.h"
+#include "runtime/backend/cuda/cuda_backend.h"
+#include "runtime/backend/cuda/device_memory.h"
+#include "runtime/backend/cuda/tensor_checks.h"
+
+namespace tpserve {
+
+using cuda_ops::bf16_mut;
+using cuda_ops::bf16_ptr;
+using cuda_ops::expect;
+using cuda_ops::to_int;
+
+namespace {
+void expect_cache(const KvCacheLayer& cache, int num_kv_heads, int head_dim, const char* op) {
+  expect(cache.k, DType::kBF16, op, "k cache");
+  expect(cache.v, DType::kBF16, op, "v cache");
+  TPS_CHECK(cache.k.ndim == 4 && cache.k.dim(2) == num_kv_heads && cache.k.dim(3) == head_dim &&
+                cache.v.numel() == cache.k.numel(),
+            op, ": cache ", cache.k.shape_string(), " for ", num_kv_heads, " KV heads of ", head_dim);
+}
+}  // namespace
+
+void CudaBackend::qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w,
+                                  Tensor k_norm_w, float eps, const RopeConfig& rope,
+                                  const AttentionMeta& meta, KvCacheLayer cache, Tensor q_out) {
+  const char* op = "qk_norm_rope_kv";
+  const int d = rope.head_dim;
+  expect(qkv, DType::kBF16, op, "qkv");
+  expect(q_norm_w, DType::kBF16, op, "q norm weight");
+  expect(k_norm_w, DType::kBF16, op, "k norm weight");
+  expect(q_out, DType::kBF16, op, "q out");
+  expect(meta.positions, DType::kI32, op, "positions");
+  expect(meta.slot_mapping, DType::kI32, op, "slot mapping");
+  expect_cache(cache, num_kv_heads, d, op);
+  TPS_CHECK(d > 0 && d % 2 == 0 && d <= kernels::kRopeMaxHeadDim, op, ": head_dim ", d,
+            " must be even, at most ", kernels::kRopeMaxHeadDim);
+  TPS_CHECK(qkv.ndim == 2 && qkv.dim(1) == int64_t(num_q_heads + 2 * num_kv_heads) * d, op, ": qkv ",
+            qkv.shape_string(), " for ", num_q_heads, " + 2 x ", num_kv_heads, " heads of ", d);
+  kernels::QkNormRopeKvParams p;
+  p.qkv = bf16_ptr(qkv);
+  p.q_norm_weight = bf16_ptr(q_norm_w);
+  p.k_norm_weight = bf16_ptr(k_norm_w);
+  p.positions = meta.positions.ptr<int32_t>();
+  p.slot_mapping = meta.slot_mapping.ptr<int32_t>();
+  p.q_out = bf16_mut(q_out);
+  p.k_cache = bf16_mut(cache.k);
+  p.v_cache = bf16_mut(cache.v);
+  p.tokens = to_int(qkv.dim(0), "tokens");
+  p.num_q_heads = num_q_heads;
+  p.num_kv_heads = num_kv_heads;
+  p.head_dim = d;
+  p.eps = eps;
+  kernels::set_rope_inv_freq(p, rope.theta);
+  kernels::launch_qk_norm_rope_kv(p, stream_, *policy_);
+}
+
+void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
+                            const AttentionMeta& meta, Tensor out) {
+  const char* op = "attention";
+  const int d = static_cast<int>(cache.k.dim(3));
+  expect(q, DType::kBF16, op, "q");
+  expect(out, DType::kBF16, op, "out");
+  expect(meta.positions, DType::kI32, op, "positions");
+  expect(meta.query_start, DType::kI32, op, "query_start");
+  expect(meta.block_tables, DType::kI32, op, "block tables");
+  expect_cache(cache, num_kv_heads, d, op);
+  TPS_CHECK(d == 32 || d == 64 || d == 128, op, ": head_dim ", d, " (32, 64 or 128 supported)");
+  TPS_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 &&
+                num_q_heads / num_kv_heads <= kernels::kAttentionMaxGroup,
+            op, ": ", num_q_heads, " query heads over ", num_kv_heads, " KV heads (group at most ",
+            kernels::kAttentionMaxGroup, ")");
+  TPS_CHECK(q.dim(-1) == int64_t(num_q_heads) * d && out.numel() == q.numel(), op, ": q ", q.shape_string(),
+            " out ", out.shape_string());
+  if (meta.num_seqs == 0 || meta.max_query_len == 0) return;
+  kernels::PagedAttentionParams p;
+  p.q = bf16_ptr(q);
+  p.k_cache = bf16_ptr(cache.k);
+  p.v_cache = bf16_ptr(cache.v);
+  p.positions = meta.positions.ptr<int32_t>();
+  p.query_start = meta.query_start.ptr<int32_t>();
+  p.block_tables = meta.block_tables.ptr<int32_t>();
+  p.out = bf16_mut(out);
+  p.num_seqs = meta.num_seqs;
+  p.num_q_heads = num_q_heads;
+  p.num_kv_heads = num_kv_heads;
+  p.head_dim = d;
+  p.block_size = to_int(cache.k.dim(1), "block size");
+  p.max_blocks_per_seq = to_int(meta.block_tables.dim(1), "blocks per sequence");
+  p.max_query_len = meta.max_query_len;
+  p.scale = scale;
+  const int tokens = to_int(q.numel() / (int64_t(num_q_heads) * d), "tokens");
+  kernels::plan_decode_splits(p, meta.max_context_len, tokens, num_sms_,
+                              scratch_->bytes() - 2 * DeviceArena::kAlignment);
+  if (p.num_splits > 1) {
+    ScratchRegion::Cursor scratch(*scratch_);
+    p.partial_out =
+        scratch.take<float>(size_t(tokens) * num_q_heads * p.num_splits * d, "attention partial sums");
+    p.partial_max_sum =
+        scratch.take<float>(size_t(tokens) * num_q_heads * p.num_splits * 2, "attention partial max");
+  }
+  kernels::launch_paged_attention(p, stream_, *policy_);
+}
+
+}  // namespace tpserve

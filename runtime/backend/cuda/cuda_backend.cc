@@ -1,0 +1,269 @@
+// CudaBackend: start-up (device, arena, stream, staging, cuBLASLt), memory and copies, and the row ops
+// (embedding, norms, add, linear, silu_mul, gather_rows). Attention, MoE and sampling ops live in
+// cuda_attention_ops.cc, cuda_moe_ops.cc and cuda_sampling_ops.cc.
+#include "runtime/backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+#include "kernels/add.h"
+#include "common/cuda_check.h"
+#include "kernels/embedding.h"
+#include "kernels/gather_rows.h"
+#include "kernels/gemv.h"
+#include "kernels/launch.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/silu_mul.h"
+#include "runtime/backend/cuda/cublaslt_gemm.h"
+#include "runtime/backend/cuda/device_memory.h"
+#include "runtime/backend/cuda/tensor_checks.h"
+
+namespace tpserve {
+
+using cuda_ops::bf16_mut;
+using cuda_ops::bf16_ptr;
+using cuda_ops::expect;
+using cuda_ops::to_int;
+
+int cuda_device_count(std::string* why) {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    if (why != nullptr) *why = cuda_error_text(rc);
+    cudaGetLastError();  // clear the error for later calls
+    return 0;
+  }
+  if (count == 0 && why != nullptr) *why = "cudaGetDeviceCount returned 0";
+  return count;
+}
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device) {
+  std::string why;
+  const int devices = cuda_device_count(&why);
+  TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");
+  TPS_CHECK(device_ >= 0 && device_ < devices, "CUDA backend: device ", device_, " of ", devices);
+  CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  num_sms_ = prop.multiProcessorCount;
+
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  size_t arena_bytes = options.arena_bytes;
+  if (arena_bytes == 0) {
+    TPS_CHECK(options.gpu_memory_fraction > 0.0 && options.gpu_memory_fraction <= 1.0,
+              "gpu_memory_fraction must be in (0, 1], got ", options.gpu_memory_fraction);
+    const double budget = options.gpu_memory_fraction * static_cast<double>(total_bytes);
+    const double in_use = static_cast<double>(total_bytes - free_bytes);
+    TPS_CHECK(budget > in_use, "gpu_memory_fraction ", options.gpu_memory_fraction, " of ", total_bytes,
+              " bytes leaves nothing: ", total_bytes - free_bytes, " bytes are already in use on device ",
+              device_);
+    arena_bytes = static_cast<size_t>(budget - in_use);
+  }
+  const size_t reserved = options.workspace_bytes + options.cublas_workspace_bytes;
+  TPS_CHECK(arena_bytes > reserved, "CUDA arena of ", arena_bytes, " bytes cannot hold the ", reserved,
+            " bytes of workspace");
+
+  policy_ = std::make_unique<kernels::LaunchPolicy>(options.pdl);
+  arena_ = std::make_unique<DeviceArena>(arena_bytes);
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  staging_bytes_ = std::max<size_t>(options.staging_bytes, 2 * 4096);
+  h2d_staging_ = static_cast<char*>(cuda_malloc_host_counted(staging_bytes_));
+  d2h_staging_ = static_cast<char*>(cuda_malloc_host_counted(staging_bytes_));
+  for (auto& e : h2d_done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  scratch_ = std::make_unique<ScratchRegion>(arena_->allocate(options.workspace_bytes, "op workspace"),
+                                             options.workspace_bytes);
+  void* gemm_ws = arena_->allocate(options.cublas_workspace_bytes, "cuBLASLt workspace");
+  gemm_ = std::make_unique<CublasLtGemm>(gemm_ws, options.cublas_workspace_bytes);
+  log_info("CUDA backend on device ", device_, " (", prop.name, ", sm_", prop.major, prop.minor, ", ",
+           num_sms_, " SMs): arena ", static_cast<double>(arena_bytes) / (1 << 30), " GiB");
+}
+
+CudaBackend::~CudaBackend() {
+  // No throwing here: report and go on releasing.
+  auto report = [](cudaError_t rc, const char* what) {
+    if (rc != cudaSuccess) log_error(what, ": ", cuda_error_text(rc));
+  };
+  report(cudaSetDevice(device_), "cudaSetDevice");
+  report(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  gemm_.reset();
+  for (auto& e : h2d_done_) report(cudaEventDestroy(e), "cudaEventDestroy");
+  report(cudaFreeHost(h2d_staging_), "cudaFreeHost");
+  report(cudaFreeHost(d2h_staging_), "cudaFreeHost");
+  report(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+  arena_.reset();
+}
+
+std::unique_ptr<CudaBackend> make_cuda_backend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
+  Tensor t(nullptr, dtype, Device::kCuda, shape);
+  t.data = arena_->allocate(t.nbytes(), "alloc");
+  if (t.nbytes() > 0) CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));  // zeroed, as on the CPU
+  return t;
+}
+
+void CudaBackend::copy_from_host(Tensor dst, const void* src) {
+  TPS_CHECK(dst.device == Device::kCuda, "copy_from_host into a host tensor ", dst.shape_string());
+  const size_t half = staging_bytes_ / 2, total = dst.nbytes();
+  for (size_t offset = 0; offset < total; offset += half) {
+    const size_t n = std::min(half, total - offset);
+    const int i = h2d_next_;
+    h2d_next_ = 1 - h2d_next_;
+    char* stage = h2d_staging_ + i * half;
+    CUDA_CHECK(cudaEventSynchronize(h2d_done_[i]));  // the previous copy out of this half has finished
+    std::memcpy(stage, static_cast<const char*>(src) + offset, n);
+    CUDA_CHECK(
+        cudaMemcpyAsync(static_cast<char*>(dst.data) + offset, stage, n, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaEventRecord(h2d_done_[i], stream_));
+  }
+}
+
+void CudaBackend::copy_to_host(void* dst, Tensor src) {
+  TPS_CHECK(src.device == Device::kCuda, "copy_to_host from a host tensor ", src.shape_string());
+  const size_t total = src.nbytes();
+  for (size_t offset = 0; offset < total; offset += staging_bytes_) {
+    const size_t n = std::min(staging_bytes_, total - offset);
+    CUDA_CHECK(cudaMemcpyAsync(d2h_staging_, static_cast<const char*>(src.data) + offset, n,
+                               cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(static_cast<char*>(dst) + offset, d2h_staging_, n);
+  }
+}
+
+void CudaBackend::zero(Tensor t) {
+  if (t.nbytes() > 0) CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
+}
+
+void CudaBackend::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+size_t CudaBackend::allocated_bytes() const {
+  return arena_->used();
+}
+
+size_t CudaBackend::free_memory() const {
+  return arena_->available();
+}
+
+void CudaBackend::embedding(Tensor ids, Tensor table, int64_t vocab_begin, Tensor out) {
+  expect(ids, DType::kI32, "embedding", "ids");
+  expect(table, DType::kBF16, "embedding", "table");
+  expect(out, DType::kBF16, "embedding", "out");
+  TPS_CHECK(table.ndim == 2 && table.dim(1) % 8 == 0 && out.numel() == ids.numel() * table.dim(1),
+            "embedding: table ", table.shape_string(), " out ", out.shape_string(), " ids ",
+            ids.shape_string());
+  kernels::EmbeddingParams p;
+  p.ids = ids.ptr<int32_t>();
+  p.table = bf16_ptr(table);
+  p.out = bf16_mut(out);
+  p.vocab_begin = vocab_begin;
+  p.vocab_rows = to_int(table.dim(0), "vocabulary rows");
+  p.hidden = to_int(table.dim(1), "hidden");
+  p.tokens = to_int(ids.numel(), "tokens");
+  kernels::launch_embedding(p, stream_, *policy_);
+}
+
+namespace {
+kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, const char* op) {
+  expect(x, DType::kBF16, op, "x");
+  expect(w, DType::kBF16, op, "weight");
+  expect(out, DType::kBF16, op, "out");
+  const int64_t h = w.numel();
+  TPS_CHECK(h % 8 == 0 && h <= kernels::kRmsNormMaxHidden && x.dim(-1) == h && out.numel() == x.numel(), op,
+            ": x ", x.shape_string(), " weight ", w.shape_string(), " out ", out.shape_string(),
+            " (hidden must be a multiple of 8, at most ", kernels::kRmsNormMaxHidden, ")");
+  kernels::RmsNormParams p;
+  p.x = bf16_ptr(x);
+  p.weight = bf16_ptr(w);
+  p.out = bf16_mut(out);
+  p.hidden = static_cast<int>(h);
+  p.tokens = to_int(x.numel() / h, "tokens");
+  p.eps = eps;
+  return p;
+}
+}  // namespace
+
+void CudaBackend::rmsnorm(Tensor x, Tensor w, float eps, Tensor out) {
+  kernels::launch_rmsnorm(norm_params(x, w, eps, out, "rmsnorm"), stream_, *policy_);
+}
+
+void CudaBackend::add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out) {
+  expect(residual, DType::kBF16, "add_rmsnorm", "residual");
+  TPS_CHECK(residual.numel() == x.numel(), "add_rmsnorm: residual ", residual.shape_string(), " x ",
+            x.shape_string());
+  kernels::RmsNormParams p = norm_params(x, w, eps, out, "add_rmsnorm");
+  p.residual = bf16_mut(residual);
+  kernels::launch_rmsnorm(p, stream_, *policy_);
+}
+
+void CudaBackend::add(Tensor inout, Tensor x) {
+  expect(inout, DType::kBF16, "add", "inout");
+  expect(x, DType::kBF16, "add", "x");
+  TPS_CHECK(inout.numel() == x.numel(), "add: ", inout.shape_string(), " += ", x.shape_string());
+  cuda_ops::expect_aligned16(inout, "add", "inout");
+  cuda_ops::expect_aligned16(x, "add", "x");
+  kernels::launch_add({bf16_mut(inout), bf16_ptr(x), inout.numel()}, stream_, *policy_);
+}
+
+void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
+  expect(x, DType::kBF16, "linear", "x");
+  expect(w, DType::kBF16, "linear", "weight");
+  TPS_CHECK(out.device == Device::kCuda && (out.dtype == DType::kBF16 || out.dtype == DType::kF32),
+            "linear: out must be a CUDA bf16 or f32 tensor, got ", out.shape_string());
+  TPS_CHECK(w.ndim == 2, "linear: weight ", w.shape_string());
+  const int64_t n = w.dim(0), k = w.dim(1);
+  TPS_CHECK(x.dim(-1) == k && out.dim(-1) == n && k % 8 == 0 && x.numel() / k == out.numel() / n,
+            "linear: x ", x.shape_string(), " w ", w.shape_string(), " out ", out.shape_string(),
+            " (K a multiple of 8)");
+  for (const Tensor* t : {&x, &w, &out}) cuda_ops::expect_aligned16(*t, "linear", "an operand");
+  const int m = to_int(x.numel() / k, "rows");
+  if (m == 0) return;
+  const bool out_f32 = out.dtype == DType::kF32;
+  if (m <= kLinearGemvMaxRows) {
+    kernels::GemvParams p;
+    p.x = bf16_ptr(x);
+    p.w = bf16_ptr(w);
+    if (out_f32)
+      p.out_f32 = out.ptr<float>();
+    else
+      p.out_bf16 = bf16_mut(out);
+    p.m = m;
+    p.n = to_int(n, "out features");
+    p.k = to_int(k, "in features");
+    kernels::launch_gemv(p, stream_, *policy_);
+    return;
+  }
+  gemm_->run(x.data, w.data, out.data, out_f32, m, to_int(n, "out features"), to_int(k, "in features"),
+             stream_);
+}
+
+void CudaBackend::silu_mul(Tensor gate_up, Tensor out) {
+  expect(gate_up, DType::kBF16, "silu_mul", "gate_up");
+  expect(out, DType::kBF16, "silu_mul", "out");
+  const int64_t inter = out.dim(-1), rows = out.numel() / std::max<int64_t>(inter, 1);
+  TPS_CHECK(gate_up.numel() == 2 * out.numel(), "silu_mul: gate_up ", gate_up.shape_string(), " out ",
+            out.shape_string());
+  kernels::launch_silu_mul({bf16_ptr(gate_up), bf16_mut(out), to_int(rows, "rows"), to_int(inter, "inter")},
+                           stream_, *policy_);
+}
+
+void CudaBackend::gather_rows(Tensor x, Tensor rows, Tensor out) {
+  expect(rows, DType::kI32, "gather_rows", "rows");
+  TPS_CHECK(x.device == Device::kCuda && out.device == Device::kCuda && x.dtype == out.dtype &&
+                x.row_numel() == out.row_numel() && out.dim(0) == rows.numel(),
+            "gather_rows: x ", x.shape_string(), " rows ", rows.shape_string(), " out ", out.shape_string());
+  kernels::GatherRowsParams p;
+  p.x = x.data;
+  p.rows = rows.ptr<int32_t>();
+  p.out = out.data;
+  p.num_rows = to_int(rows.numel(), "rows");
+  p.row_bytes = x.row_numel() * static_cast<int64_t>(dtype_size(x.dtype));
+  kernels::launch_gather_rows(p, stream_, *policy_);
+}
+
+}  // namespace tpserve

@@ -1,0 +1,120 @@
+// The CUDA backend: every Backend op on one GPU, bf16 weights and activations (router and lm_head logits,
+// sampling values and gating weights in f32, ids in i32), kernels from kernels/ launched through the launch
+// policy on one stream, dense projections through a small-M GEMV or cuBLASLt.
+//
+// Memory: one arena allocated at start-up (alloc() hands out pieces of it; nothing is allocated or freed
+// afterwards), a per-op scratch region inside it, pinned staging buffers for host copies. Ops only enqueue
+// work; copy_to_host is the one place that waits.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "kernels/policy.h"
+#include "kernels/sample.h"
+#include "runtime/backend/backend.h"
+
+namespace tpserve {
+
+namespace kernels {
+class LaunchPolicy;
+}
+class DeviceArena;
+class ScratchRegion;
+class CublasLtGemm;
+
+struct CudaBackendOptions {
+  int device = 0;
+  kernels::PdlSettings pdl;  // kill_switch: the caller fills it from the environment
+  // Arena size; 0 = gpu_memory_fraction of the device's memory, less what is already in use.
+  size_t arena_bytes = 0;
+  double gpu_memory_fraction = 0.9;
+  size_t workspace_bytes = size_t(256) << 20;  // per-op scratch (MoE routing, attention splits, sampling)
+  size_t cublas_workspace_bytes = size_t(32) << 20;
+  size_t staging_bytes = size_t(32) << 20;  // pinned host buffers for copies, each way
+};
+
+// linear() uses the GEMV for up to this many rows and cuBLASLt above. The GEMV reads each weight once with
+// 16-byte loads whatever M is (up to 16), where cuBLASLt pads M to its tile (64+) and splits K; above 16
+// rows the tensor-core GEMM tiles of cuBLASLt win. Benchmarked by bench/ops.
+inline constexpr int kLinearGemvMaxRows = 16;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  Device device() const override { return Device::kCuda; }
+  DType weight_dtype() const override { return DType::kBF16; }
+  DType activation_dtype() const override { return DType::kBF16; }
+
+  Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+  void copy_from_host(Tensor dst, const void* src) override;
+  void copy_to_host(void* dst, Tensor src) override;
+  void zero(Tensor t) override;
+  void synchronize() override;
+  size_t allocated_bytes() const override;
+
+  void embedding(Tensor ids, Tensor table, int64_t vocab_begin, Tensor out) override;
+  void rmsnorm(Tensor x, Tensor w, float eps, Tensor out) override;
+  void add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out) override;
+  void add(Tensor inout, Tensor x) override;
+  void linear(Tensor x, Tensor w, Tensor out) override;
+  void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w,
+                       float eps, const RopeConfig& rope, const AttentionMeta& meta, KvCacheLayer cache,
+                       Tensor q_out) override;
+  void attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
+                 const AttentionMeta& meta, Tensor out) override;
+  void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) override;
+  void moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
+                   int expert_begin, Tensor out) override;
+  void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert,
+                Tensor origin) override;
+  void moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) override;
+  void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out) override;
+  void silu_mul(Tensor gate_up, Tensor out) override;
+  void gather_rows(Tensor x, Tensor rows, Tensor out) override;
+  void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature, Tensor values, Tensor ids,
+                           Tensor stats) override;
+  void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens) override;
+  void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor row_tokens,
+                         Tensor group_start, Tensor emitted, Tensor accepted) override;
+  void resolve_tokens(Tensor ids, Tensor table) override;
+  void add_i32(Tensor a, Tensor b, int32_t c, Tensor out) override;
+  void scatter_i32(Tensor values, Tensor index, Tensor table) override;
+  void draft_step_meta(Tensor positions, Tensor block_tables, int block_size, Tensor slot_mapping,
+                       Tensor context_lens) override;
+
+  kernels::SampleParams sample_params(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params,
+                                      Tensor tokens, const char* op) const;
+
+  // Arena bytes not yet handed out: what the engine can give the KV cache.
+  size_t free_memory() const;
+  const kernels::LaunchPolicy& launch_policy() const { return *policy_; }
+  cudaStream_t stream() const { return stream_; }
+  int device_index() const { return device_; }
+  int num_sms() const { return num_sms_; }
+
+ private:
+  int device_ = 0;
+  int num_sms_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<kernels::LaunchPolicy> policy_;
+  std::unique_ptr<DeviceArena> arena_;
+  std::unique_ptr<ScratchRegion> scratch_;
+  std::unique_ptr<CublasLtGemm> gemm_;
+  char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
+  char* d2h_staging_ = nullptr;
+  size_t staging_bytes_ = 0;
+  cudaEvent_t h2d_done_[2] = {nullptr, nullptr};
+  int h2d_next_ = 0;
+};
+
+std::unique_ptr<CudaBackend> make_cuda_backend(const CudaBackendOptions& options);
+
+// Number of CUDA devices, or 0 (with the reason in *why) when the runtime or driver cannot see any.
+int cuda_device_count(std::string* why = nullptr);
+
+}  // namespace tpserve

@@ -1,0 +1,185 @@
+// CUDA attention ops against the CPU reference: q/k norm + RoPE + KV append, and paged attention for decode
+// (contexts across block boundaries, long ones that take the split path) and prefill (chunked, mixed).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "tests/cuda/op_test_util.h"
+
+namespace tpserve::cuda_test {
+namespace {
+
+struct AttentionCase {
+  int q_heads, kv_heads, head_dim, block_size;
+  std::vector<int> query_lens;    // tokens of each sequence in the step
+  std::vector<int> context_lens;  // cache length of each sequence after the step
+};
+
+// A paged cache filled with random values and the step metadata, on both backends.
+struct PagedSetup {
+  Pair k_cache, v_cache, positions, slots, query_start, context_lens, tables;
+  AttentionMeta cpu_meta, gpu_meta;
+  int tokens = 0;
+};
+
+PagedSetup make_paged(Backends& b, std::mt19937& rng, const AttentionCase& c) {
+  PagedSetup s;
+  const int seqs = static_cast<int>(c.query_lens.size());
+  int max_blocks = 1, total_blocks = 0;
+  for (int ctx : c.context_lens) {
+    const int blocks = (ctx + c.block_size - 1) / c.block_size;
+    max_blocks = std::max(max_blocks, blocks);
+    total_blocks += blocks;
+  }
+  const int num_blocks = total_blocks + 3;
+  std::vector<int32_t> block_ids(num_blocks);
+  std::iota(block_ids.begin(), block_ids.end(), 0);
+  std::shuffle(block_ids.begin(), block_ids.end(), rng);
+  std::vector<int32_t> tables(size_t(seqs) * max_blocks, 0), positions, slots, starts{0};
+  int next = 0;
+  for (int q = 0; q < seqs; ++q) {
+    const int ctx = c.context_lens[q], qlen = c.query_lens[q];
+    for (int i = 0; i < (ctx + c.block_size - 1) / c.block_size; ++i)
+      tables[size_t(q) * max_blocks + i] = block_ids[next++];
+    for (int pos = ctx - qlen; pos < ctx; ++pos) {
+      positions.push_back(pos);
+      slots.push_back(tables[size_t(q) * max_blocks + pos / c.block_size] * c.block_size +
+                      pos % c.block_size);
+    }
+    starts.push_back(starts.back() + qlen);
+  }
+  s.tokens = starts.back();
+  const std::vector<int64_t> cache_shape{num_blocks, c.block_size, c.kv_heads, c.head_dim};
+  const size_t cache_n = size_t(num_blocks) * c.block_size * c.kv_heads * c.head_dim;
+  auto kv = uniform(rng, cache_n), vv = uniform(rng, cache_n);
+  s.k_cache = b.bf16(cache_shape, kv);
+  s.v_cache = b.bf16(cache_shape, vv);
+  s.positions = b.i32({s.tokens}, positions);
+  s.slots = b.i32({s.tokens}, slots);
+  s.query_start = b.i32({seqs + 1}, starts);
+  std::vector<int32_t> ctx(c.context_lens.begin(), c.context_lens.end());
+  s.context_lens = b.i32({seqs}, ctx);
+  s.tables = b.i32({seqs, max_blocks}, tables);
+  for (int side = 0; side < 2; ++side) {
+    AttentionMeta& m = side == 0 ? s.cpu_meta : s.gpu_meta;
+    auto pick = [&](const Pair& p) { return side == 0 ? p.cpu : p.gpu; };
+    m.positions = pick(s.positions);
+    m.slot_mapping = pick(s.slots);
+    m.query_start = pick(s.query_start);
+    m.context_lens = pick(s.context_lens);
+    m.block_tables = pick(s.tables);
+    m.num_seqs = seqs;
+    m.max_query_len = *std::max_element(c.query_lens.begin(), c.query_lens.end());
+    m.max_context_len = *std::max_element(c.context_lens.begin(), c.context_lens.end());
+  }
+  return s;
+}
+
+std::string describe(const AttentionCase& c) {
+  std::string s = "Hq " + std::to_string(c.q_heads) + " Hkv " + std::to_string(c.kv_heads) + " D " +
+                  std::to_string(c.head_dim) + " bs " + std::to_string(c.block_size) + " (q, ctx):";
+  for (size_t i = 0; i < c.query_lens.size(); ++i)
+    s += " (" + std::to_string(c.query_lens[i]) + ", " + std::to_string(c.context_lens[i]) + ")";
+  return s;
+}
+void PrintTo(const AttentionCase& c, std::ostream* os) {
+  *os << describe(c);
+}
+
+class PagedAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(PagedAttentionTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const AttentionCase& c = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))));
+  Backends b;
+  PagedSetup s = make_paged(b, rng, c);
+  const int width = c.q_heads * c.head_dim;
+  auto qv = uniform(rng, size_t(s.tokens) * width, -2.0f, 2.0f);
+  Pair q = b.bf16({s.tokens, width}, qv);
+  Pair out = b.output(DType::kBF16, {s.tokens, width});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  b.cpu().attention(q.cpu, c.q_heads, c.kv_heads, scale, {s.k_cache.cpu, s.v_cache.cpu}, s.cpu_meta, out.cpu);
+  b.gpu().attention(q.gpu, c.q_heads, c.kv_heads, scale, {s.k_cache.gpu, s.v_cache.gpu}, s.gpu_meta, out.gpu);
+  // Long contexts average many values: relative to the output's scale, or a masking error would hide.
+  const auto ref = cpu_floats(out.cpu);
+  expect_close("attention " + describe(c), ref, b.floats(out.gpu), {1e-2f * rms(ref) + 1e-6f, 1e-2f});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Decode, PagedAttentionTest,
+    ::testing::Values(AttentionCase{32, 4, 128, 16, {1, 1, 1, 1, 1, 1}, {1, 15, 16, 17, 100, 1000}},
+                      AttentionCase{8, 2, 64, 32, {1, 1, 1}, {5000, 33, 4097}},
+                      AttentionCase{4, 4, 128, 16, {1, 1}, {300, 7}},
+                      AttentionCase{16, 1, 128, 16, {1}, {2000}}, AttentionCase{32, 4, 128, 16, {1}, {32768}},
+                      AttentionCase{6, 2, 64, 16, {1, 0, 1}, {65, 10, 3}},
+                      AttentionCase{4, 2, 32, 16, {1, 1}, {50, 3000}}));
+
+INSTANTIATE_TEST_SUITE_P(Prefill, PagedAttentionTest,
+                         ::testing::Values(AttentionCase{8, 2, 128, 16, {17, 1, 5}, {17, 40, 5}},
+                                           AttentionCase{32, 4, 64, 16, {1, 33, 3}, {100, 33, 70}},
+                                           AttentionCase{6, 2, 64, 16, {11}, {50}},
+                                           AttentionCase{16, 1, 128, 32, {64, 2}, {64, 300}},
+                                           AttentionCase{4, 4, 128, 16, {40}, {40}},
+                                           AttentionCase{4, 2, 32, 16, {9, 3}, {20, 3}}));
+
+struct RopeCase {
+  int q_heads, kv_heads, head_dim, tokens;
+  double theta;
+};
+void PrintTo(const RopeCase& c, std::ostream* os) {
+  *os << "Hq " << c.q_heads << " Hkv " << c.kv_heads << " D " << c.head_dim << " T " << c.tokens << " theta "
+      << c.theta;
+}
+
+class QkNormRopeKvTest : public ::testing::TestWithParam<RopeCase> {};
+
+TEST_P(QkNormRopeKvTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const RopeCase c = GetParam();
+  std::mt19937 rng(c.q_heads * 131 + c.kv_heads * 17 + c.head_dim + c.tokens * 7919);
+  Backends b;
+  const int block_size = 16, num_blocks = (c.tokens + block_size - 1) / block_size + 2;
+  const int width = (c.q_heads + 2 * c.kv_heads) * c.head_dim;
+  auto qkv_v = uniform(rng, size_t(c.tokens) * width, -3.0f, 3.0f);
+  auto qn = uniform(rng, c.head_dim, 0.5f, 1.5f), kn = uniform(rng, c.head_dim, 0.5f, 1.5f);
+  Pair qkv = b.bf16({c.tokens, width}, qkv_v), q_norm = b.bf16({c.head_dim}, qn),
+       k_norm = b.bf16({c.head_dim}, kn);
+  std::vector<int32_t> positions(c.tokens), slots(c.tokens);
+  std::vector<int32_t> free_slots(size_t(num_blocks) * block_size);
+  std::iota(free_slots.begin(), free_slots.end(), 0);
+  std::shuffle(free_slots.begin(), free_slots.end(), rng);
+  std::uniform_int_distribution<int> pos_dist(0, 262143);
+  for (int t = 0; t < c.tokens; ++t) {
+    positions[t] = t == 0 ? 0 : pos_dist(rng);
+    slots[t] = (t % 5 == 4) ? -1 : free_slots[t];  // every fifth row is padding
+  }
+  Pair pos = b.i32({c.tokens}, positions), slot = b.i32({c.tokens}, slots);
+  const std::vector<int64_t> cache_shape{num_blocks, block_size, c.kv_heads, c.head_dim};
+  Pair k_cache = b.output(DType::kBF16, cache_shape), v_cache = b.output(DType::kBF16, cache_shape);
+  b.gpu().zero(k_cache.gpu);  // rows not written must match the CPU's zeros
+  b.gpu().zero(v_cache.gpu);
+  Pair q_out = b.output(DType::kBF16, {c.tokens, c.q_heads * c.head_dim});
+  AttentionMeta cm, gm;
+  cm.positions = pos.cpu, cm.slot_mapping = slot.cpu;
+  gm.positions = pos.gpu, gm.slot_mapping = slot.gpu;
+  const RopeConfig rope{c.theta, c.head_dim};
+  b.cpu().qk_norm_rope_kv(qkv.cpu, c.q_heads, c.kv_heads, q_norm.cpu, k_norm.cpu, 1e-6f, rope, cm,
+                          {k_cache.cpu, v_cache.cpu}, q_out.cpu);
+  b.gpu().qk_norm_rope_kv(qkv.gpu, c.q_heads, c.kv_heads, q_norm.gpu, k_norm.gpu, 1e-6f, rope, gm,
+                          {k_cache.gpu, v_cache.gpu}, q_out.gpu);
+  const Tolerance tol{2e-2f, 1e-2f};
+  expect_close("q", cpu_floats(q_out.cpu), b.floats(q_out.gpu), tol);
+  expect_close("k cache", cpu_floats(k_cache.cpu), b.floats(k_cache.gpu), tol);
+  expect_close("v cache", cpu_floats(v_cache.cpu), b.floats(v_cache.gpu), {0.0f, 0.0f});
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QkNormRopeKvTest,
+                         ::testing::Values(RopeCase{32, 4, 128, 1, 1e6}, RopeCase{32, 4, 128, 16, 1e7},
+                                           RopeCase{4, 2, 64, 3, 10000.0}, RopeCase{8, 8, 64, 64, 1e6},
+                                           RopeCase{6, 1, 256, 5, 1e6}, RopeCase{4, 2, 32, 7, 1e6},
+                                           RopeCase{2, 1, 96, 5, 1e6}));
+
+}  // namespace
+}  // namespace tpserve::cuda_test

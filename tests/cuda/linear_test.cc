@@ -1,0 +1,61 @@
+// CUDA linear (GEMV for small M, cuBLASLt above) against the CPU reference, bf16 and f32 outputs.
+#include <gtest/gtest.h>
+
+#include "tests/cuda/op_test_util.h"
+
+namespace tpserve::cuda_test {
+namespace {
+
+struct LinearCase {
+  int m, n, k;
+};
+void PrintTo(const LinearCase& c, std::ostream* os) {
+  *os << "M" << c.m << " N" << c.n << " K" << c.k;
+}
+
+class LinearTest : public ::testing::TestWithParam<std::tuple<LinearCase, bool>> {};
+
+TEST_P(LinearTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const auto [c, out_f32] = GetParam();
+  std::mt19937 rng(c.m * 1000003 + c.n * 1009 + c.k + (out_f32 ? 7 : 0));
+  Backends b;
+  auto xv = uniform(rng, size_t(c.m) * c.k), wv = uniform(rng, size_t(c.n) * c.k, -0.5f, 0.5f);
+  Pair x = b.bf16({c.m, c.k}, xv), w = b.bf16({c.n, c.k}, wv);
+  Pair out = b.output(out_f32 ? DType::kF32 : DType::kBF16, {c.m, c.n});
+  b.cpu().linear(x.cpu, w.cpu, out.cpu);
+  b.gpu().linear(x.gpu, w.gpu, out.gpu);
+  const auto ref = cpu_floats(out.cpu);
+  // fp32 accumulation in another order: tiny absolute error; bf16 output adds a relative 2^-9.
+  const float scale = rms(ref);
+  const Tolerance tol = out_f32 ? Tolerance{1e-4f * scale + 1e-5f, 1e-4f} : Tolerance{2e-3f * scale, 8e-3f};
+  expect_close("linear M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k),
+               ref, b.floats(out.gpu), tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearTest,
+    ::testing::Combine(::testing::Values(LinearCase{1, 96, 96}, LinearCase{3, 130, 96},
+                                         LinearCase{8, 1000, 2048}, LinearCase{9, 200, 2048},
+                                         LinearCase{16, 2048, 4096}, LinearCase{17, 520, 2048},
+                                         LinearCase{64, 384, 96}, LinearCase{1, 5120, 2048},
+                                         LinearCase{2, 4099, 264}),
+                       ::testing::Bool()));
+
+// Repeated shapes reuse the cached cuBLASLt plan and give the same result.
+TEST(Linear, CublasPlanReuseIsDeterministic) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(77);
+  Backends b;
+  auto xv = uniform(rng, 40 * 256), wv = uniform(rng, 300 * 256);
+  Pair x = b.bf16({40, 256}, xv), w = b.bf16({300, 256}, wv);
+  Pair out = b.output(DType::kF32, {40, 300});
+  b.gpu().linear(x.gpu, w.gpu, out.gpu);
+  const auto first = b.floats(out.gpu);
+  b.poison(out.gpu);
+  b.gpu().linear(x.gpu, w.gpu, out.gpu);
+  expect_close("second run", first, b.floats(out.gpu), {0.0f, 0.0f});
+}
+
+}  // namespace
+}  // namespace tpserve::cuda_test

@@ -1,0 +1,156 @@
+// CUDA MoE ops against the CPU reference: top-k gating (ties included), fused experts (local slices of the
+// experts too), and the expert-parallel pack / expert rows / combine.
+#include <gtest/gtest.h>
+
+#include "tests/cuda/op_test_util.h"
+
+namespace tpserve::cuda_test {
+namespace {
+
+struct GatingCase {
+  int tokens, experts, k;
+  bool renormalize;
+};
+void PrintTo(const GatingCase& c, std::ostream* os) {
+  *os << "T " << c.tokens << " E " << c.experts << " k " << c.k << (c.renormalize ? " renormalised" : "");
+}
+
+class TopkGatingTest : public ::testing::TestWithParam<GatingCase> {};
+
+TEST_P(TopkGatingTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const GatingCase c = GetParam();
+  std::mt19937 rng(c.tokens * 7 + c.experts * 131 + c.k * 1009 + c.renormalize);
+  Backends b;
+  auto logits = uniform(rng, size_t(c.tokens) * c.experts, -4.0f, 4.0f);
+  // Exact ties: in every other token, copy a few logits onto others (ties go to the smaller index).
+  std::uniform_int_distribution<int> pick(0, c.experts - 1);
+  for (int t = 0; t < c.tokens; t += 2)
+    for (int i = 0; i < 4; ++i)
+      logits[size_t(t) * c.experts + pick(rng)] = logits[size_t(t) * c.experts + pick(rng)];
+  Pair l = b.f32({c.tokens, c.experts}, logits);
+  Pair w = b.output(DType::kF32, {c.tokens, c.k}), ids = b.output(DType::kI32, {c.tokens, c.k});
+  b.cpu().topk_gating(l.cpu, c.k, c.renormalize, w.cpu, ids.cpu);
+  b.gpu().topk_gating(l.gpu, c.k, c.renormalize, w.gpu, ids.gpu);
+  expect_equal("gating ids", cpu_ints(ids.cpu), b.ints(ids.gpu));
+  expect_close("gating weights", cpu_floats(w.cpu), b.floats(w.gpu), {1e-6f, 1e-4f});
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TopkGatingTest,
+                         ::testing::Values(GatingCase{1, 8, 2, true}, GatingCase{3, 8, 2, false},
+                                           GatingCase{16, 128, 8, true}, GatingCase{64, 128, 8, false},
+                                           GatingCase{16, 512, 10, true}, GatingCase{3, 512, 16, false},
+                                           GatingCase{5, 40, 16, true}));
+
+struct MoeCase {
+  int tokens, hidden, inter, experts_total, k;
+  int expert_begin, local_experts;  // this rank's slice of the experts
+};
+
+std::string describe(const MoeCase& c) {
+  return "T " + std::to_string(c.tokens) + " H " + std::to_string(c.hidden) + " I " +
+         std::to_string(c.inter) + " E " + std::to_string(c.experts_total) + " k " + std::to_string(c.k) +
+         " local [" + std::to_string(c.expert_begin) + ", +" + std::to_string(c.local_experts) + ")";
+}
+void PrintTo(const MoeCase& c, std::ostream* os) {
+  *os << describe(c);
+}
+
+// Routing like the model's: distinct experts per token from random logits, renormalised weights.
+void route(std::mt19937& rng, int tokens, int experts, int k, std::vector<int32_t>& ids,
+           std::vector<float>& weights) {
+  ids.assign(size_t(tokens) * k, 0);
+  weights.assign(size_t(tokens) * k, 0.0f);
+  std::vector<int> order(experts);
+  std::uniform_real_distribution<float> w(0.05f, 1.0f);
+  for (int t = 0; t < tokens; ++t) {
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int j = 0; j < k; ++j) ids[size_t(t) * k + j] = order[j], weights[size_t(t) * k + j] = w(rng);
+  }
+}
+
+class MoeExpertsTest : public ::testing::TestWithParam<MoeCase> {};
+
+TEST_P(MoeExpertsTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const MoeCase c = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))));
+  Backends b;
+  auto xv = uniform(rng, size_t(c.tokens) * c.hidden);
+  const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden));
+  auto guv = uniform(rng, size_t(c.local_experts) * 2 * c.inter * c.hidden, -2 * w_scale, 2 * w_scale);
+  auto dv = uniform(rng, size_t(c.local_experts) * c.hidden * c.inter, -w_scale, w_scale);
+  Pair x = b.bf16({c.tokens, c.hidden}, xv);
+  Pair gate_up = b.bf16({c.local_experts, 2 * c.inter, c.hidden}, guv);
+  Pair down = b.bf16({c.local_experts, c.hidden, c.inter}, dv);
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  route(rng, c.tokens, c.experts_total, c.k, ids, weights);
+  Pair ids_t = b.i32({c.tokens, c.k}, ids), w_t = b.f32({c.tokens, c.k}, weights);
+  Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
+  b.cpu().moe_experts(x.cpu, gate_up.cpu, down.cpu, ids_t.cpu, w_t.cpu, c.expert_begin, out.cpu);
+  b.gpu().moe_experts(x.gpu, gate_up.gpu, down.gpu, ids_t.gpu, w_t.gpu, c.expert_begin, out.gpu);
+  const auto ref = cpu_floats(out.cpu);
+  // The intermediate is bf16 on the GPU (f32 on the CPU): about 2^-9 relative per element, averaged.
+  expect_close("moe_experts " + describe(c), ref, b.floats(out.gpu), {2e-2f * rms(ref) + 1e-4f, 2e-2f});
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeExpertsTest,
+                         ::testing::Values(MoeCase{1, 96, 64, 8, 2, 0, 8}, MoeCase{3, 96, 40, 8, 2, 0, 8},
+                                           MoeCase{16, 256, 96, 128, 8, 0, 128},
+                                           MoeCase{64, 96, 64, 128, 8, 0, 128},
+                                           MoeCase{16, 96, 32, 512, 10, 0, 512},
+                                           MoeCase{16, 2048, 768, 8, 8, 0, 8},
+                                           MoeCase{64, 96, 64, 8, 2, 0, 8},      // > 16 tokens per expert
+                                           MoeCase{16, 96, 64, 128, 8, 32, 32},  // an EP rank's slice
+                                           MoeCase{3, 264, 72, 16, 4, 8, 8}));
+
+TEST(MoeExpertParallel, PackExpertRowsCombineMatchCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(4242);
+  Backends b;
+  const int tokens = 13, hidden = 96, inter = 64, experts = 16, k = 4, peers = 4, per_rank = experts / peers;
+  const int cap = tokens * k;
+  auto xv = uniform(rng, size_t(tokens) * hidden);
+  Pair x = b.bf16({tokens, hidden}, xv);
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  route(rng, tokens, experts, k, ids, weights);
+  Pair ids_t = b.i32({tokens, k}, ids), w_t = b.f32({tokens, k}, weights);
+
+  Pair send_x = b.output(DType::kBF16, {peers, cap, hidden}), send_e = b.output(DType::kI32, {peers, cap});
+  Pair origin = b.output(DType::kI32, {tokens, k});
+  b.gpu().zero(send_x.gpu);  // rows past each rank's fill are not written by either backend
+  b.cpu().moe_pack(x.cpu, ids_t.cpu, per_rank, send_x.cpu, send_e.cpu, origin.cpu);
+  b.gpu().moe_pack(x.gpu, ids_t.gpu, per_rank, send_x.gpu, send_e.gpu, origin.gpu);
+  expect_equal("pack origin", cpu_ints(origin.cpu), b.ints(origin.gpu));
+  expect_equal("pack send_expert", cpu_ints(send_e.cpu), b.ints(send_e.gpu));
+  expect_close("pack send_x", cpu_floats(send_x.cpu), b.floats(send_x.gpu), {0.0f, 0.0f});
+
+  // Expert rows on "rank 0" of the packed buffer as if it had received it (local ids, -1 rows skipped).
+  const float w_scale = 1.0f / std::sqrt(static_cast<float>(hidden));
+  auto guv = uniform(rng, size_t(per_rank) * 2 * inter * hidden, -2 * w_scale, 2 * w_scale);
+  auto dv = uniform(rng, size_t(per_rank) * hidden * inter, -w_scale, w_scale);
+  Pair gate_up = b.bf16({per_rank, 2 * inter, hidden}, guv), down = b.bf16({per_rank, hidden, inter}, dv);
+  const Tensor rows_cpu = send_x.cpu.view({peers * cap, hidden}),
+               rows_gpu = send_x.gpu.view({peers * cap, hidden});
+  const Tensor e_cpu = send_e.cpu.view({peers * cap}), e_gpu = send_e.gpu.view({peers * cap});
+  Pair results = b.output(DType::kBF16, {peers * cap, hidden});
+  b.gpu().zero(results.gpu);  // rows without an expert stay untouched: zeros on both
+  b.cpu().moe_experts_rows(rows_cpu, e_cpu, gate_up.cpu, down.cpu, results.cpu);
+  b.gpu().moe_experts_rows(rows_gpu, e_gpu, gate_up.gpu, down.gpu, results.gpu);
+  const auto ref_rows = cpu_floats(results.cpu);
+  expect_close("expert rows", ref_rows, b.floats(results.gpu), {2e-2f * rms(ref_rows) + 1e-4f, 2e-2f});
+
+  // Combine from the GPU's results on both sides, so that only the combine is compared.
+  std::vector<float> gpu_rows = b.floats(results.gpu);
+  Pair same_results = b.bf16({peers * cap, hidden}, gpu_rows);
+  Pair out = b.output(DType::kBF16, {tokens, hidden});
+  b.cpu().moe_combine(same_results.cpu, origin.cpu, w_t.cpu, out.cpu);
+  b.gpu().moe_combine(same_results.gpu, origin.gpu, w_t.gpu, out.gpu);
+  expect_close("combine", cpu_floats(out.cpu), b.floats(out.gpu), {1e-3f, 1e-2f});
+}
+
+}  // namespace
+}  // namespace tpserve::cuda_test

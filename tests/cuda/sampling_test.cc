@@ -1,0 +1,120 @@
+// CUDA sampling against the CPU reference: per-rank candidates (exact top-C with ties to the smaller id, and
+// the [max, sum exp] statistics), and the merge + filters + Gumbel-max draw, which must give the same tokens.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/cuda/op_test_util.h"
+
+namespace tpserve::cuda_test {
+namespace {
+
+// Logits with many exact ties: random values quantised to steps of 1/32.
+std::vector<float> tied_logits(std::mt19937& rng, size_t n) {
+  auto v = uniform(rng, n, -8.0f, 8.0f);
+  for (auto& x : v) x = std::round(x * 32.0f) / 32.0f;
+  return v;
+}
+
+struct CandidatesCase {
+  int rows, vocab, candidates;
+};
+void PrintTo(const CandidatesCase& c, std::ostream* os) {
+  *os << "S " << c.rows << " V " << c.vocab << " C " << c.candidates;
+}
+
+class SamplingCandidatesTest : public ::testing::TestWithParam<CandidatesCase> {};
+
+TEST_P(SamplingCandidatesTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const CandidatesCase c = GetParam();
+  std::mt19937 rng(c.rows * 31 + c.vocab * 7 + c.candidates);
+  Backends b;
+  const int64_t vocab_begin = 1000;
+  Pair logits = b.f32({c.rows, c.vocab}, tied_logits(rng, size_t(c.rows) * c.vocab));
+  std::vector<float> temps(c.rows);
+  for (int r = 0; r < c.rows; ++r) temps[r] = r % 2 == 0 ? 0.0f : 0.7f;  // greedy rows use T = 1
+  Pair temp = b.f32({c.rows}, temps);
+  Pair values = b.output(DType::kF32, {c.rows, c.candidates}),
+       ids = b.output(DType::kI32, {c.rows, c.candidates});
+  Pair stats = b.output(DType::kF32, {c.rows, 2});
+  b.cpu().sampling_candidates(logits.cpu, vocab_begin, temp.cpu, values.cpu, ids.cpu, stats.cpu);
+  b.gpu().sampling_candidates(logits.gpu, vocab_begin, temp.gpu, values.gpu, ids.gpu, stats.gpu);
+  expect_close("candidate values", cpu_floats(values.cpu), b.floats(values.gpu), {0.0f, 0.0f});
+  expect_equal("candidate ids", cpu_ints(ids.cpu), b.ints(ids.gpu));
+  expect_close("stats", cpu_floats(stats.cpu), b.floats(stats.gpu), {0.0f, 1e-4f});
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SamplingCandidatesTest,
+                         ::testing::Values(CandidatesCase{1, 1000, 1}, CandidatesCase{3, 1000, 17},
+                                           CandidatesCase{4, 37984, 256}, CandidatesCase{2, 151936, 256},
+                                           CandidatesCase{2, 20000, 4096}, CandidatesCase{1, 4096, 4096},
+                                           CandidatesCase{5, 300, 64}));
+
+struct SampleCase {
+  int ranks, candidates;
+};
+void PrintTo(const SampleCase& c, std::ostream* os) {
+  *os << "R " << c.ranks << " C " << c.candidates;
+}
+
+class SampleTest : public ::testing::TestWithParam<SampleCase> {};
+
+TEST_P(SampleTest, SameTokensAsCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const SampleCase c = GetParam();
+  std::mt19937 rng(c.ranks * 101 + c.candidates);
+  Backends b;
+  const int vocab_per_rank = 5000, rows = 12;
+  // Per-rank candidates from the CPU reference (sorted, distinct ids), gathered as [R, S, C].
+  std::vector<float> all_values, all_stats;
+  std::vector<int32_t> all_ids;
+  std::vector<float> temps(rows), top_p(rows), min_p(rows);
+  std::vector<int32_t> top_k(rows);
+  std::vector<int64_t> seeds(rows), counters(rows);
+  const float temp_choices[] = {0.0f, 1.0f, 0.7f, 1.3f};
+  for (int r = 0; r < rows; ++r) {
+    temps[r] = temp_choices[r % 4];
+    top_k[r] = r % 3 == 1 ? 5 : 0;
+    top_p[r] = r % 5 == 2 ? 0.9f : (r % 5 == 4 ? 0.5f : 1.0f);
+    min_p[r] = r % 6 == 3 ? 0.1f : 0.0f;
+    seeds[r] = 1234 + r * 977;
+    counters[r] = r * 3;
+  }
+  Pair temp = b.f32({rows}, temps);
+  for (int rank = 0; rank < c.ranks; ++rank) {
+    auto logits = b.cpu().alloc(DType::kF32, {rows, vocab_per_rank});
+    auto lv = tied_logits(rng, size_t(rows) * vocab_per_rank);
+    b.cpu().copy_from_host(logits, lv.data());
+    auto v = b.cpu().alloc(DType::kF32, {rows, c.candidates});
+    auto i = b.cpu().alloc(DType::kI32, {rows, c.candidates});
+    auto s = b.cpu().alloc(DType::kF32, {rows, 2});
+    b.cpu().sampling_candidates(logits, int64_t(rank) * vocab_per_rank, temp.cpu, v, i, s);
+    const auto fv = cpu_floats(v), fs = cpu_floats(s);
+    const auto iv = cpu_ints(i);
+    all_values.insert(all_values.end(), fv.begin(), fv.end());
+    all_ids.insert(all_ids.end(), iv.begin(), iv.end());
+    all_stats.insert(all_stats.end(), fs.begin(), fs.end());
+  }
+  Pair values = b.f32({c.ranks, rows, c.candidates}, all_values);
+  Pair ids = b.i32({c.ranks, rows, c.candidates}, all_ids);
+  Pair stats = b.f32({c.ranks, rows, 2}, all_stats);
+  Pair tk = b.i32({rows}, top_k), tp = b.f32({rows}, top_p), mp = b.f32({rows}, min_p);
+  for (int round = 0; round < 4; ++round) {
+    for (auto& counter : counters) counter += 1;
+    Pair seed = b.i64({rows}, seeds), counter = b.i64({rows}, counters);
+    SamplingInputs cpu_in{temp.cpu, tk.cpu, tp.cpu, mp.cpu, seed.cpu, counter.cpu};
+    SamplingInputs gpu_in{temp.gpu, tk.gpu, tp.gpu, mp.gpu, seed.gpu, counter.gpu};
+    Pair tokens = b.output(DType::kI32, {rows});
+    b.cpu().sample(values.cpu, ids.cpu, stats.cpu, cpu_in, tokens.cpu);
+    b.gpu().sample(values.gpu, ids.gpu, stats.gpu, gpu_in, tokens.gpu);
+    expect_equal("tokens, round " + std::to_string(round), cpu_ints(tokens.cpu), b.ints(tokens.gpu));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SampleTest,
+                         ::testing::Values(SampleCase{1, 16}, SampleCase{2, 256}, SampleCase{4, 64},
+                                           SampleCase{1, 4096}, SampleCase{3, 1}));
+
+}  // namespace
+}  // namespace tpserve::cuda_test
