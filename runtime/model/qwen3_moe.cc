@@ -98,6 +98,11 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
     a2a_origin_ = backend_.alloc(DType::kI32, {slice, k});
     a2a_slice_out_ = backend_.alloc(act, {slice, h});
   }
+  if (options_.record_routing) {
+    // One row per layer, wide enough for the top-k ids of a full step or the expert ids of a full exchange.
+    const int64_t width = layout_.all_to_all ? P * slice * k : T * k;
+    routing_ids_ = backend_.alloc(DType::kI32, {spec_.num_layers, width});
+  }
   log_info("model ready: ", spec_.summary(), "; KV cache ", options_.num_kv_blocks, " blocks x ",
            options_.kv_block_size, " tokens (", static_cast<double>(kv_bytes_) / 1e6, " MB); ", backend_.name(),
            " backend holds ", static_cast<double>(backend_.allocated_bytes()) / 1e6, " MB");
@@ -165,7 +170,8 @@ void Qwen3MoeModel::all_reduce(Tensor t) {
 // Expert parallelism with all-to-all dispatch: each rank routes its slice of the tokens, sends each (token,
 // slot) to the rank owning the expert, runs the rows it received, sends results back, combines its slice
 // and all-gathers the slices. Buffers are worst-case sized, so shapes never depend on the routing.
-void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens) {
+void Qwen3MoeModel::moe_all_to_all(int layer, Tensor normed, Tensor out, int tokens) {
+  const LayerWeights& w = weights_.layers[layer];
   const int64_t P = layout_.tp_size, r = layout_.tp_rank, h = spec_.hidden_size, k = spec_.num_experts_per_tok;
   const int64_t slice = (tokens + P - 1) / P, cap = slice * k;
   const int64_t begin = std::min<int64_t>(r * slice, tokens), end = std::min<int64_t>(begin + slice, tokens);
@@ -176,6 +182,10 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
   backend_.topk_gating(logits, static_cast<int>(k), spec_.norm_topk_prob, weights, ids);
   Tensor send_x = a2a_send_x_.view({P, cap, h}), recv_x = a2a_recv_x_.view({P, cap, h});
   Tensor send_e = a2a_send_expert_.view({P, cap}), recv_e = a2a_recv_expert_.view({P, cap});
+  if (options_.record_routing) {
+    recv_e = routing_ids_.rows(layer, layer + 1).view({P, cap});
+    last_routing_ids_ = P * cap;
+  }
   Tensor origin = a2a_origin_.view({n, k});
   backend_.moe_pack(mine, ids, layout_.local_experts(spec_), send_x, send_e, origin);
   comm_.all_to_all(send_x.data, recv_x.data, static_cast<size_t>(cap * h), send_x.dtype);
@@ -188,9 +198,10 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
   comm_.all_gather(slice_out.data, out.data, static_cast<size_t>(slice * h), slice_out.dtype);
 }
 
-void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens) {
+void Qwen3MoeModel::mlp_forward(int layer, Tensor normed, Tensor out, int tokens) {
+  const LayerWeights& w = weights_.layers[layer];
   if (w.moe && layout_.all_to_all) {
-    moe_all_to_all(w, normed, proj_, tokens);
+    moe_all_to_all(layer, normed, proj_, tokens);
     return;
   }
   if (!w.moe) {
@@ -202,6 +213,10 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
   } else {
     const int k = spec_.num_experts_per_tok;
     Tensor logits = router_logits_.rows(0, tokens), weights = topk_w_.rows(0, tokens), ids = topk_ids_.rows(0, tokens);
+    if (options_.record_routing) {
+      ids = routing_ids_.rows(layer, layer + 1).view({tokens, k});
+      last_routing_ids_ = static_cast<int64_t>(tokens) * k;
+    }
     backend_.linear(normed, w.router, logits);
     backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
     backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
@@ -209,12 +224,13 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
   all_reduce(out);  // partial sums: TP-sharded intermediate, or experts held elsewhere
 }
 
-void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
-                                  bool first) {
+void Qwen3MoeModel::layer_forward(int layer, const AttentionMeta& meta, int tokens) {
+  const LayerWeights& w = weights_.layers[layer];
+  const KvCacheLayer cache = kv_[layer];
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
-  if (first) backend_.rmsnorm(residual, w.input_norm, eps, normed);
+  if (layer == 0) backend_.rmsnorm(residual, w.input_norm, eps, normed);
   else backend_.add_rmsnorm(residual, proj, w.input_norm, eps, normed);  // proj holds the previous MLP output
   backend_.linear(normed, w.qkv, qkv);
   backend_.qk_norm_rope_kv(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_, meta, cache, q);
@@ -222,7 +238,7 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   backend_.linear(attn, w.o_proj, proj);
   all_reduce(proj);
   backend_.add_rmsnorm(residual, proj, w.post_norm, eps, normed);
-  mlp_forward(w, normed, proj, tokens);
+  mlp_forward(layer, normed, proj, tokens);
 }
 
 StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
@@ -237,7 +253,8 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   Tensor ids = input_view(inputs_, off_ids_, DType::kI32, tokens);
   backend_.embedding(ids, weights_.embed, layout_.vocab_begin(spec_), residual_.rows(0, tokens));
   all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
-  for (int l = 0; l < spec_.num_layers; ++l) layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0);
+  last_tokens_ = tokens;
+  for (int l = 0; l < spec_.num_layers; ++l) layer_forward(l, meta, tokens);
   backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), weights_.final_norm, eps,
                        normed_.rows(0, tokens));
 
@@ -280,6 +297,27 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
         std::copy_n(gathered.begin() + (p * rows + r) * v, v, result.logits.begin() + r * spec_.vocab_size + p * v);
   }
   return result;
+}
+
+RoutingStats Qwen3MoeModel::last_step_routing() const {
+  TPS_CHECK(options_.record_routing, "routing statistics need ModelOptions::record_routing");
+  RoutingStats stats;
+  stats.tokens = last_tokens_;
+  stats.experts_hit.resize(spec_.num_layers);
+  // Under all-to-all dispatch the recorded ids are this rank's local experts (-1 marks unused rows).
+  const int32_t offset = layout_.all_to_all ? layout_.first_expert(spec_) : 0;
+  std::vector<int32_t> ids(static_cast<size_t>(last_routing_ids_));
+  std::vector<char> hit(static_cast<size_t>(std::max(spec_.num_experts, 1)));
+  for (int l = 0; l < spec_.num_layers; ++l) {
+    if (!weights_.layers[l].moe || ids.empty()) continue;
+    backend_.copy_to_host(ids.data(), routing_ids_.rows(l, l + 1).view({last_routing_ids_}));
+    std::fill(hit.begin(), hit.end(), 0);
+    for (int32_t id : ids)
+      if (id >= 0) hit.at(static_cast<size_t>(id + offset)) = 1;
+    for (size_t e = 0; e < hit.size(); ++e)
+      if (hit[e]) stats.experts_hit[l].push_back(static_cast<int32_t>(e));
+  }
+  return stats;
 }
 
 }  // namespace tpserve
