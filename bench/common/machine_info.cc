@@ -1,3 +1,4 @@
+// Host name and CPUs from the OS (gethostname, the affinity mask, /proc/cpuinfo); UTC time via gmtime_r.
 #include "bench/common/machine_info.h"
 
 #include <sched.h>

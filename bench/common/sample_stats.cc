@@ -1,3 +1,4 @@
+// Percentiles sort a copy of the samples; paired differences skip rounds where either side is NaN.
 #include "bench/common/sample_stats.h"
 
 #include <algorithm>

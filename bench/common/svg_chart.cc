@@ -1,3 +1,4 @@
+// Layout: panels of 520 x 380 px side by side under a title, the legend below; coordinates to 0.1 px.
 #include "bench/common/svg_chart.h"
 
 #include <algorithm>

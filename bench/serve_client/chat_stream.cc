@@ -1,3 +1,5 @@
+// One request over httplib: the response handler records the status, the content receiver feeds the SSE
+// parser.
 #include "bench/serve_client/chat_stream.h"
 
 #include <nlohmann/json.hpp>

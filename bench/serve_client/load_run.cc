@@ -1,3 +1,4 @@
+// Worker threads with one httplib::Client each; request indices from an atomic counter.
 #include "bench/serve_client/load_run.h"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// The prompt texts of each set (fixed: runs are comparable over time).
 #include "bench/serve_client/prompt_sets.h"
 
 #include <map>

@@ -1,3 +1,4 @@
+// Per-request metrics from chunk times, then distributions over the successful requests (in ms).
 #include "bench/serve_client/serve_metrics.h"
 
 #include <cmath>

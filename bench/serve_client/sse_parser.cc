@@ -1,3 +1,4 @@
+// Line-based: bytes after the last newline wait for the next feed().
 #include "bench/serve_client/sse_parser.h"
 
 namespace tpserve::bench {

@@ -1,3 +1,4 @@
+// Even rounds run the arms in order, odd rounds reversed.
 #include "bench/tp_decode/arm_schedule.h"
 
 #include "common/error.h"

@@ -1,3 +1,4 @@
+// The driver loop of one round: submit, step until idle, time each step, attribute token events.
 #include "bench/tp_decode/decode_round.h"
 
 #include <chrono>

@@ -1,3 +1,4 @@
+// Engines per arm (built up front or per run), warm-up, then the schedule; rank 0 records.
 #include "bench/tp_decode/decode_sweep.h"
 
 #include <algorithm>

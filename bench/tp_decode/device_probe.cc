@@ -1,3 +1,4 @@
+// The host probe: no device, so nothing to measure.
 #include "bench/tp_decode/device_probe.h"
 
 namespace tpserve::bench {

@@ -1,3 +1,4 @@
+// Per-layer byte counts are computed once; a step adds the experts it hit and its KV traffic.
 #include "bench/tp_decode/step_cost_model.h"
 
 #include "common/error.h"

@@ -1,3 +1,4 @@
+// Parsers for --concurrency and --arm, and the checks of the whole option set.
 #include "bench/tp_decode/sweep_options.h"
 
 #include <algorithm>

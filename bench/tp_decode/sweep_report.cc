@@ -1,3 +1,4 @@
+// Fixed-width table, CSV (empty cells for unknown values), JSON (raw samples column-wise), SVG.
 #include "bench/tp_decode/sweep_report.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// Groups recorded rounds by (arm, concurrency); decode-only steps are those whose batch had no prefill.
 #include "bench/tp_decode/sweep_summary.h"
 
 #include <cmath>
