@@ -53,6 +53,7 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
   mo.max_samples = rt.max_batch * (1 + k);
   mo.sampling_candidates = rt.sampling_candidates;
   mo.keep_logits = options.keep_logits;
+  mo.record_routing = options.record_routing;
   model_ = std::make_unique<Qwen3MoeModel>(source_.spec, layout, std::move(weights), mo, *backend_, data_);
 
   if (const char* fault = std::getenv("TPSERVE_FAULT_INJECT")) {
@@ -87,6 +88,7 @@ Scheduler& Engine::scheduler() {
 }
 
 void Engine::broadcast_step(const StepBatch* batch, bool want_logits) {
+  if (batch != nullptr) stopped_ = false;  // followers serve this step, so a later stop must reach them
   if (comm_.size() == 1) return;
   std::vector<char> payload = batch ? encode_step(*batch) : std::vector<char>();
   int64_t header[2] = {static_cast<int64_t>(batch == nullptr ? Message::kStop
@@ -112,7 +114,17 @@ StepResult Engine::run_batch(const StepBatch& batch, bool want_logits) {
 std::vector<TokenEvent> Engine::step() {
   auto batch = scheduler().schedule();
   std::vector<TokenEvent> events = scheduler_->take_aborted();
+  last_step_stats_ = {};
   if (!batch) return events;
+  const StepMix& mix = scheduler_->last_step_mix();
+  last_step_stats_ = {.tokens = batch->num_tokens(),
+                      .sequences = batch->num_seqs(),
+                      .samples = batch->num_samples(),
+                      .decode_seqs = mix.decode_seqs,
+                      .prefill_seqs = mix.prefill_seqs,
+                      .prefill_tokens = mix.prefill_tokens,
+                      .context_tokens = 0};
+  for (int32_t n : batch->context_lens) last_step_stats_.context_tokens += n;
   StepResult result = run_batch(*batch);
   auto emitted = scheduler_->complete(result);
   events.insert(events.end(), emitted.begin(), emitted.end());

@@ -17,10 +17,24 @@
 namespace tpserve {
 
 struct EngineOptions {
-  bool keep_logits = false;  // tests: StepResult::logits
+  bool keep_logits = false;     // tests: StepResult::logits
+  bool record_routing = false;  // benchmarks: model().last_step_routing() after each step
   // Tests: speculative decoding with scripted drafts (any model, no MTP head needed), k drafts per step.
   DraftScript draft_script;
   int draft_script_tokens = 0;
+};
+
+// What the driver's last step() ran (benchmarks tell decode-only steps from those with prefill).
+struct StepStats {
+  int tokens = 0;  // rows of the forward (decode rows + prefill chunk tokens)
+  int sequences = 0;
+  int samples = 0;       // rows sampled (tokens emitted)
+  int decode_seqs = 0;   // sequences decoding their next token
+  int prefill_seqs = 0;  // sequences in prefill (a prompt chunk, or recomputed after preemption)
+  int prefill_tokens = 0;
+  // Sum over sequences of the tokens cached after the step (the KV the attention reads).
+  int64_t context_tokens = 0;
+  bool has_prefill() const { return prefill_seqs > 0; }
 };
 
 class Engine {
@@ -41,10 +55,14 @@ class Engine {
   std::vector<TokenEvent> step();
   // Driver: runs a prepared batch on every rank (tests, benchmarks).
   StepResult run_batch(const StepBatch& batch, bool want_logits = false);
-  // Driver: releases the followers (they return from run_follower).
+  // Driver: releases the followers (they return from run_follower). A second call does nothing unless the
+  // driver ran steps since the first: then the followers are serving again (they called run_follower()
+  // anew, as benchmarks do for each round on one engine) and are released again.
   void stop_followers();
   // Followers: executes the driver's steps until stop_followers().
   void run_follower();
+  // Driver: what the last step() ran (all zero before the first step and after an idle one).
+  const StepStats& last_step_stats() const { return last_step_stats_; }
 
   // Driver convenience: generates for one prompt to completion.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const SamplingParams& sampling,
@@ -54,6 +72,7 @@ class Engine {
   const ModelSource& source() const { return source_; }
   const Config& config() const { return config_; }
   Qwen3MoeModel& model() { return *model_; }
+  Backend& backend() { return *backend_; }
 
  private:
   void broadcast_step(const StepBatch* batch, bool want_logits);
@@ -69,6 +88,7 @@ class Engine {
   int64_t next_request_id_ = 1;
   bool stopped_ = false;
   int64_t steps_ = 0;
+  StepStats last_step_stats_;
   // Fault injection for tests (TPSERVE_FAULT_INJECT=rank:R,step:N): throws on rank R at its N-th step.
   int fault_rank_ = -1;
   int64_t fault_step_ = -1;

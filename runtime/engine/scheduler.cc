@@ -130,7 +130,19 @@ std::optional<StepBatch> Scheduler::schedule() {
     last_.push_back({s, n, s->num_cached + n == static_cast<int>(s->tokens.size()), 0});
     budget -= n;
   }
+  last_mix_ = {};
   if (last_.empty()) return std::nullopt;
+  for (const auto& sc : last_) {
+    // Decoding: the only token without KV is the one the previous step generated.
+    const Sequence& s = *sc.seq;
+    const bool decode = s.num_generated > 0 && s.num_cached + 1 == static_cast<int>(s.tokens.size());
+    if (decode) {
+      ++last_mix_.decode_seqs;
+    } else {
+      ++last_mix_.prefill_seqs;
+      last_mix_.prefill_tokens += sc.num_tokens;
+    }
+  }
 
   StepBatch b;
   const int bs = blocks_.block_size();

@@ -36,6 +36,15 @@ struct TokenEvent {
   FinishReason finish = FinishReason::kNone;
 };
 
+// What one schedule() put in the step: sequences decoding their next token, and prefill chunks (a prompt,
+// its last chunk included, or a preempted sequence being recomputed).
+struct StepMix {
+  int decode_seqs = 0;
+  int prefill_seqs = 0;
+  int prefill_tokens = 0;
+  bool has_prefill() const { return prefill_seqs > 0; }
+};
+
 struct SchedulerLimits {
   int max_batch = 16;         // running sequences
   int max_step_tokens = 512;  // tokens per step (decode rows + prefill chunks)
@@ -88,6 +97,8 @@ class Scheduler {
   double kv_usage() const { return blocks_.usage(); }
   int64_t preemptions() const { return preemptions_; }
   const SpeculativeMetrics& speculative_metrics() const { return spec_metrics_; }
+  // The mix of the batch the last schedule() returned.
+  const StepMix& last_step_mix() const { return last_mix_; }
 
  private:
   struct Sequence {
@@ -119,6 +130,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   std::vector<Scheduled> last_;
+  StepMix last_mix_;
   std::vector<int64_t> aborted_;
   std::vector<TokenEvent> aborted_events_;
   int64_t preemptions_ = 0;

@@ -125,6 +125,11 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
     const std::vector<float> ones(S, 1.0f);
     backend_.copy_from_host(greedy_.top_p, ones.data());
   }
+  if (options_.record_routing) {
+    // One row per layer, wide enough for the top-k ids of a full step or the expert ids of a full exchange.
+    const int64_t width = layout_.all_to_all ? P * slice * k : T * k;
+    routing_ids_ = backend_.alloc(DType::kI32, {spec_.num_layers, width});
+  }
   if (options_.keep_logits) all_logits_ = backend_.alloc(DType::kF32, {P, R, layout_.local_vocab(spec_)});
   if (layout_.all_to_all) {
     TPS_CHECK(layout_.ep_size == P, "all-to-all dispatch needs ep == tp (", layout_.ep_size, " vs ", P, ")");
@@ -262,7 +267,8 @@ void Qwen3MoeModel::all_reduce(Tensor t) {
 // Expert parallelism with all-to-all dispatch: each rank routes its slice of the tokens, sends each (token,
 // slot) to the rank owning the expert, runs the rows it received, sends results back, combines its slice
 // and all-gathers the slices. Buffers are worst-case sized, so shapes never depend on the routing.
-void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens) {
+void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens,
+                                   int routing_layer) {
   const int64_t P = layout_.tp_size, r = layout_.tp_rank, h = spec_.hidden_size,
                 k = spec_.num_experts_per_tok;
   const int64_t slice = (tokens + P - 1) / P, cap = slice * k;
@@ -274,6 +280,10 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
   backend_.topk_gating(logits, static_cast<int>(k), spec_.norm_topk_prob, weights, ids);
   Tensor send_x = a2a_send_x_.view({P, cap, h}), recv_x = a2a_recv_x_.view({P, cap, h});
   Tensor send_e = a2a_send_expert_.view({P, cap}), recv_e = a2a_recv_expert_.view({P, cap});
+  if (options_.record_routing && routing_layer >= 0) {
+    recv_e = routing_ids_.rows(routing_layer, routing_layer + 1).view({P, cap});
+    last_routing_ids_ = P * cap;
+  }
   Tensor origin = a2a_origin_.view({n, k});
   backend_.moe_pack(mine, ids, layout_.local_experts(spec_), send_x, send_e, origin);
   comm_.all_to_all(send_x.data, recv_x.data, static_cast<size_t>(cap * h), send_x.dtype);
@@ -286,9 +296,10 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
   comm_.all_gather(slice_out.data, out.data, static_cast<size_t>(slice * h), slice_out.dtype);
 }
 
-void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens) {
+void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens,
+                                int routing_layer) {
   if (w.moe && layout_.all_to_all) {
-    moe_all_to_all(w, normed, proj_, tokens);
+    moe_all_to_all(w, normed, proj_, tokens, routing_layer);
     return;
   }
   if (!w.moe) {
@@ -301,6 +312,10 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
     const int k = spec_.num_experts_per_tok;
     Tensor logits = router_logits_.rows(0, tokens), weights = topk_w_.rows(0, tokens),
            ids = topk_ids_.rows(0, tokens);
+    if (options_.record_routing && routing_layer >= 0) {
+      ids = routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k});
+      last_routing_ids_ = static_cast<int64_t>(tokens) * k;
+    }
     backend_.linear(normed, w.router, logits);
     backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
     backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
@@ -309,7 +324,7 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
 }
 
 void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta,
-                                  int tokens, bool first) {
+                                  int tokens, bool first, int routing_layer) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
@@ -324,7 +339,7 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   backend_.linear(attn, w.o_proj, proj);
   all_reduce(proj);
   backend_.add_rmsnorm(residual, proj, w.post_norm, eps, normed);
-  mlp_forward(w, normed, proj, tokens);
+  mlp_forward(w, normed, proj, tokens, routing_layer);
 }
 
 StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
@@ -342,7 +357,8 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
     backend_.resolve_tokens(ids, draft_table_);  // device-resident drafts
   backend_.embedding(ids, weights_.embed, layout_.vocab_begin(spec_), residual_.rows(0, tokens));
   all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
-  for (int l = 0; l < spec_.num_layers; ++l) layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0);
+  last_tokens_ = tokens;
+  for (int l = 0; l < spec_.num_layers; ++l) layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0, l);
   backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), weights_.final_norm, eps,
                        normed_.rows(0, tokens));
 
@@ -392,6 +408,27 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
                     result.logits.begin() + r * spec_.vocab_size + p * v);
   }
   return result;
+}
+
+RoutingStats Qwen3MoeModel::last_step_routing() const {
+  TPS_CHECK(options_.record_routing, "routing statistics need ModelOptions::record_routing");
+  RoutingStats stats;
+  stats.tokens = last_tokens_;
+  stats.experts_hit.resize(spec_.num_layers);
+  // Under all-to-all dispatch the recorded ids are this rank's local experts (-1 marks unused rows).
+  const int32_t offset = layout_.all_to_all ? layout_.first_expert(spec_) : 0;
+  std::vector<int32_t> ids(static_cast<size_t>(last_routing_ids_));
+  std::vector<char> hit(static_cast<size_t>(std::max(spec_.num_experts, 1)));
+  for (int l = 0; l < spec_.num_layers; ++l) {
+    if (!weights_.layers[l].moe || ids.empty()) continue;
+    backend_.copy_to_host(ids.data(), routing_ids_.rows(l, l + 1).view({last_routing_ids_}));
+    std::fill(hit.begin(), hit.end(), 0);
+    for (int32_t id : ids)
+      if (id >= 0) hit.at(static_cast<size_t>(id + offset)) = 1;
+    for (size_t e = 0; e < hit.size(); ++e)
+      if (hit[e]) stats.experts_hit[l].push_back(static_cast<int32_t>(e));
+  }
+  return stats;
 }
 
 }  // namespace tpserve

@@ -9,6 +9,7 @@
 #include "parallel/communicator.h"
 #include "runtime/backend/backend.h"
 #include "runtime/model/model_weights.h"
+#include "runtime/model/routing_stats.h"
 #include "runtime/model/step_batch.h"
 
 namespace tpserve {
@@ -23,6 +24,7 @@ struct ModelOptions {
   int sampling_candidates = 256;   // per rank and row; top-p works within the best of these
   int num_speculative_tokens = 0;  // k drafts per sequence and step (MTP or scripted drafts)
   bool keep_logits = false;        // allow StepResult::logits (tests)
+  bool record_routing = false;     // keep every MoE layer's expert ids for last_step_routing() (benchmarks)
 };
 
 class Qwen3MoeModel {
@@ -45,6 +47,9 @@ class Qwen3MoeModel {
   const ModelOptions& options() const { return options_; }
   size_t weight_bytes() const { return weights_.bytes; }
   size_t kv_cache_bytes() const { return kv_bytes_; }
+  // The experts each layer selected in the last forward (needs ModelOptions::record_routing). Copies the
+  // recorded ids to the host and counts them: call it after the step, outside any timed region.
+  RoutingStats last_step_routing() const;
 
  private:
   struct Candidates {
@@ -55,10 +60,11 @@ class Qwen3MoeModel {
   Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out);
   void mtp_input(Tensor tokens, Tensor hidden, int n);
   void mtp_forward(const StepBatch& batch, const AttentionMeta& meta, int tokens);
-  void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
-                     bool first);
-  void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens);
-  void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens);
+  // routing_layer: the row of the routing record (ModelOptions::record_routing) this layer writes; -1: none.
+  void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens, bool first,
+                     int routing_layer);
+  void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
+  void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   void all_reduce(Tensor t);
 
   ModelSpec spec_;
@@ -92,6 +98,11 @@ class Qwen3MoeModel {
   // Expert-parallel all-to-all dispatch (allocated only for that layout).
   Tensor a2a_send_x_, a2a_send_expert_, a2a_recv_x_, a2a_recv_expert_, a2a_results_, a2a_back_, a2a_origin_,
       a2a_slice_out_;
+  // Routing record (ModelOptions::record_routing): per layer the top-k ids [T * k], or under all-to-all
+  // dispatch the expert ids received [P * cap]; the last step's sizes say how much of each row is valid.
+  Tensor routing_ids_;
+  int last_tokens_ = 0;
+  int64_t last_routing_ids_ = 0;
 };
 
 }  // namespace tpserve

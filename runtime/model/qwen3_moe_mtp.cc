@@ -35,7 +35,7 @@ void Qwen3MoeModel::mtp_forward(const StepBatch& batch, const AttentionMeta& met
   Tensor next = input(off_mtp_next_, DType::kI32, tokens);
   backend_.resolve_tokens(next, emitted_);
   mtp_input(next, normed_.rows(0, tokens), tokens);
-  layer_forward(m.layer, mtp_kv_, meta, tokens, true);
+  layer_forward(m.layer, mtp_kv_, meta, tokens, true, -1);
   backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), m.final_norm, eps,
                        normed_.rows(0, tokens));
   const int groups = batch.num_groups();
@@ -65,7 +65,7 @@ void Qwen3MoeModel::mtp_forward(const StepBatch& batch, const AttentionMeta& met
       backend_.add_i32(input(off_base_pos_, DType::kI32, groups), accepted, j, positions);
       backend_.draft_step_meta(positions, tables, options_.kv_block_size, slots, ctx);
       mtp_input(drafts, hidden, groups);
-      layer_forward(m.layer, mtp_kv_, step, groups, true);
+      layer_forward(m.layer, mtp_kv_, step, groups, true, -1);
       backend_.add_rmsnorm(residual_.rows(0, groups), proj_.rows(0, groups), m.final_norm, eps, hidden);
     }
     const Candidates cand =

@@ -119,5 +119,28 @@ TEST(Scheduler, RejectsRequestsThatCanNeverRun) {
   EXPECT_NO_THROW(s.add(request(5, 8, 8)));
 }
 
+TEST(Scheduler, StepMixTellsDecodeFromPrefill) {
+  Scheduler s({.max_batch = 4, .max_step_tokens = 8, .max_seq_len = 128, .max_blocks_per_seq = 32}, 64, 4,
+              {});
+  s.add(request(1, 9, 4));  // 9 prompt tokens: chunks of 8 and 1 (the last chunk of one token is prefill)
+  ASSERT_TRUE(s.schedule());
+  EXPECT_EQ(s.last_step_mix().prefill_seqs, 1);
+  EXPECT_EQ(s.last_step_mix().prefill_tokens, 8);
+  s.complete(StepResult{});
+  ASSERT_TRUE(s.schedule());
+  EXPECT_TRUE(s.last_step_mix().has_prefill());
+  EXPECT_EQ(s.last_step_mix().prefill_tokens, 1);
+  s.complete(StepResult{{7}});
+  s.add(request(2, 3, 4));
+  ASSERT_TRUE(s.schedule());  // request 1 decodes, request 2 is admitted
+  EXPECT_EQ(s.last_step_mix().decode_seqs, 1);
+  EXPECT_EQ(s.last_step_mix().prefill_seqs, 1);
+  EXPECT_EQ(s.last_step_mix().prefill_tokens, 3);
+  s.complete(StepResult{{7, 7}});
+  ASSERT_TRUE(s.schedule());
+  EXPECT_EQ(s.last_step_mix().decode_seqs, 2);
+  EXPECT_FALSE(s.last_step_mix().has_prefill());
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -1,0 +1,148 @@
+// Engines per arm (built up front or per run), warm-up, then the schedule; rank 0 records.
+#include "bench/tp_decode/decode_sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "bench/common/sample_stats.h"
+#include "bench/tp_decode/arm_schedule.h"
+#include "runtime/config/config_parser.h"
+#include "runtime/tools/runtime_setup.h"
+
+namespace tpserve::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One arm's engine with what it needs around it (the communicator must outlive the engine).
+struct ArmRuntime {
+  std::unique_ptr<RuntimeSetup> setup;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<DeviceProbe> probe;
+  std::unique_ptr<StepCostModel> cost;
+};
+
+std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm, ArmRecord* record) {
+  const Config config = load_arm_config(o, arm);
+  auto rt = std::make_unique<ArmRuntime>();
+  rt->setup = std::make_unique<RuntimeSetup>(config);
+  const bool driver = rt->setup->world().rank() == 0;
+  rt->engine = std::make_unique<Engine>(config, rt->setup->world(), rt->setup->make_backend(),
+                                        EngineOptions{.record_routing = driver});
+  if (!driver) return rt;
+  Engine& e = *rt->engine;
+  rt->probe = make_device_probe(e.backend());
+  rt->cost =
+      std::make_unique<StepCostModel>(e.spec(), e.model().layout(), dtype_size(e.backend().weight_dtype()),
+                                      dtype_size(e.backend().activation_dtype()));
+  if (record->config_yaml.empty()) {
+    record->config_yaml = config_to_yaml(config);
+    record->backend = e.backend().name();
+    record->probe = rt->probe->name();
+    record->cost_model = rt->cost->describe();
+  }
+  if (const auto gbps = rt->probe->measure_memory_bandwidth_gbps()) record->bandwidth_gbps.push_back(*gbps);
+  return rt;
+}
+
+// One run on every rank: the driver records it, the followers serve it.
+std::optional<RoundRecord> run_once(ArmRuntime& rt, const RoundSpec& spec) {
+  Engine& e = *rt.engine;
+  if (!e.is_driver()) {
+    e.run_follower();
+    return std::nullopt;
+  }
+  RoundRecord rec = run_decode_round(e, spec, rt.cost.get(), *rt.probe);
+  e.stop_followers();
+  return rec;
+}
+
+void warm_up(const SweepOptions& o, ArmRuntime& rt) {
+  const int c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
+  run_once(rt, RoundSpec{.concurrency = c,
+                         .input_len = o.input_len,
+                         .output_len = std::min(o.output_len, 16),
+                         .seed = o.seed,
+                         .round = -1});
+}
+
+void print_progress(const SweepOptions& o, const ArmRecord& arm, const RoundRecord& rec, size_t run,
+                    size_t runs, double elapsed_s) {
+  std::vector<double> step_ms, tps;
+  for (const auto& s : rec.steps)
+    if (!s.stats.has_prefill()) step_ms.push_back(s.wall_s * 1e3);
+  for (const auto& r : rec.requests) tps.push_back(r.decode_tokens_per_s());
+  std::fprintf(stderr,
+               "[tp_decode] c=%d round %d/%d arm %s (run %zu/%zu): %zu steps, decode step median %.3f ms, "
+               "%.1f tok/s per request, %.1f s elapsed\n",
+               rec.concurrency, rec.round + 1, o.rounds, arm.spec.name.c_str(), run, runs, rec.steps.size(),
+               median(step_ms), median(tps), elapsed_s);
+}
+
+}  // namespace
+
+Config load_arm_config(const SweepOptions& o, const ArmSpec& arm) {
+  std::vector<std::string> overrides = o.overrides;
+  overrides.insert(overrides.end(), arm.overrides.begin(), arm.overrides.end());
+  Config config = load_config_file(o.config_path, overrides);
+  if (o.input_len + o.output_len > config.runtime.max_seq_len)
+    TPS_THROW("arm ", arm.name, ": --input-len ", o.input_len, " + --output-len ", o.output_len,
+              " exceeds runtime.max_seq_len ", config.runtime.max_seq_len, " (raise it with --set)");
+  return config;
+}
+
+SweepResult run_sweep(const SweepOptions& o) {
+  const Clock::time_point start = Clock::now();
+  SweepResult result;
+  for (const auto& arm : o.arms) result.arms.push_back(ArmRecord{.spec = arm});
+
+  std::vector<std::unique_ptr<ArmRuntime>> runtimes(o.arms.size());
+  auto ensure_built = [&](int a) {
+    if (runtimes[a]) return;
+    runtimes[a] = build_arm(o, o.arms[a], &result.arms[a]);
+    if (o.warmup) warm_up(o, *runtimes[a]);
+  };
+  if (!o.one_engine_at_a_time)
+    for (size_t a = 0; a < o.arms.size(); ++a) ensure_built(static_cast<int>(a));
+  result.world_size = runtimes.empty() || !runtimes[0] ? 1 : runtimes[0]->setup->world().size();
+
+  const std::vector<ScheduledRun> schedule =
+      sweep_schedule(o.concurrency, o.rounds, static_cast<int>(o.arms.size()));
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    const ScheduledRun& run = schedule[i];
+    ensure_built(run.arm);
+    ArmRuntime& rt = *runtimes[run.arm];
+    result.world_size = rt.setup->world().size();
+    const RoundSpec spec{.concurrency = run.concurrency,
+                         .input_len = o.input_len,
+                         .output_len = o.output_len,
+                         .seed = o.seed,
+                         .round = run.round};
+    if (auto rec = run_once(rt, spec)) {
+      rec->arm = run.arm;
+      rec->position = run.position;
+      rec->start_s = std::chrono::duration<double>(Clock::now() - start).count() - rec->wall_s;
+      print_progress(o, result.arms[run.arm], *rec, i + 1, schedule.size(),
+                     std::chrono::duration<double>(Clock::now() - start).count());
+      result.rounds.push_back(std::move(*rec));
+    }
+    if (o.one_engine_at_a_time) runtimes[run.arm].reset();
+  }
+
+  std::vector<double> measured;
+  for (const auto& arm : result.arms)
+    measured.insert(measured.end(), arm.bandwidth_gbps.begin(), arm.bandwidth_gbps.end());
+  if (o.hbm_gbps) {
+    result.hbm_gbps = o.hbm_gbps, result.bandwidth_source = "--hbm-gbps";
+  } else if (!measured.empty()) {
+    result.hbm_gbps = median(measured), result.bandwidth_source = "measured";
+  } else {
+    result.bandwidth_source = "n/a";
+  }
+  result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace tpserve::bench

@@ -1,0 +1,27 @@
+// The host probe: no device, so nothing to measure.
+#include "bench/tp_decode/device_probe.h"
+
+namespace tpserve::bench {
+namespace {
+
+// Host backends: no device, so no bandwidth to measure and no busy time.
+class HostProbe final : public DeviceProbe {
+ public:
+  explicit HostProbe(std::string backend) : backend_(std::move(backend)) {}
+  std::string name() const override { return backend_ + " backend (no device probe)"; }
+  std::optional<double> measure_memory_bandwidth_gbps() override { return std::nullopt; }
+  void step_begin() override {}
+  std::optional<double> step_end_busy_seconds() override { return std::nullopt; }
+
+ private:
+  std::string backend_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend) {
+  // CUDA builds: when backend.device() == Device::kCuda, return the CUDA probe here.
+  return std::make_unique<HostProbe>(backend.name());
+}
+
+}  // namespace tpserve::bench

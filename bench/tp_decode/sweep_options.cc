@@ -1,0 +1,95 @@
+// Parsers for --concurrency and --arm, and the checks of the whole option set.
+#include "bench/tp_decode/sweep_options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "common/error.h"
+
+namespace tpserve::bench {
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+bool valid_arm_name(const std::string& name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+}  // namespace
+
+std::vector<std::string> split_top_level(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::string current;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[' || c == '{') ++depth;
+    if (c == ']' || c == '}') depth = std::max(depth - 1, 0);
+    if (c == separator && depth == 0) {
+      parts.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  parts.push_back(current);
+  return parts;
+}
+
+std::vector<int> parse_concurrency_list(const std::string& text) {
+  std::vector<int> values;
+  for (const std::string& raw : split_top_level(text, ',')) {
+    const std::string item = trim(raw);
+    size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    TPS_CHECK(used == item.size() && !item.empty() && v >= 1 && v <= 1 << 16, "--concurrency: '", item,
+              "' is not a positive integer (e.g. 1,2,4,8)");
+    TPS_CHECK(std::find(values.begin(), values.end(), v) == values.end(), "--concurrency: ", v,
+              " appears twice");
+    values.push_back(static_cast<int>(v));
+  }
+  return values;
+}
+
+ArmSpec parse_arm(const std::string& text) {
+  ArmSpec arm;
+  const size_t colon = text.find(':');
+  arm.name = trim(text.substr(0, colon));
+  TPS_CHECK(valid_arm_name(arm.name), "--arm '", text,
+            "': the name must be letters, digits, '_', '-' or '.' ", "(name:key=value[,key=value])");
+  if (colon == std::string::npos) return arm;
+  const std::string rest = text.substr(colon + 1);
+  if (trim(rest).empty()) return arm;
+  for (const std::string& raw : split_top_level(rest, ',')) {
+    const std::string item = trim(raw);
+    const size_t eq = item.find('=');
+    TPS_CHECK(eq != std::string::npos && eq > 0, "--arm ", arm.name, ": '", item, "' is not key=value");
+    arm.overrides.push_back(item);
+  }
+  return arm;
+}
+
+void finalize_options(SweepOptions& o) {
+  TPS_CHECK(!o.config_path.empty(), "--config is required");
+  TPS_CHECK(!o.concurrency.empty(), "--concurrency: no levels given");
+  TPS_CHECK(o.input_len >= 1, "--input-len must be >= 1");
+  TPS_CHECK(o.output_len >= 1, "--output-len must be >= 1");
+  TPS_CHECK(o.rounds >= 1, "--rounds must be >= 1");
+  TPS_CHECK(!o.hbm_gbps || *o.hbm_gbps > 0, "--hbm-gbps must be positive");
+  if (o.arms.empty()) o.arms.push_back({"base", {}});
+  std::set<std::string> names;
+  for (const auto& arm : o.arms)
+    TPS_CHECK(names.insert(arm.name).second, "--arm: the name '", arm.name, "' is used twice");
+}
+
+}  // namespace tpserve::bench

@@ -1,0 +1,43 @@
+// SweepOptions: what one tp_decode run measures (config, concurrency levels, lengths, rounds, arms, outputs),
+// and the parsers of its list-valued flags: `--concurrency 1,2,4` and `--arm name:key=value[,key=value]`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpserve::bench {
+
+// One side of an A/B comparison: config overrides applied on top of the config file and --set.
+struct ArmSpec {
+  std::string name;
+  std::vector<std::string> overrides;  // "key.path=value", as --set takes them
+};
+
+struct SweepOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;  // --set: every arm
+  std::vector<int> concurrency = {1, 2, 4, 8, 12, 16, 32, 64};
+  int input_len = 128;
+  int output_len = 384;
+  int rounds = 6;
+  std::vector<ArmSpec> arms;          // none given: one arm "base" without overrides
+  uint64_t seed = 0;                  // prompts are a function of (seed, concurrency, round, request)
+  std::optional<double> hbm_gbps;     // memory bandwidth for the floor; else measured where the backend can
+  bool one_engine_at_a_time = false;  // build each arm's engine per round instead of all up front
+  bool warmup = true;                 // one unrecorded round per engine before measuring
+  std::string json_path, csv_path, plot_path;
+};
+
+// "1,2,4": positive, distinct, in the order given.
+std::vector<int> parse_concurrency_list(const std::string& text);
+// "name:key=value,key=value" or "name" alone (no overrides). Commas inside [...] or {...} belong to the value
+// (`b:cuda_graph.capture_sizes=[1,2,4]`).
+ArmSpec parse_arm(const std::string& text);
+// Splits at `separator` outside brackets and braces.
+std::vector<std::string> split_top_level(const std::string& text, char separator);
+// Checks ranges and arm names (unique); adds the default arm when none was given. Throws tpserve::Error.
+void finalize_options(SweepOptions& options);
+
+}  // namespace tpserve::bench

@@ -1,0 +1,112 @@
+// tp_decode: the engine in-process (no HTTP) swept over concurrency levels, with A/B arms (config overrides)
+// run in paired rounds. Rank 0 drives and records; under mpirun the other ranks follow. Prints a table,
+// writes JSON (every raw sample), CSV (the summary) and an SVG plot. See docs/PERF.md.
+//
+//   mpirun -np 2 build/bench/tp_decode --config configs/qwen3-30b-a3b-tp2.yaml --concurrency 1,2,4,8
+//       --arm graphs:cuda_graph.enabled=true --arm eager:cuda_graph.enabled=false --json out.json --plot
+//       out.svg
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "bench/tp_decode/decode_sweep.h"
+#include "bench/tp_decode/sweep_report.h"
+#include "bench/tp_decode/sweep_summary.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "parallel/mpi_session.h"
+#include "runtime/config/config_parser.h"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  TPS_CHECK(out.good(), "cannot write ", path);
+  out << text;
+  TPS_CHECK(out.good(), "error writing ", path);
+  std::fprintf(stderr, "[tp_decode] wrote %s\n", path.c_str());
+}
+
+int run(int argc, char** argv) {
+  using namespace tpserve::bench;
+  SweepOptions o;
+  std::string concurrency = "1,2,4,8,12,16,32,64";
+  std::vector<std::string> arms;
+  double hbm_gbps = 0;
+  bool no_warmup = false;
+  CLI::App app{
+      "tp_decode: decode throughput and step time of the engine over concurrency, A/B arms in paired rounds"};
+  app.add_option("--config", o.config_path, "YAML config file")->required();
+  app.add_option("--set", o.overrides, "override a config key for every arm (repeatable)");
+  app.add_option("--concurrency", concurrency, "comma-separated concurrency levels")->capture_default_str();
+  app.add_option("--input-len", o.input_len, "prompt tokens per request")->capture_default_str();
+  app.add_option("--output-len", o.output_len, "generated tokens per request")->capture_default_str();
+  app.add_option("--rounds", o.rounds, "rounds per concurrency (each runs every arm once)")
+      ->capture_default_str();
+  app.add_option("--arm", arms, "name:key=value[,key=value]: one arm of the comparison (repeatable)");
+  app.add_option("--seed", o.seed, "prompt seed")->capture_default_str();
+  app.add_option("--hbm-gbps", hbm_gbps,
+                 "memory bandwidth for the floor (default: measured where the backend can)");
+  app.add_flag("--one-engine-at-a-time", o.one_engine_at_a_time,
+               "build each arm's engine per run (saves memory)");
+  app.add_flag("--no-warmup", no_warmup, "skip the unrecorded warm-up round of each engine");
+  app.add_option("--json", o.json_path, "write every sample and the summary as JSON");
+  app.add_option("--csv", o.csv_path, "write the summary table as CSV");
+  app.add_option("--plot", o.plot_path, "write the plot as SVG");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    o.concurrency = parse_concurrency_list(concurrency);
+    for (const auto& a : arms) o.arms.push_back(parse_arm(a));
+    if (hbm_gbps != 0) o.hbm_gbps = hbm_gbps;
+    o.warmup = !no_warmup;
+    finalize_options(o);
+    // Every arm's config is checked before MPI starts, so a typo fails fast with the config's message.
+    for (const auto& arm : o.arms) tpserve::set_log_level(load_arm_config(o, arm).logging.level);
+  } catch (const tpserve::Error& e) {
+    std::fprintf(stderr, "tp_decode: %s\n", e.what());
+    return kExitUsage;
+  }
+  tpserve::apply_log_level_env();
+
+  tpserve::parallel::MpiSession mpi(&argc, &argv);
+  const SweepResult result = run_sweep(o);
+  if (mpi.rank() != 0) return 0;
+
+  const SweepSummary summary = summarize_sweep(o, result);
+  std::cout << format_summary_table(summary) << std::flush;
+  const std::vector<std::string> command_line(argv, argv + argc);
+  if (!o.json_path.empty())
+    write_file(o.json_path, sweep_json(o, result, summary, command_line).dump(1) + "\n");
+  if (!o.csv_path.empty()) write_file(o.csv_path, summary_csv(summary));
+  if (!o.plot_path.empty()) {
+    const std::string title = "tp_decode " + o.config_path + ": input " + std::to_string(o.input_len) +
+                              ", output " + std::to_string(o.output_len) + ", " + std::to_string(o.rounds) +
+                              " rounds, " + std::to_string(result.world_size) + " rank(s)";
+    write_file(o.plot_path, sweep_plot_svg(summary, title));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const tpserve::ConfigError& e) {
+    tpserve::log_error(e.what());
+    tpserve::parallel::abort_all_ranks(kExitUsage);
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    tpserve::log_error("fatal: ", e.what());
+    tpserve::parallel::abort_all_ranks(1);
+    return 1;
+  }
+}
