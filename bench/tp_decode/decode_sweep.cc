@@ -29,8 +29,7 @@ std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm,
   auto rt = std::make_unique<ArmRuntime>();
   rt->setup = std::make_unique<RuntimeSetup>(config);
   const bool driver = rt->setup->world().rank() == 0;
-  rt->engine = std::make_unique<Engine>(config, rt->setup->world(), rt->setup->make_backend(),
-                                        EngineOptions{.record_routing = driver});
+  rt->engine = rt->setup->make_engine(EngineOptions{.record_routing = driver});
   if (!driver) return rt;
   Engine& e = *rt->engine;
   rt->probe = make_device_probe(e.backend());

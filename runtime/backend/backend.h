@@ -4,7 +4,9 @@
 // Ops are asynchronous on device backends (ordered on the backend's stream); copy_to_host waits.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -45,6 +47,28 @@ struct RopeConfig {
   int head_dim = 0;
 };
 
+// What a captured step graph contains (CUDA graphs): nodes, kernel nodes, edges, programmatic (PDL) edges,
+// and per launch site the kernel nodes and the programmatic edges into them.
+struct GraphReport {
+  int nodes = 0;
+  int kernel_nodes = 0;
+  int edges = 0;
+  int programmatic_edges = 0;
+  std::map<std::string, int> kernels_per_site;
+  std::map<std::string, int> programmatic_edges_per_site;
+  double capture_ms = 0.0;
+  size_t memory_bytes = 0;  // device memory the instantiated graph took
+  std::string format() const;
+};
+
+// A captured region replayed as one unit (one CUDA graph launch).
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  virtual void replay() = 0;
+  virtual const GraphReport& report() const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -60,6 +84,15 @@ class Backend {
   virtual void zero(Tensor t) = 0;
   virtual void synchronize() = 0;
   virtual size_t allocated_bytes() const = 0;
+
+  // Captures the ops `body` issues into a replayable graph; nullptr where the backend has no graphs (the
+  // caller then runs `body` eagerly every step). Nothing in `body` may synchronise or copy to the host.
+  virtual std::unique_ptr<StepGraph> capture(const std::function<void()>& body) {
+    (void)body;
+    return nullptr;
+  }
+  // The launch-policy decisions (PDL per site) this backend took, for --report-pdl.
+  virtual std::string launch_report() const { return name() + " backend: no kernel launches to report"; }
 
   // out[t, :] = table[ids[t] - vocab_begin, :] when ids[t] is in [vocab_begin, vocab_begin + V), else 0.
   virtual void embedding(Tensor ids /*[T] i32*/, Tensor table /*[V, H]*/, int64_t vocab_begin,

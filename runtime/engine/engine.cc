@@ -62,6 +62,15 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
     log_warn("fault injection armed: rank ", fault_rank_, " throws at step ", fault_step_);
   }
 
+  if (config_.cuda_graph.enabled) {
+    std::vector<int> sizes = config_.cuda_graph.capture_sizes;
+    if (sizes.empty()) {
+      for (int b = 1; b < rt.max_batch; b *= 2) sizes.push_back(b);
+      sizes.push_back(rt.max_batch);
+    }
+    model_->capture_graphs(sizes);
+  }
+
   if (is_driver()) {
     SchedulerLimits limits{.max_batch = rt.max_batch,
                            .max_step_tokens = mo.max_tokens,

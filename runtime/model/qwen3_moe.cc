@@ -38,20 +38,21 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   TPS_CHECK(comm_.size() == layout_.tp_size, "communicator of ", comm_.size(), " ranks for tp ",
             layout_.tp_size);
 
-  // Paged KV cache, one pair of tensors per layer.
+  // Paged KV cache, one pair of tensors per layer, plus one block (index num_kv_blocks) for the KV of graph
+  // padding rows.
   const DType act = backend_.activation_dtype();
   for (int l = 0; l < spec_.num_layers; ++l) {
     KvCacheLayer c{
-        backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim}),
-        backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim})};
+        backend_.alloc(act, {options_.num_kv_blocks + 1, options_.kv_block_size, kv_heads_, spec_.head_dim}),
+        backend_.alloc(act, {options_.num_kv_blocks + 1, options_.kv_block_size, kv_heads_, spec_.head_dim})};
     kv_bytes_ += c.k.nbytes() + c.v.nbytes();
     kv_.push_back(c);
   }
 
   if (weights_.mtp.present) {
     mtp_kv_ = {
-        backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim}),
-        backend_.alloc(act, {options_.num_kv_blocks, options_.kv_block_size, kv_heads_, spec_.head_dim})};
+        backend_.alloc(act, {options_.num_kv_blocks + 1, options_.kv_block_size, kv_heads_, spec_.head_dim}),
+        backend_.alloc(act, {options_.num_kv_blocks + 1, options_.kv_block_size, kv_heads_, spec_.head_dim})};
     kv_bytes_ += mtp_kv_.k.nbytes() + mtp_kv_.v.nbytes();
   }
 
@@ -100,7 +101,6 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   all_vals_ = backend_.alloc(DType::kF32, {P, R, C});
   all_ids_ = backend_.alloc(DType::kI32, {P, R, C});
   all_stats_ = backend_.alloc(DType::kF32, {P, R, 2});
-  tokens_ = backend_.alloc(DType::kI32, {R});
   const int64_t S = options_.max_seqs;
   row_tokens_ = backend_.alloc(DType::kI32, {R});
   emitted_ = backend_.alloc(DType::kI32, {R});
@@ -152,7 +152,7 @@ Tensor Qwen3MoeModel::input(size_t offset, DType dtype, int64_t n) const {
   return Tensor(static_cast<char*>(inputs_.data) + offset, dtype, inputs_.device, {n});
 }
 
-void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInputs& sp) {
+Qwen3MoeModel::StepShape Qwen3MoeModel::upload(const StepBatch& b) {
   const size_t t = options_.max_tokens, s = options_.max_seqs, r = options_.max_samples;
   TPS_CHECK(b.positions.size() == b.token_ids.size() && b.slot_mapping.size() == b.token_ids.size(),
             "step batch: positions/slot_mapping do not match token_ids");
@@ -225,24 +225,35 @@ void Qwen3MoeModel::upload(const StepBatch& b, AttentionMeta& meta, SamplingInpu
   }
   backend_.copy_from_host(inputs_, host_inputs_.data());
 
-  const int64_t T = b.num_tokens(), S = b.num_seqs(), R = b.num_samples();
+  StepShape shape;
+  shape.tokens = b.num_tokens(), shape.rows = b.num_samples(), shape.groups = groups, shape.seqs = b.num_seqs();
+  shape.speculative = !b.group_start.empty();
+  shape.mtp = !b.mtp_next_tokens.empty() && weights_.mtp.present;
+  for (int q = 0; q < shape.seqs; ++q)
+    shape.max_query_len = std::max(shape.max_query_len, b.query_start[q + 1] - b.query_start[q]);
+  shape.max_context_len =
+      b.context_lens.empty() ? 0 : *std::max_element(b.context_lens.begin(), b.context_lens.end());
+  return shape;
+}
+
+AttentionMeta Qwen3MoeModel::attention_meta(const StepShape& shape) const {
+  const int64_t T = shape.tokens, S = shape.seqs, width = options_.max_blocks_per_seq;
+  AttentionMeta meta;
   meta.positions = input(off_pos_, DType::kI32, T);
   meta.slot_mapping = input(off_slots_, DType::kI32, T);
   meta.query_start = input(off_qstart_, DType::kI32, S + 1);
   meta.context_lens = input(off_ctx_, DType::kI32, S);
   meta.block_tables = input(off_tables_, DType::kI32, S * width).view({S, width});
   meta.num_seqs = static_cast<int>(S);
-  meta.max_query_len = 0;
-  for (int q = 0; q < S; ++q)
-    meta.max_query_len = std::max(meta.max_query_len, b.query_start[q + 1] - b.query_start[q]);
-  meta.max_context_len =
-      b.context_lens.empty() ? 0 : *std::max_element(b.context_lens.begin(), b.context_lens.end());
-  sp.temperature = input(off_temp_, DType::kF32, R);
-  sp.top_k = input(off_topk_, DType::kI32, R);
-  sp.top_p = input(off_topp_, DType::kF32, R);
-  sp.min_p = input(off_minp_, DType::kF32, R);
-  sp.seed = input(off_seed_, DType::kI64, R);
-  sp.counter = input(off_counter_, DType::kI64, R);
+  meta.max_query_len = shape.max_query_len;
+  meta.max_context_len = shape.max_context_len;
+  return meta;
+}
+
+SamplingInputs Qwen3MoeModel::sampling_inputs(const StepShape& shape) const {
+  const int64_t R = shape.rows;
+  return {input(off_temp_, DType::kF32, R), input(off_topk_, DType::kI32, R), input(off_topp_, DType::kF32, R),
+          input(off_minp_, DType::kF32, R), input(off_seed_, DType::kI64, R), input(off_counter_, DType::kI64, R)};
 }
 
 // lm_head on this rank's vocabulary slice, then every rank's best candidates (all-gathered under TP).
@@ -342,57 +353,64 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   mlp_forward(w, normed, proj, tokens, routing_layer);
 }
 
-StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
-  TPS_CHECK(!want_logits || options_.keep_logits,
-            "logits were asked for but ModelOptions::keep_logits is off");
-  TPS_CHECK(batch.num_tokens() > 0, "empty step");
-  AttentionMeta meta;
-  SamplingInputs sampling;
-  upload(batch, meta, sampling);
-  const int tokens = batch.num_tokens(), rows = batch.num_samples();
+void Qwen3MoeModel::compute(const StepShape& shape) {
+  const AttentionMeta meta = attention_meta(shape);
+  const SamplingInputs sampling = sampling_inputs(shape);
+  const int tokens = shape.tokens, rows = shape.rows, groups = shape.groups;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
 
   Tensor ids = input(off_ids_, DType::kI32, tokens);
-  if (options_.num_speculative_tokens > 0)
-    backend_.resolve_tokens(ids, draft_table_);  // device-resident drafts
+  if (options_.num_speculative_tokens > 0) backend_.resolve_tokens(ids, draft_table_);  // device-resident drafts
   backend_.embedding(ids, weights_.embed, layout_.vocab_begin(spec_), residual_.rows(0, tokens));
   all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
-  last_tokens_ = tokens;
   for (int l = 0; l < spec_.num_layers; ++l) layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0, l);
   backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), weights_.final_norm, eps,
                        normed_.rows(0, tokens));
-
-  StepResult result;
-  if (rows == 0) {
-    if (!batch.mtp_next_tokens.empty() && weights_.mtp.present) mtp_forward(batch, meta, tokens);
-    return result;
+  if (rows > 0) {
+    Tensor sample_rows = input(off_rows_, DType::kI32, rows);
+    Tensor hidden = sample_hidden_.rows(0, rows), logits = logits_.rows(0, rows);
+    backend_.gather_rows(normed_.rows(0, tokens), sample_rows, hidden);
+    const Candidates cand = lm_head_candidates(hidden, rows, sampling.temperature, logits);
+    Tensor emitted = emitted_.rows(0, rows);
+    if (shape.speculative) {
+      Tensor row_tokens = row_tokens_.rows(0, rows);
+      backend_.gather_rows(ids.view({tokens, 1}), sample_rows, row_tokens.view({rows, 1}));
+      backend_.verify_and_sample(cand.values, cand.ids, cand.stats, sampling, row_tokens,
+                                 input(off_group_start_, DType::kI32, groups + 1), emitted,
+                                 accepted_.rows(0, groups));
+    } else {
+      backend_.sample(cand.values, cand.ids, cand.stats, sampling, emitted);
+    }
   }
-  Tensor sample_rows = input(off_rows_, DType::kI32, rows);
-  Tensor hidden = sample_hidden_.rows(0, rows), logits = logits_.rows(0, rows);
-  backend_.gather_rows(normed_.rows(0, tokens), sample_rows, hidden);
-  const Candidates cand = lm_head_candidates(hidden, rows, sampling.temperature, logits);
+  if (shape.mtp) mtp_forward(shape, meta);
+}
 
-  const bool speculative = !batch.group_start.empty();
-  const int groups = batch.num_groups();
-  Tensor emitted = (speculative ? emitted_ : tokens_).rows(0, rows), accepted = accepted_.rows(0, groups);
-  if (speculative) {
-    Tensor row_tokens = row_tokens_.rows(0, rows);
-    backend_.gather_rows(ids.view({tokens, 1}), sample_rows, row_tokens.view({rows, 1}));
-    backend_.verify_and_sample(cand.values, cand.ids, cand.stats, sampling, row_tokens,
-                               input(off_group_start_, DType::kI32, groups + 1), emitted, accepted);
+StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
+  TPS_CHECK(!want_logits || options_.keep_logits, "logits were asked for but ModelOptions::keep_logits is off");
+  TPS_CHECK(batch.num_tokens() > 0, "empty step");
+  const int bucket = want_logits ? -1 : graph_bucket(batch);
+  const StepShape shape = upload(bucket >= 0 ? pad_to(batch, bucket) : batch);
+  last_tokens_ = shape.tokens;
+  if (bucket >= 0) {
+    graphs_.at(bucket)->replay();
+    ++graph_replays_;
   } else {
-    backend_.sample(cand.values, cand.ids, cand.stats, sampling, emitted);
-  }
-  if (!batch.mtp_next_tokens.empty() && weights_.mtp.present) mtp_forward(batch, meta, tokens);
-  result.tokens.resize(rows);
-  backend_.copy_to_host(result.tokens.data(), emitted);
-  if (speculative) {
-    result.accepted.resize(groups);
-    backend_.copy_to_host(result.accepted.data(), accepted);
+    compute(shape);
   }
 
+  // The only synchronisation of a step: the drawn tokens (and accepted counts) of the real rows.
+  StepResult result;
+  const int rows = batch.num_samples();
+  if (rows == 0) return result;
+  result.tokens.resize(rows);
+  backend_.copy_to_host(result.tokens.data(), emitted_.rows(0, rows));
+  if (shape.speculative) {
+    result.accepted.resize(batch.num_groups());
+    backend_.copy_to_host(result.accepted.data(), accepted_.rows(0, batch.num_groups()));
+  }
   if (want_logits) {
     const int64_t v = layout_.local_vocab(spec_), P = layout_.tp_size;
+    Tensor logits = logits_.rows(0, rows);
     std::vector<float> gathered(static_cast<size_t>(P * rows * v));
     if (P > 1) {
       Tensor all = all_logits_.view({P, rows, v});
@@ -404,8 +422,7 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
     result.logits.resize(static_cast<size_t>(rows) * spec_.vocab_size);
     for (int64_t p = 0; p < P; ++p)
       for (int64_t r = 0; r < rows; ++r)
-        std::copy_n(gathered.begin() + (p * rows + r) * v, v,
-                    result.logits.begin() + r * spec_.vocab_size + p * v);
+        std::copy_n(gathered.begin() + (p * rows + r) * v, v, result.logits.begin() + r * spec_.vocab_size + p * v);
   }
   return result;
 }

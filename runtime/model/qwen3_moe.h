@@ -6,6 +6,11 @@
 // draw. All buffers are allocated at construction for the largest step; a step allocates nothing.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
 #include "parallel/communicator.h"
 #include "runtime/backend/backend.h"
 #include "runtime/model/model_weights.h"
@@ -34,6 +39,14 @@ class Qwen3MoeModel {
 
   StepResult forward(const StepBatch& batch, bool want_logits = false);
 
+  // CUDA graphs: captures one graph per decode batch size (ascending; every rank in the same order, after
+  // an eager warm-up of the same shape). Decode-only steps are then padded to the next size and replayed.
+  // Returns false where the backend has no graphs (the CPU): steps then run eagerly.
+  bool capture_graphs(std::vector<int> batch_sizes);
+  // Per captured batch size, what its graph holds.
+  std::vector<std::pair<int, GraphReport>> graph_reports() const;
+  int64_t graph_replays() const { return graph_replays_; }
+
   bool has_mtp() const { return weights_.mtp.present; }
   // Token id standing for draft j (0-based) of the sequence in draft-table slot `slot`
   // (StepBatch::token_ids).
@@ -55,11 +68,26 @@ class Qwen3MoeModel {
   struct Candidates {
     Tensor values, ids, stats;  // [P, n, C], [P, n, C], [P, n, 2]: every rank's
   };
-  void upload(const StepBatch& batch, AttentionMeta& meta, SamplingInputs& sampling);
+  // The sizes of a step: everything the device work depends on besides the uploaded inputs.
+  struct StepShape {
+    int tokens = 0, rows = 0, groups = 0, seqs = 0;
+    bool speculative = false;  // sampled rows come in verification groups
+    bool mtp = false;          // the MTP head runs (mtp_next_tokens given)
+    int max_query_len = 0, max_context_len = 0;
+  };
+  StepShape upload(const StepBatch& batch);
+  AttentionMeta attention_meta(const StepShape& shape) const;
+  SamplingInputs sampling_inputs(const StepShape& shape) const;
+  void compute(const StepShape& shape);  // all device work of a step: capturable
+  // The batch padded to a captured graph's size (rows of padding sequences in the padding KV block), or
+  // -1 when the step is not a decode step that a graph covers.
+  int graph_bucket(const StepBatch& batch) const;
+  StepBatch pad_to(const StepBatch& batch, int size) const;
+  StepBatch padding_batch(int size) const;
   Tensor input(size_t offset, DType dtype, int64_t n) const;  // a typed view of the step-input buffer
   Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out);
   void mtp_input(Tensor tokens, Tensor hidden, int n);
-  void mtp_forward(const StepBatch& batch, const AttentionMeta& meta, int tokens);
+  void mtp_forward(const StepShape& shape, const AttentionMeta& meta);
   // routing_layer: the row of the routing record (ModelOptions::record_routing) this layer writes; -1: none.
   void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens, bool first,
                      int routing_layer);
@@ -87,8 +115,7 @@ class Qwen3MoeModel {
 
   // Workspace.
   Tensor residual_, normed_, qkv_, q_, attn_, proj_, router_logits_, topk_w_, topk_ids_, gate_up_, act_;
-  Tensor sample_hidden_, logits_, cand_vals_, cand_ids_, cand_stats_, all_vals_, all_ids_, all_stats_,
-      tokens_;
+  Tensor sample_hidden_, logits_, cand_vals_, cand_ids_, cand_stats_, all_vals_, all_ids_, all_stats_;
   Tensor all_logits_;
   // Speculative decoding and the MTP head.
   Tensor row_tokens_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_, draft_rows_,
@@ -101,6 +128,9 @@ class Qwen3MoeModel {
   // Routing record (ModelOptions::record_routing): per layer the top-k ids [T * k], or under all-to-all
   // dispatch the expert ids received [P * cap]; the last step's sizes say how much of each row is valid.
   Tensor routing_ids_;
+  // Graphs by batch size; padding rows write their KV to one extra block.
+  std::map<int, std::unique_ptr<StepGraph>> graphs_;
+  int64_t graph_replays_ = 0;
   int last_tokens_ = 0;
   int64_t last_routing_ids_ = 0;
 };

@@ -26,7 +26,8 @@ void Qwen3MoeModel::mtp_input(Tensor tokens, Tensor hidden, int n) {
   backend_.add(u, v);
 }
 
-void Qwen3MoeModel::mtp_forward(const StepBatch& batch, const AttentionMeta& meta, int tokens) {
+void Qwen3MoeModel::mtp_forward(const StepShape& shape, const AttentionMeta& meta) {
+  const int tokens = shape.tokens;
   const MtpWeights& m = weights_.mtp;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   const int k = options_.num_speculative_tokens;
@@ -38,8 +39,8 @@ void Qwen3MoeModel::mtp_forward(const StepBatch& batch, const AttentionMeta& met
   layer_forward(m.layer, mtp_kv_, meta, tokens, true, -1);
   backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), m.final_norm, eps,
                        normed_.rows(0, tokens));
-  const int groups = batch.num_groups();
-  if (batch.num_samples() == 0 || k == 0) return;
+  const int groups = shape.groups;
+  if (shape.rows == 0 || k == 0) return;
 
   // Draft 1 from the row of each group's last accepted token: base row + accepted drafts.
   Tensor rows = draft_rows_.rows(0, groups), accepted = accepted_.rows(0, groups);

@@ -20,6 +20,7 @@ void add_subcommands(CLI::App& app, CommandLine& cl) {
 
 int run_command(const CommandLine& cl, const Config& config, int argc, char** argv) {
   parallel::MpiSession mpi(&argc, &argv);
+  if (cl.report_pdl || cl.report_graphs) return run_reports(cl, config);
   if (cl.generate->parsed()) return run_generate(cl.gen, config);
   log_error("serving (tpserve --config X without a subcommand) is not built yet; use `tpserve generate`");
   return 2;

@@ -25,6 +25,8 @@ struct CommandLine {
   std::string config_path;
   std::vector<std::string> overrides;
   bool check_config = false;
+  bool report_pdl = false;
+  bool report_graphs = false;
   CLI::App* generate = nullptr;
   GenerateArgs gen;
 };
@@ -35,5 +37,6 @@ int run_command(const CommandLine& cl, const Config& config, int argc, char** ar
 
 // Individual commands (each in its own file).
 int run_generate(const GenerateArgs& args, const Config& config);
+int run_reports(const CommandLine& cl, const Config& config);
 
 }  // namespace tpserve

@@ -32,7 +32,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 
 int run_generate(const GenerateArgs& args, const Config& config) {
   RuntimeSetup rt(config);
-  Engine engine(config, rt.world(), rt.make_backend());
+  std::unique_ptr<Engine> engine_ptr = rt.make_engine();
+  Engine& engine = *engine_ptr;
   if (!engine.is_driver()) {
     engine.run_follower();
     return 0;

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "parallel/mpi_communicator.h"
 #if TPSERVE_HAVE_CUDA
+#include "parallel/nccl_communicator.h"
 #include "runtime/backend/cuda/cuda_backend.h"
 #endif
 
@@ -21,14 +22,14 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
   const BackendKind kind = config_.runtime.backend;
   if (kind == BackendKind::kCuda) {
 #if TPSERVE_HAVE_CUDA
-    // One GPU per process. Tensor parallelism on GPUs needs the NCCL communicator (not built yet): the MPI
-    // one works on host memory only.
-    TPS_CHECK(world_->size() == 1, "runtime.backend: cuda runs one rank for now, got ", world_->size());
+    // One GPU per process, picked by the rank among the processes of this host.
     std::string why;
     const int devices = cuda_device_count(&why);
     TPS_CHECK(devices > 0, "runtime.backend: cuda, but no CUDA device is visible (", why, ")");
     CudaBackendOptions options;
-    options.device = world_->rank() % devices;
+    TPS_CHECK(topology_.local_size <= devices, "runtime.backend: cuda with ", topology_.local_size,
+              " processes on this host but ", devices, " visible GPUs (one process per GPU)");
+    options.device = topology_.local_rank;
     options.pdl = config_.launch.pdl;
     options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
     options.gpu_memory_fraction = config_.runtime.gpu_memory_fraction;
@@ -39,6 +40,18 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
   }
   if (kind == BackendKind::kAuto) log_info("runtime.backend auto: using the CPU reference backend");
   return make_cpu_backend();
+}
+
+std::unique_ptr<Engine> RuntimeSetup::make_engine(const EngineOptions& options) {
+  std::unique_ptr<Backend> backend = make_backend();
+  parallel::Communicator* data = world_.get();
+#if TPSERVE_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<CudaBackend*>(backend.get()); cuda != nullptr && world_->size() > 1) {
+    data_ = parallel::make_nccl_communicator(MPI_COMM_WORLD, cuda->device_index(), cuda->stream());
+    data = data_.get();
+  }
+#endif
+  return std::make_unique<Engine>(config_, *world_, *data, std::move(backend), options);
 }
 
 }  // namespace tpserve

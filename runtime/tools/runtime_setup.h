@@ -8,6 +8,7 @@
 #include "parallel/topology.h"
 #include "runtime/backend/backend.h"
 #include "runtime/config/config.h"
+#include "runtime/engine/engine.h"
 
 namespace tpserve {
 
@@ -15,6 +16,9 @@ class RuntimeSetup {
  public:
   explicit RuntimeSetup(const Config& config);
   parallel::Communicator& world() { return *world_; }
+  // The backend the config asks for and an engine on it: the plan travels over MPI; collectives go over
+  // NCCL on GPUs (one GPU per process, picked by the local rank) and over MPI on the CPU.
+  std::unique_ptr<Engine> make_engine(const EngineOptions& options = {});
   const parallel::Topology& topology() const { return topology_; }
   std::unique_ptr<Backend> make_backend();
 
@@ -22,6 +26,7 @@ class RuntimeSetup {
   Config config_;
   parallel::Topology topology_;
   std::unique_ptr<parallel::Communicator> world_;
+  std::unique_ptr<parallel::Communicator> data_;  // NCCL on GPUs (when the world has several ranks)
 };
 
 }  // namespace tpserve

@@ -86,6 +86,8 @@ class CudaBackend final : public Backend {
   void scatter_i32(Tensor values, Tensor index, Tensor table) override;
   void draft_step_meta(Tensor positions, Tensor block_tables, int block_size, Tensor slot_mapping,
                        Tensor context_lens) override;
+  std::unique_ptr<StepGraph> capture(const std::function<void()>& body) override;
+  std::string launch_report() const override;
 
   kernels::SampleParams sample_params(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params,
                                       Tensor tokens, const char* op) const;
