@@ -86,6 +86,7 @@ std::optional<StepBatch> Scheduler::schedule() {
     Sequence* s = waiting_.front().get();
     const int n = std::min(static_cast<int>(s->tokens.size()) - s->num_cached, budget);
     if (!blocks_.reserve(s->blocks, s->num_cached + n)) break;
+    if (!s->admitted) admitted_.push_back(s->request.id), s->admitted = true;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     last_.push_back({s, n, s->num_cached + n == static_cast<int>(s->tokens.size())});

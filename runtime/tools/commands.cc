@@ -1,6 +1,5 @@
 #include "runtime/tools/commands.h"
 
-#include "common/log.h"
 #include "parallel/mpi_session.h"
 
 namespace tpserve {
@@ -21,8 +20,7 @@ void add_subcommands(CLI::App& app, CommandLine& cl) {
 int run_command(const CommandLine& cl, const Config& config, int argc, char** argv) {
   parallel::MpiSession mpi(&argc, &argv);
   if (cl.generate->parsed()) return run_generate(cl.gen, config);
-  log_error("serving (tpserve --config X without a subcommand) is not built yet; use `tpserve generate`");
-  return 2;
+  return run_serve(config);
 }
 
 }  // namespace tpserve
