@@ -50,7 +50,7 @@ void EngineLoop::drain() {
 }
 
 SchedulerGauges EngineLoop::gauges() const {
-  return {running_.load(), waiting_.load(), kv_usage_.load()};
+  return {running_.load(), waiting_.load(), kv_usage_.load(), preemptions_.load()};
 }
 
 void EngineLoop::refresh_gauges() {
@@ -59,6 +59,7 @@ void EngineLoop::refresh_gauges() {
   running_ = s.num_running();
   waiting_ = s.num_waiting() + static_cast<int>(incoming_.size());
   kv_usage_ = s.kv_usage();
+  preemptions_ = s.preemptions();
 }
 
 void EngineLoop::admit(Submitted s) {
@@ -175,7 +176,9 @@ void EngineLoop::run() {
         }
       }
       if (scheduler.has_work()) {
-        for (const TokenEvent& e : engine_.step()) handle(e);
+        const std::vector<TokenEvent> events = engine_.step();
+        refresh_gauges();  // before the updates go out: a client that got its last token sees itself gone
+        for (const TokenEvent& e : events) handle(e);
         const auto now = std::chrono::steady_clock::now();
         for (int64_t id : scheduler.take_admitted())
           if (auto it = active_.find(id); it != active_.end())

@@ -80,6 +80,7 @@ class EngineLoop {
   std::unordered_map<int64_t, Active> active_;  // the loop thread's own
   std::atomic<int> running_{0}, waiting_{0};
   std::atomic<double> kv_usage_{0};
+  std::atomic<int64_t> preemptions_{0};
 };
 
 }  // namespace tpserve::serve

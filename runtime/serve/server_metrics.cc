@@ -125,6 +125,8 @@ std::string ServerMetrics::render(const SchedulerGauges& g) const {
   gauge("tpserve:num_requests_running", "Requests being decoded (in the running batch).", g.num_running);
   gauge("tpserve:num_requests_waiting", "Requests waiting to be scheduled.", g.num_waiting);
   gauge("tpserve:kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = full).", g.kv_cache_usage);
+  counter("tpserve:num_preemptions_total", "Sequences preempted (KV cache full); they are recomputed later.",
+          g.num_preemptions);
   counter("tpserve:prompt_tokens_total", "Prompt tokens processed.", prompt_tokens_);
   counter("tpserve:generation_tokens_total", "Tokens generated.", generation_tokens_);
   header(out, "tpserve:request_success_total", "counter", "Requests finished, by finish reason.");

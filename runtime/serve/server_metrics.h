@@ -30,7 +30,8 @@ class Histogram {
 struct SchedulerGauges {
   int num_running = 0;
   int num_waiting = 0;
-  double kv_cache_usage = 0;  // fraction of KV blocks in use, 0..1
+  double kv_cache_usage = 0;    // fraction of KV blocks in use, 0..1
+  int64_t num_preemptions = 0;  // sequences evicted from the KV cache to make room (recomputed later)
 };
 
 class ServerMetrics {

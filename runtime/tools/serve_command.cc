@@ -40,6 +40,7 @@ int run_serve(const Config& config) {
     serve::ignore_termination_signals();
     Engine engine(config, rt.world(), rt.make_backend());
     engine.run_follower();
+    log_info("released by rank 0; exiting");
     return 0;
   }
 
