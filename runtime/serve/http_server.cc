@@ -1,6 +1,7 @@
 #include "runtime/serve/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <csignal>
@@ -58,6 +59,12 @@ HttpServer::HttpServer(HttpServerOptions options, ServerMetrics& metrics)
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(options_.max_body_bytes);
   server_->set_tcp_nodelay(true);
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and silently
+  // share its traffic: keep only SO_REUSEADDR (a restarted server can bind at once).
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   routes();
 }
 

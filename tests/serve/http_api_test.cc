@@ -4,6 +4,7 @@
 // without a tokenizer.
 #include <gtest/gtest.h>
 
+#include "common/error.h"
 #include "runtime/serve/chat_template.h"
 #include "runtime/serve/utf8.h"
 #include "tests/serve/test_server.h"
@@ -304,6 +305,21 @@ TEST(HttpApi, HealthIsUnavailableWhileLoadingAndDraining) {
   EXPECT_EQ(late->status, 503);
   EXPECT_EQ(Json::parse(late->body)["error"]["code"], "server_shutting_down");
   http.stop();
+}
+
+TEST(HttpApi, APortInUseIsAClearError) {
+  ServerMetrics metrics;
+  HttpServer first(HttpServerOptions{"127.0.0.1", 0, 2, 1024}, metrics);
+  first.start();
+  HttpServer second(HttpServerOptions{"127.0.0.1", first.port(), 2, 1024}, metrics);
+  try {
+    second.start();
+    ADD_FAILURE() << "a second server bound port " << first.port();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot listen on 127.0.0.1:" + std::to_string(first.port())),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(HttpApi, WithoutTokenizerServesTokenIds) {
