@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "runtime/serve/incremental_detokenizer.h"
+#include "runtime/serve/tokenizer_path.h"
 #include "runtime/serve/utf8.h"
 #include "tests/serve/qwen3_tokenizer.h"
 
@@ -173,6 +174,31 @@ TEST(TokenizerJson, MergesInBothFormatsAndClearErrors) {
     ADD_FAILURE() << "accepted broken JSON";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("broken.json: not valid JSON"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TokenizerPath, ExplicitCheckpointAndSyntheticChoices) {
+  ModelConfig explicit_missing;
+  explicit_missing.tokenizer = "/nonexistent/tokenizer.json";
+  try {
+    resolve_tokenizer_path(explicit_missing);
+    ADD_FAILURE() << "a missing model.tokenizer was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.tokenizer: /nonexistent/tokenizer.json"), std::string::npos);
+  }
+  ModelConfig checkpoint;
+  checkpoint.path = std::string(TPSERVE_SOURCE_DIR) + "/tests/fixtures/gqa4";  // has no tokenizer.json
+  const TokenizerChoice none = resolve_tokenizer_path(checkpoint);
+  EXPECT_TRUE(none.path.empty());
+  EXPECT_NE(none.missing.find("gqa4/tokenizer.json does not exist"), std::string::npos) << none.missing;
+
+  ModelConfig synthetic;
+  synthetic.synthetic = SyntheticModelConfig{};
+  const TokenizerChoice fetched = resolve_tokenizer_path(synthetic);
+  if (testing::qwen3_tokenizer() != nullptr) {
+    EXPECT_NE(fetched.path.find(".deps/qwen3-tokenizer.json"), std::string::npos) << fetched.path;
+  } else {
+    EXPECT_NE(fetched.missing.find("launch/fetch-tokenizer"), std::string::npos) << fetched.missing;
   }
 }
 
