@@ -176,13 +176,14 @@ void EngineLoop::run() {
         }
       }
       if (scheduler.has_work()) {
+        const auto scheduled_at = std::chrono::steady_clock::now();
         const std::vector<TokenEvent> events = engine_.step();
+        for (int64_t id :
+             scheduler.take_admitted())  // before handle(): a request may finish in its first step
+          if (auto it = active_.find(id); it != active_.end())
+            metrics_.observe_queue_time(seconds_between(it->second.arrival, scheduled_at));
         refresh_gauges();  // before the updates go out: a client that got its last token sees itself gone
         for (const TokenEvent& e : events) handle(e);
-        const auto now = std::chrono::steady_clock::now();
-        for (int64_t id : scheduler.take_admitted())
-          if (auto it = active_.find(id); it != active_.end())
-            metrics_.observe_queue_time(seconds_between(it->second.arrival, now));
       }
       if (!scheduler.has_work() && !active_.empty()) {
         // Every admitted request ends with an event; one left over would wait forever: end it loudly.

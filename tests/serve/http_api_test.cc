@@ -226,7 +226,7 @@ TEST(HttpApi, ModelsHealthMetricsAndDraining) {
   // Served requests and what /metrics reports.
   int prompt_tokens = 0, completion_tokens = 0, itl = 0;
   const std::vector<std::pair<std::string, Json>> requests = {
-      {"/v1/completions", completion("one", 5)},
+      {"/v1/completions", completion("one", 1)},  // finishes in its first step
       {"/v1/completions", completion("two two", 9, {{"stream", true}})},
       {"/v1/chat/completions",
        {{"messages", {{{"role", "user"}, {"content", "three"}}}}, {"max_tokens", 7}, {"temperature", 0}}},
