@@ -180,7 +180,16 @@ void HttpServer::start() {
   const bool bound = options_.port == 0 ? port_ > 0 : server_->bind_to_port(options_.host, options_.port);
   TPS_CHECK(bound, "server: cannot listen on ", options_.host, ":", options_.port,
             " (address in use or not available? set server.host / server.port)");
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    listener_returned_ = true;
+  });
+  // stop() only closes a server that is already running: wait for the accept loop, so that an early stop()
+  // (a signal during start-up, a test) cannot be lost and leave join() waiting forever.
+  while (!server_->is_running() && !listener_returned_)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  TPS_CHECK(server_->is_running(), "server: the HTTP listener on ", options_.host, ":", port_,
+            " stopped at once");
   log_info("listening on http://", options_.host, ":", port_, " (", options_.threads, " connection threads)");
 }
 

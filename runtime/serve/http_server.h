@@ -62,6 +62,7 @@ class HttpServer {
   ServerMetrics& metrics_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::atomic<bool> listener_returned_{false};
   int port_ = 0;
   std::atomic<State> state_{State::kLoading};
   EngineLoop* loop_ = nullptr;
