@@ -73,7 +73,7 @@ struct SpeculativeConfig {
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;
-  int threads = 8;
+  int threads = 64;  // HTTP connections served at once (a streaming request holds one)
 };
 
 struct LoggingConfig {

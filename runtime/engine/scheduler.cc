@@ -125,6 +125,7 @@ std::optional<StepBatch> Scheduler::schedule() {
       s->slot = free_slots_.back();
       free_slots_.pop_back();
     }
+    if (!s->admitted) admitted_.push_back(s->request.id), s->admitted = true;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     last_.push_back({s, n, s->num_cached + n == static_cast<int>(s->tokens.size()), 0});

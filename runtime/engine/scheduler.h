@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/engine/kv_block_allocator.h"
@@ -91,6 +92,8 @@ class Scheduler {
   std::vector<TokenEvent> complete(const StepResult& result);
   // Events for requests aborted since the last call.
   std::vector<TokenEvent> take_aborted();
+  // Ids of the requests that left the waiting queue for the first time since the last call (queue time).
+  std::vector<int64_t> take_admitted() { return std::exchange(admitted_, {}); }
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
@@ -99,13 +102,17 @@ class Scheduler {
   const SpeculativeMetrics& speculative_metrics() const { return spec_metrics_; }
   // The mix of the batch the last schedule() returned.
   const StepMix& last_step_mix() const { return last_mix_; }
+  const SchedulerLimits& limits() const { return limits_; }
+  // Tokens the KV cache holds in all (one sequence can never be longer).
+  int64_t kv_capacity_tokens() const { return static_cast<int64_t>(blocks_.num_blocks()) * blocks_.block_size(); }
 
  private:
   struct Sequence {
     Request request;
     std::vector<int32_t> tokens;  // prompt + generated
     int num_generated = 0;
-    int num_cached = 0;  // tokens whose KV is in the cache
+    int num_cached = 0;           // tokens whose KV is in the cache
+    bool admitted = false;        // left the waiting queue at least once
     std::vector<int32_t> blocks;
     int slot = -1;            // draft-table slot (MTP)
     bool has_drafts = false;  // MTP drafts for this sequence wait in the draft table
@@ -133,6 +140,7 @@ class Scheduler {
   StepMix last_mix_;
   std::vector<int64_t> aborted_;
   std::vector<TokenEvent> aborted_events_;
+  std::vector<int64_t> admitted_;
   int64_t preemptions_ = 0;
   SpeculativeSettings spec_;
   SpeculativeMetrics spec_metrics_;

@@ -22,8 +22,12 @@ int run_command(const CommandLine& cl, const Config& config, int argc, char** ar
   parallel::MpiSession mpi(&argc, &argv);
   if (cl.report_pdl || cl.report_graphs) return run_reports(cl, config);
   if (cl.generate->parsed()) return run_generate(cl.gen, config);
-  log_error("serving (tpserve --config X without a subcommand) is not built yet; use `tpserve generate`");
+#if TPSERVE_HAVE_SERVER
+  return run_serve(config);
+#else
+  log_error("this tpserve was built without the HTTP server (-DTPSERVE_SERVER=OFF); use `tpserve generate`");
   return 2;
+#endif
 }
 
 }  // namespace tpserve

@@ -38,5 +38,6 @@ int run_command(const CommandLine& cl, const Config& config, int argc, char** ar
 // Individual commands (each in its own file).
 int run_generate(const GenerateArgs& args, const Config& config);
 int run_reports(const CommandLine& cl, const Config& config);
+int run_serve(const Config& config);
 
 }  // namespace tpserve

@@ -33,13 +33,18 @@ class CudaStepGraph final : public StepGraph {
 GraphReport analyze(cudaGraph_t graph, const kernels::LaunchPolicy& policy) {
   GraphReport r;
   std::map<std::string, std::string> site_of_kernel;  // mangled kernel name -> site
-  for (const auto& row : policy.report()) site_of_kernel.emplace(row.kernel, kernels::site_name(row.site));
+  std::map<std::string, bool> pdl_of_kernel;          // mangled kernel name -> launched with PDL
+  for (const auto& row : policy.report()) {
+    site_of_kernel.emplace(row.kernel, kernels::site_name(row.site));
+    pdl_of_kernel[row.kernel] = pdl_of_kernel[row.kernel] || row.decision.enabled;
+  }
   size_t n = 0;
   CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
   std::vector<cudaGraphNode_t> nodes(n);
   if (n > 0) CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
   r.nodes = static_cast<int>(n);
   std::map<cudaGraphNode_t, std::string> site_of_node;
+  std::map<cudaGraphNode_t, bool> pdl_node;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type;
     CUDA_CHECK(cudaGraphNodeGetType(node, &type));
@@ -52,6 +57,7 @@ GraphReport analyze(cudaGraph_t graph, const kernels::LaunchPolicy& policy) {
     if (cudaFuncGetName(&name, params.func) == cudaSuccess && name != nullptr) {
       auto it = site_of_kernel.find(name);
       if (it != site_of_kernel.end()) site = it->second;
+      pdl_node[node] = pdl_of_kernel[name];
     } else {
       cudaGetLastError();
     }
@@ -64,6 +70,8 @@ GraphReport analyze(cudaGraph_t graph, const kernels::LaunchPolicy& policy) {
   std::vector<cudaGraphEdgeData> data(e);
   if (e > 0) CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &e));
   r.edges = static_cast<int>(e);
+  for (size_t i = 0; i < e; ++i)
+    if (pdl_node[to[i]] && site_of_node.count(from[i]) > 0) ++r.pdl_kernel_nodes_after_kernel;
   for (size_t i = 0; i < e; ++i) {
     if (data[i].type != cudaGraphDependencyTypeProgrammatic) continue;
     ++r.programmatic_edges;

@@ -1,0 +1,25 @@
+// GenerationJob: one validated request as the engine loop runs it: prompt ids, sampling, limits, and what
+// the text path needs (stop strings, special-token handling). Built by openai_request.cc.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/model/step_batch.h"
+
+namespace tpserve::serve {
+
+struct GenerationJob {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int max_tokens = 16;
+  std::vector<int32_t> stop_token_ids;  // finish with "stop" (in addition to EOS unless ignore_eos)
+  bool ignore_eos = false;
+  std::vector<std::string> stop;  // stop strings, non-empty; never part of the output
+  bool skip_special_tokens = true;
+  std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
+};
+
+}  // namespace tpserve::serve

@@ -1,0 +1,97 @@
+#include "runtime/serve/generation_response.h"
+
+#include <httplib.h>
+
+#include "runtime/serve/api_error.h"
+
+namespace tpserve::serve {
+namespace {
+
+constexpr std::chrono::milliseconds kPollInterval{200};
+
+nlohmann::ordered_json engine_error(const std::string& message) {
+  return ApiError(500, message, "", "engine_error").body();
+}
+
+// Calls on_written when the response object goes away (httplib destroys it after writing, or on failure).
+std::function<void(bool)> releaser(std::shared_ptr<RequestStream> stream, std::function<void()> on_written) {
+  return [stream = std::move(stream), on_written = std::move(on_written)](bool success) {
+    if (!success) stream->cancel();
+    if (on_written) on_written();
+  };
+}
+
+}  // namespace
+
+void respond_whole(httplib::Response& res, GenerationResponse g) {
+  StreamUpdate all;
+  while (!all.finished) {
+    StreamUpdate u;
+    if (g.stream->next(u, kPollInterval)) all.merge(std::move(u));
+  }
+  std::string body;
+  if (!all.error.empty()) {
+    res.status = 500;
+    body = engine_error(all.error).dump();
+  } else {
+    const Usage usage{all.prompt_tokens, all.completion_tokens};
+    body = full_response(g.header, all.text, all.token_ids, all.finish_reason, usage)
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  auto shared = std::make_shared<std::string>(std::move(body));
+  res.set_content_provider(
+      shared->size(), "application/json",
+      [shared](size_t offset, size_t length, httplib::DataSink& sink) {
+        return sink.write(shared->data() + offset, length);
+      },
+      releaser(g.stream, std::move(g.on_written)));
+}
+
+void respond_streaming(httplib::Response& res, GenerationResponse g) {
+  struct State {
+    ResponseHeader header;
+    std::shared_ptr<RequestStream> stream;
+    bool include_usage;
+    bool first = true;
+    bool done = false;
+  };
+  auto state = std::make_shared<State>(State{g.header, g.stream, g.include_usage});
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t, httplib::DataSink& sink) {
+        if (state->done) {
+          sink.done();
+          return true;
+        }
+        StreamUpdate u;
+        if (!state->stream->next(u, kPollInterval)) return true;  // nothing new yet: called again
+        std::string out;
+        if (!u.error.empty()) {
+          out += sse_event(engine_error(u.error));
+        } else {
+          if (!u.text.empty() || !u.token_ids.empty() || state->first)
+            out += sse_event(stream_chunk(state->header, u.text, u.token_ids, state->first, std::nullopt));
+          state->first = false;
+          if (u.finished) {
+            out += sse_event(stream_chunk(state->header, "", {}, false, u.finish_reason));
+            if (state->include_usage)
+              out += sse_event(usage_chunk(state->header, Usage{u.prompt_tokens, u.completion_tokens}));
+          }
+        }
+        if (u.finished) out += "data: [DONE]\n\n";
+        if (!sink.write(out.data(), out.size())) {
+          state->stream->cancel();
+          return false;
+        }
+        if (u.finished) {
+          state->done = true;
+          sink.done();
+        }
+        return true;
+      },
+      releaser(g.stream, std::move(g.on_written)));
+}
+
+}  // namespace tpserve::serve

@@ -1,0 +1,30 @@
+// Writing the answer to a generation request that the engine loop accepted: either one JSON body once the
+// request finished, or server-sent events as tokens arrive (`data: {chunk}\n\n` ... `data: [DONE]\n\n`).
+// A failed write (the client went away) cancels the request, which the engine loop then aborts.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "runtime/serve/openai_response.h"
+#include "runtime/serve/request_stream.h"
+
+namespace httplib {
+struct Response;
+}
+
+namespace tpserve::serve {
+
+struct GenerationResponse {
+  ResponseHeader header;
+  std::shared_ptr<RequestStream> stream;
+  bool include_usage = false;
+  std::function<void()> on_written;  // called once the response is fully written, or abandoned
+};
+
+// Blocks until the request finished, then sets the JSON body (500 with an error body if the engine failed).
+void respond_whole(httplib::Response& res, GenerationResponse g);
+// Sets a chunked text/event-stream body fed by the request's stream.
+void respond_streaming(httplib::Response& res, GenerationResponse g);
+
+}  // namespace tpserve::serve

@@ -1,0 +1,214 @@
+#include "runtime/serve/http_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <csignal>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "runtime/serve/api_error.h"
+#include "runtime/serve/engine_loop.h"
+#include "runtime/serve/generation_response.h"
+
+namespace tpserve::serve {
+namespace {
+
+constexpr const char* kJson = "application/json";
+const char* const kRoutes[][2] = {{"/v1/completions", "POST"},
+                                  {"/v1/chat/completions", "POST"},
+                                  {"/v1/models", "GET"},
+                                  {"/health", "GET"},
+                                  {"/metrics", "GET"}};
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status();
+  res.set_content(e.body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJson);
+}
+
+// The methods a known path allows ("" for an unknown path).
+std::string allowed_methods(const std::string& path) {
+  std::string allowed;
+  for (const auto& route : kRoutes)
+    if (path == route[0]) allowed += std::string(allowed.empty() ? "" : ", ") + route[1];
+  return allowed;
+}
+
+std::string status_text(int status) {
+  switch (status) {
+    case 400:
+      return "the HTTP request is malformed";
+    case 413:
+      return "request body too large";
+    case 414:
+      return "request URI too long";
+    default:
+      return "HTTP status " + std::to_string(status);
+  }
+}
+
+}  // namespace
+
+HttpServer::HttpServer(HttpServerOptions options, ServerMetrics& metrics)
+    : options_(std::move(options)), metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
+  created_ =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  const size_t threads = static_cast<size_t>(options_.threads);
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_payload_max_length(options_.max_body_bytes);
+  server_->set_tcp_nodelay(true);
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and silently
+  // share its traffic: keep only SO_REUSEADDR (a restarted server can bind at once).
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  routes();
+}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+void HttpServer::routes() {
+  httplib::Server& s = *server_;
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const State state = state_.load();
+    res.status = state == State::kReady ? 200 : 503;
+    const char* status = state == State::kReady ? "ok" : state == State::kLoading ? "loading" : "draining";
+    res.set_content(nlohmann::json{{"status", status}}.dump(), kJson);
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const SchedulerGauges gauges = state_.load() == State::kLoading ? SchedulerGauges{} : loop_->gauges();
+    res.set_content(metrics_.render(gauges), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    if (state_.load() == State::kLoading)
+      throw ApiError(503, "the model is still loading", "", "model_loading");
+    res.set_content(model_list(limits_.model_name, created_, max_model_len_).dump(), kJson);
+  });
+  s.Post("/v1/completions",
+         [this](const httplib::Request& req, httplib::Response& res) { generation(req, res, false); });
+  s.Post("/v1/chat/completions",
+         [this](const httplib::Request& req, httplib::Response& res) { generation(req, res, true); });
+
+  // Anything else: 405 for a known path with another method, else 404.
+  auto unrouted = [](const httplib::Request& req, httplib::Response& res) {
+    const std::string allowed = allowed_methods(req.path);
+    if (allowed.empty()) throw ApiError(404, "no route for " + req.method + " " + req.path, "", "not_found");
+    res.set_header("Allow", allowed);
+    throw ApiError(405, req.method + " is not allowed on " + req.path + " (allowed: " + allowed + ")", "",
+                   "method_not_allowed");
+  };
+  s.Get(".*", unrouted);
+  s.Post(".*", unrouted);
+  s.Put(".*", unrouted);
+  s.Patch(".*", unrouted);
+  s.Delete(".*", unrouted);
+  s.Options(".*", unrouted);
+
+  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const std::exception& e) {
+      log_error("HTTP ", req.method, " ", req.path, ": internal error: ", e.what());
+      send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "internal_error"));
+    }
+  });
+  // Errors httplib produces itself (unparsable HTTP, body over the limit, unknown method) get a JSON body.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty() || res.status < 400) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message = status_text(res.status);
+        if (res.status == 413)
+          message += " (the limit is " + std::to_string(options_.max_body_bytes) + " bytes)";
+        send_error(res, ApiError(res.status, message, "", res.status == 413 ? "request_too_large" : ""));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    log_debug("HTTP ", req.method, " ", req.path, " -> ", res.status);
+  });
+}
+
+void HttpServer::generation(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const State state = state_.load();
+  if (state == State::kLoading) throw ApiError(503, "the model is still loading", "", "model_loading");
+  if (state == State::kDraining)
+    throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
+  ParsedRequest parsed =
+      chat ? parse_chat_request(req.body, limits_) : parse_completion_request(req.body, limits_);
+  GenerationResponse g;
+  g.header = make_response_header(chat ? Endpoint::kChatCompletions : Endpoint::kCompletions,
+                                  limits_.model_name, parsed.return_token_ids);
+  g.include_usage = parsed.include_usage;
+  {
+    std::lock_guard<std::mutex> lock(responses_mutex_);
+    ++open_responses_;
+  }
+  g.on_written = [this] { response_done(); };
+  g.stream = loop_->submit(std::move(parsed.job));
+  if (g.stream == nullptr) {
+    response_done();
+    throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
+  }
+  if (parsed.stream)
+    respond_streaming(res, std::move(g));
+  else
+    respond_whole(res, std::move(g));
+}
+
+void HttpServer::response_done() {
+  {
+    std::lock_guard<std::mutex> lock(responses_mutex_);
+    --open_responses_;
+  }
+  responses_cv_.notify_all();
+}
+
+bool HttpServer::wait_responses_done(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(responses_mutex_);
+  return responses_cv_.wait_for(lock, timeout, [this] { return open_responses_ == 0; });
+}
+
+void HttpServer::start() {
+  std::signal(SIGPIPE, SIG_IGN);  // a client that goes away mid-write must not end the process
+  port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host) : options_.port;
+  const bool bound = options_.port == 0 ? port_ > 0 : server_->bind_to_port(options_.host, options_.port);
+  TPS_CHECK(bound, "server: cannot listen on ", options_.host, ":", options_.port,
+            " (address in use or not available? set server.host / server.port)");
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    listener_returned_ = true;
+  });
+  // stop() only closes a server that is already running: wait for the accept loop, so that an early stop()
+  // (a signal during start-up, a test) cannot be lost and leave join() waiting forever.
+  while (!server_->is_running() && !listener_returned_)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  TPS_CHECK(server_->is_running(), "server: the HTTP listener on ", options_.host, ":", port_,
+            " stopped at once");
+  log_info("listening on http://", options_.host, ":", port_, " (", options_.threads, " connection threads)");
+}
+
+void HttpServer::set_ready(EngineLoop* loop, RequestLimits limits, int64_t max_model_len) {
+  loop_ = loop;
+  limits_ = std::move(limits);
+  max_model_len_ = max_model_len;
+  state_.store(State::kReady);
+}
+
+void HttpServer::begin_drain() {
+  State expected = State::kReady;
+  state_.compare_exchange_strong(expected, State::kDraining);
+}
+
+void HttpServer::stop() {
+  if (!thread_.joinable()) return;
+  server_->stop();
+  thread_.join();
+}
+
+}  // namespace tpserve::serve

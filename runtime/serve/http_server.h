@@ -1,0 +1,78 @@
+// HttpServer: the OpenAI-compatible HTTP API on rank 0 (cpp-httplib, one worker thread per open
+// connection): POST /v1/completions and /v1/chat/completions (JSON or server-sent events), GET /v1/models,
+// /health and /metrics. It listens before the model is loaded (health 503 "loading"), serves once
+// set_ready() hands it the engine loop, and answers 503 again while draining. Every refusal is a JSON
+// error naming the field (400), the route (404, 405) or the reason (413, 503).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "runtime/serve/openai_request.h"
+#include "runtime/serve/server_metrics.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace tpserve::serve {
+
+class EngineLoop;
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;   // 0: any free port (see HttpServer::port())
+  int threads = 64;  // open connections served at once (a streaming request holds one)
+  size_t max_body_bytes = 32u << 20;
+};
+
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, ServerMetrics& metrics);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds (throws tpserve::Error naming host:port when it cannot) and serves on a background thread.
+  void start();
+  int port() const { return port_; }
+  // The model is loaded: serve generation through the loop with these limits.
+  void set_ready(EngineLoop* loop, RequestLimits limits, int64_t max_model_len);
+  // Refuse new generation requests (503) and report draining on /health.
+  void begin_drain();
+  // Waits until every accepted generation response has been written out (or the timeout passed).
+  bool wait_responses_done(std::chrono::milliseconds timeout);
+  // Closes the listener and joins the server thread.
+  void stop();
+
+ private:
+  enum class State { kLoading, kReady, kDraining };
+  void routes();
+  void generation(const httplib::Request& req, httplib::Response& res, bool chat);
+  void response_done();
+
+  HttpServerOptions options_;
+  ServerMetrics& metrics_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::atomic<bool> listener_returned_{false};
+  int port_ = 0;
+  std::atomic<State> state_{State::kLoading};
+  EngineLoop* loop_ = nullptr;
+  RequestLimits limits_;
+  int64_t max_model_len_ = 0;
+  int64_t created_ = 0;
+
+  std::mutex responses_mutex_;
+  std::condition_variable responses_cv_;
+  int open_responses_ = 0;
+};
+
+}  // namespace tpserve::serve

@@ -1,0 +1,331 @@
+#include "runtime/serve/openai_request.h"
+
+#include <atomic>
+#include <limits>
+#include <random>
+
+#include "runtime/serve/api_error.h"
+#include "runtime/serve/chat_template.h"
+#include "runtime/serve/json_fields.h"
+
+namespace tpserve::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+Json parse_body(const std::string& body) {
+  try {
+    return Json::parse(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
+  }
+}
+
+void check_model(const JsonFields& f, const RequestLimits& limits) {
+  const auto model = f.string("model");
+  if (model && *model != limits.model_name)
+    throw ApiError(404,
+                   "model '" + *model + "' does not exist; this server serves '" + limits.model_name + "'",
+                   "model", "model_not_found");
+}
+
+// A seed for a request that gave none: distinct per request, so that sampling differs between requests.
+int64_t fresh_seed() {
+  static const uint64_t base = std::random_device{}() * 0x9E3779B97F4A7C15ull;
+  static std::atomic<uint64_t> counter{0};
+  uint64_t z = base + 0x9E3779B97F4A7C15ull * (counter.fetch_add(1) + 1);  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<int64_t>((z ^ (z >> 31)) >> 1);
+}
+
+std::vector<int32_t> token_id_list(const Json& list, const std::string& path, int32_t vocab_size) {
+  std::vector<int32_t> ids;
+  ids.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    int64_t id = -1;
+    const std::string item = path + "[" + std::to_string(i) + "]";
+    if (!json_to_int64(list[i], id))
+      bad_request(item, "expected a token id (integer), got " + describe_json(list[i]), "invalid_type");
+    if (id < 0 || id >= vocab_size)
+      bad_request(item, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                            std::to_string(vocab_size) + ")");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+std::vector<int32_t> tokenize(const std::string& text, const std::string& path, const RequestLimits& limits) {
+  if (limits.tokenizer == nullptr)
+    bad_request(path, "this server has no tokenizer (see model.tokenizer in docs/config.md): send token ids",
+                "tokenizer_unavailable");
+  return limits.tokenizer->encode(text);
+}
+
+// prompt: a string, a list of one string, a list of token ids, or a list of one list of token ids.
+std::vector<int32_t> parse_prompt(const JsonFields& f, const RequestLimits& limits) {
+  const Json* prompt = f.get("prompt");
+  if (prompt == nullptr) bad_request("prompt", "is required", "missing_required_parameter");
+  if (prompt->is_string()) return tokenize(prompt->get<std::string>(), "prompt", limits);
+  if (!prompt->is_array())
+    bad_request(
+        "prompt",
+        "expected a string, a list of token ids or a list of one of those, got " + describe_json(*prompt),
+        "invalid_type");
+  if (prompt->empty()) bad_request("prompt", "is an empty list");
+  const Json& first = (*prompt)[0];
+  if (first.is_string() || first.is_array()) {
+    if (prompt->size() > 1)
+      bad_request("prompt",
+                  "a batch of " + std::to_string(prompt->size()) +
+                      " prompts is not supported: send one prompt per request",
+                  "unsupported_parameter");
+    if (first.is_string()) return tokenize(first.get<std::string>(), "prompt[0]", limits);
+    if (first.empty()) bad_request("prompt[0]", "is an empty list of token ids");
+    return token_id_list(first, "prompt[0]", limits.vocab_size);
+  }
+  return token_id_list(*prompt, "prompt", limits.vocab_size);
+}
+
+std::vector<std::string> parse_stop(const JsonFields& f) {
+  const Json* stop = f.get("stop");
+  if (stop == nullptr) return {};
+  if (stop->is_string()) {
+    if (stop->get_ref<const std::string&>().empty()) bad_request("stop", "must not be an empty string");
+    return {stop->get<std::string>()};
+  }
+  if (!stop->is_array())
+    bad_request("stop", "expected a string or a list of strings, got " + describe_json(*stop),
+                "invalid_type");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < stop->size(); ++i) {
+    const std::string item = "stop[" + std::to_string(i) + "]";
+    if (!(*stop)[i].is_string())
+      bad_request(item, "expected a string, got " + describe_json((*stop)[i]), "invalid_type");
+    if ((*stop)[i].get_ref<const std::string&>().empty()) bad_request(item, "must not be an empty string");
+    out.push_back((*stop)[i].get<std::string>());
+  }
+  return out;
+}
+
+// Sampling, stopping, streaming and the fields we refuse; shared by both endpoints.
+void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedRequest& out) {
+  check_model(f, limits);
+  SamplingParams& s = out.job.sampling;
+  s.temperature = static_cast<float>(f.number("temperature", 0, 2).value_or(limits.defaults.temperature));
+  s.top_p = static_cast<float>(f.number("top_p", 0, 1, true).value_or(limits.defaults.top_p));
+  const int64_t top_k = f.integer("top_k", -1, kInt32Max).value_or(limits.defaults.top_k);
+  s.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
+  s.min_p = static_cast<float>(f.number("min_p", 0, 1).value_or(limits.defaults.min_p));
+  const auto seed =
+      f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  s.seed = seed ? *seed : fresh_seed();
+
+  if (f.integer("n", 1, 128).value_or(1) != 1)
+    bad_request("n", "only n = 1 is supported (send several requests for several completions)",
+                "unsupported_parameter");
+  out.job.stop = parse_stop(f);
+  if (const Json* ids = f.get("stop_token_ids")) {
+    if (!ids->is_array())
+      bad_request("stop_token_ids", "expected a list of token ids, got " + describe_json(*ids),
+                  "invalid_type");
+    out.job.stop_token_ids = token_id_list(*ids, "stop_token_ids", limits.vocab_size);
+  }
+  out.job.ignore_eos = f.boolean("ignore_eos").value_or(false);
+  out.job.skip_special_tokens = f.boolean("skip_special_tokens").value_or(true);
+  out.return_token_ids = f.boolean("return_token_ids").value_or(false) || limits.tokenizer == nullptr;
+
+  out.stream = f.boolean("stream").value_or(false);
+  if (const Json* options = f.get("stream_options")) {
+    if (!out.stream) bad_request("stream_options", "is only allowed with \"stream\": true");
+    JsonFields o(*options, "stream_options");
+    out.include_usage = o.boolean("include_usage").value_or(false);
+    o.boolean("continuous_usage_stats");  // type-checked, not supported: usage comes in the last chunk
+  }
+
+  f.number("presence_penalty", -2, 2);
+  f.refuse_unless_neutral("presence_penalty", 0, "penalties are not implemented");
+  f.number("frequency_penalty", -2, 2);
+  f.refuse_unless_neutral("frequency_penalty", 0, "penalties are not implemented");
+  f.number("repetition_penalty", 0, 1e9, true);
+  f.refuse_unless_neutral("repetition_penalty", 1, "penalties are not implemented");
+  if (const Json* bias = f.get("logit_bias"); bias && !bias->is_object())
+    bad_request("logit_bias", "expected an object of token id -> bias, got " + describe_json(*bias),
+                "invalid_type");
+  f.refuse_unless_neutral("logit_bias", Json::object(), "logit bias is not implemented");
+  f.integer("min_tokens", 0, kInt32Max);
+  f.refuse_unless_neutral("min_tokens", 0, "min_tokens is not implemented");
+  f.string("user");  // accepted and ignored
+}
+
+// max_tokens absent: all the room left. Too long: a 400 that says by how much.
+void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& field,
+                        const std::string& prompt_field, const RequestLimits& limits, ParsedRequest& out) {
+  const int64_t prompt = static_cast<int64_t>(out.job.prompt.size());
+  const int64_t room = limits.max_context_tokens - prompt;
+  if (room < 1)
+    bad_request(prompt_field,
+                "the prompt has " + std::to_string(prompt) + " tokens; this server's context is " +
+                    std::to_string(limits.max_context_tokens) +
+                    " tokens (prompt + generated), which leaves no room to generate",
+                "context_length_exceeded");
+  if (max_tokens && *max_tokens > room)
+    bad_request(field,
+                "the prompt has " + std::to_string(prompt) + " tokens and " + field + " is " +
+                    std::to_string(*max_tokens) + ": together more than this server's context of " +
+                    std::to_string(limits.max_context_tokens) + " tokens (at most " + std::to_string(room) +
+                    " can be generated)",
+                "context_length_exceeded");
+  out.job.max_tokens = static_cast<int>(max_tokens.value_or(room));
+}
+
+std::string message_content(const Json* content, const std::string& path) {
+  if (content == nullptr) return {};
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array())
+    bad_request(path, "expected a string or a list of content parts, got " + describe_json(*content),
+                "invalid_type");
+  std::string text;  // text parts joined by newlines, as vLLM does
+  for (size_t i = 0; i < content->size(); ++i) {
+    JsonFields part((*content)[i], path + "[" + std::to_string(i) + "]");
+    const auto type = part.string("type");
+    if (!type) bad_request(part.path("type"), "is required", "missing_required_parameter");
+    if (*type != "text")
+      bad_request(part.path("type"), "'" + *type + "' is not supported (text parts only)",
+                  "unsupported_parameter");
+    const auto t = part.string("text");
+    if (!t) bad_request(part.path("text"), "is required", "missing_required_parameter");
+    text += (i ? "\n" : "") + *t;
+  }
+  return text;
+}
+
+std::vector<ChatToolCall> tool_calls(const Json& calls, const std::string& path) {
+  if (!calls.is_array()) bad_request(path, "expected a list, got " + describe_json(calls), "invalid_type");
+  std::vector<ChatToolCall> out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    JsonFields call(calls[i], path + "[" + std::to_string(i) + "]");
+    const Json* function = call.get("function");
+    if (function == nullptr) bad_request(call.path("function"), "is required", "missing_required_parameter");
+    JsonFields f(*function, call.path("function"));
+    const auto name = f.string("name");
+    if (!name) bad_request(f.path("name"), "is required", "missing_required_parameter");
+    const Json* args = f.get("arguments");
+    if (args != nullptr && !args->is_string() && !args->is_object())
+      bad_request(f.path("arguments"), "expected a JSON string or an object, got " + describe_json(*args),
+                  "invalid_type");
+    out.push_back({*name, args == nullptr     ? "{}"
+                          : args->is_string() ? args->get<std::string>()
+                                              : template_json(*args)});
+  }
+  return out;
+}
+
+std::vector<ChatMessage> parse_messages(const JsonFields& f) {
+  const Json* messages = f.get("messages");
+  if (messages == nullptr) bad_request("messages", "is required", "missing_required_parameter");
+  if (!messages->is_array())
+    bad_request("messages", "expected a list of messages, got " + describe_json(*messages), "invalid_type");
+  if (messages->empty()) bad_request("messages", "must contain at least one message");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    JsonFields m((*messages)[i], "messages[" + std::to_string(i) + "]");
+    ChatMessage msg;
+    const auto role = m.string("role");
+    if (!role) bad_request(m.path("role"), "is required", "missing_required_parameter");
+    msg.role = *role == "developer" ? "system" : *role;
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
+      bad_request(m.path("role"), "'" + *role + "' is not one of system, developer, user, assistant, tool");
+    if (msg.role != "assistant" && m.get("content") == nullptr)
+      bad_request(m.path("content"), "is required for a " + *role + " message", "missing_required_parameter");
+    msg.content = message_content(m.get("content"), m.path("content"));
+    if (msg.role == "assistant") {
+      msg.reasoning_content = m.string("reasoning_content");
+      if (const Json* calls = m.get("tool_calls")) msg.tool_calls = tool_calls(*calls, m.path("tool_calls"));
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+ChatTemplateOptions parse_template_options(const JsonFields& f) {
+  ChatTemplateOptions options;
+  options.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
+  f.boolean("continue_final_message");
+  f.refuse_unless_neutral("continue_final_message", false, "continuing the final message is not implemented");
+  f.string("chat_template");
+  f.refuse_unless_neutral("chat_template", nullptr, "the model's own chat template is used");
+  if (const Json* kwargs = f.get("chat_template_kwargs"))
+    options.enable_thinking = JsonFields(*kwargs, "chat_template_kwargs").boolean("enable_thinking");
+  if (const Json* tools = f.get("tools")) {
+    if (!tools->is_array())
+      bad_request("tools", "expected a list of tools, got " + describe_json(*tools), "invalid_type");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      JsonFields tool((*tools)[i], "tools[" + std::to_string(i) + "]");
+      if (tool.string("type").value_or("function") != "function")
+        bad_request(tool.path("type"), "only 'function' tools are supported", "unsupported_parameter");
+      const Json* function = tool.get("function");
+      if (function == nullptr)
+        bad_request(tool.path("function"), "is required", "missing_required_parameter");
+      if (!JsonFields(*function, tool.path("function")).string("name"))
+        bad_request(tool.path("function") + ".name", "is required", "missing_required_parameter");
+      options.tools.push_back(template_json((*tools)[i]));
+    }
+  }
+  if (const Json* choice = f.get("tool_choice");
+      choice && !(choice->is_string() && (*choice == "auto" || *choice == "none")))
+    bad_request("tool_choice", "only \"auto\" and \"none\" are supported (tool calls come back as text)",
+                "unsupported_parameter");
+  if (const Json* format = f.get("response_format")) {
+    if (JsonFields(*format, "response_format").string("type").value_or("text") != "text")
+      bad_request("response_format.type", "only \"text\" is supported (no structured output)",
+                  "unsupported_parameter");
+  }
+  f.boolean("parallel_tool_calls");  // accepted and ignored: tool calls are not parsed out of the text
+  return options;
+}
+
+}  // namespace
+
+ParsedRequest parse_completion_request(const std::string& body, const RequestLimits& limits) {
+  const Json doc = parse_body(body);
+  const JsonFields f(doc, "");
+  ParsedRequest out;
+  parse_common(f, limits, out);
+  f.boolean("echo");
+  f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
+  f.integer("logprobs", 0, 20);
+  f.refuse_unless_neutral("logprobs", nullptr, "log probabilities are not returned");
+  f.integer("best_of", 1, 128);
+  f.refuse_unless_neutral("best_of", 1, "only best_of = 1");
+  f.string("suffix");
+  f.refuse_unless_neutral("suffix", nullptr, "suffixes are not implemented");
+  out.job.prompt = parse_prompt(f, limits);
+  if (out.job.prompt.empty()) bad_request("prompt", "is empty (it has no tokens)");
+  resolve_max_tokens(f.integer("max_tokens", 1, kInt32Max), "max_tokens", "prompt", limits, out);
+  return out;
+}
+
+ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits) {
+  const Json doc = parse_body(body);
+  const JsonFields f(doc, "");
+  ParsedRequest out;
+  parse_common(f, limits, out);
+  f.boolean("logprobs");
+  f.refuse_unless_neutral("logprobs", false, "log probabilities are not returned");
+  f.integer("top_logprobs", 0, 20);
+  f.refuse_unless_neutral("top_logprobs", 0, "log probabilities are not returned");
+  f.boolean("echo");
+  f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
+  const std::vector<ChatMessage> messages = parse_messages(f);
+  const ChatTemplateOptions options = parse_template_options(f);
+  out.job.prompt = tokenize(render_chat_prompt(messages, options), "messages", limits);
+  const auto max_tokens = f.integer("max_tokens", 1, kInt32Max);
+  const auto max_completion_tokens = f.integer("max_completion_tokens", 1, kInt32Max);
+  resolve_max_tokens(max_completion_tokens ? max_completion_tokens : max_tokens,
+                     max_completion_tokens ? "max_completion_tokens" : "max_tokens", "messages", limits, out);
+  return out;
+}
+
+}  // namespace tpserve::serve

@@ -1,0 +1,33 @@
+// Parsing and validation of OpenAI /v1/completions and /v1/chat/completions request bodies into a
+// GenerationJob. Every problem throws ApiError naming the field; unknown fields are ignored (as OpenAI
+// does); fields we cannot honour (n > 1, logprobs, echo, penalties, ...) are refused with a 400 that names
+// them instead of being silently ignored. docs/serving.md lists every field.
+#pragma once
+
+#include <string>
+
+#include "runtime/model/model_spec.h"
+#include "runtime/serve/generation_job.h"
+#include "runtime/serve/tokenizer.h"
+
+namespace tpserve::serve {
+
+struct RequestLimits {
+  const Tokenizer* tokenizer = nullptr;  // nullptr: prompts must be token ids
+  std::string model_name;                // the one model served; other names get 404
+  int32_t vocab_size = 0;                // of the model: prompt and stop ids must be below it
+  int64_t max_context_tokens = 0;        // prompt + generated: min(runtime.max_seq_len, KV cache capacity)
+  GenerationDefaults defaults;           // sampling defaults (generation_config.json)
+};
+
+struct ParsedRequest {
+  GenerationJob job;
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
+  bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
+};
+
+ParsedRequest parse_completion_request(const std::string& body, const RequestLimits& limits);
+ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits);
+
+}  // namespace tpserve::serve

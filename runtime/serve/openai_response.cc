@@ -1,0 +1,116 @@
+#include "runtime/serve/openai_response.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+namespace tpserve::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string random_hex_id() {
+  static const uint64_t base = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  char buffer[33];
+  std::snprintf(buffer, sizeof(buffer), "%016llx%08llx", static_cast<unsigned long long>(base),
+                static_cast<unsigned long long>(counter.fetch_add(1) & 0xFFFFFFFFull));
+  return buffer;
+}
+
+const char* object_name(Endpoint e, bool chunk) {
+  if (e == Endpoint::kChatCompletions) return chunk ? "chat.completion.chunk" : "chat.completion";
+  return "text_completion";
+}
+
+Json header_fields(const ResponseHeader& h, bool chunk) {
+  return {
+      {"id", h.id}, {"object", object_name(h.endpoint, chunk)}, {"created", h.created}, {"model", h.model}};
+}
+
+Json finish_json(const std::optional<std::string>& reason) {
+  return reason ? Json(*reason) : Json();
+}
+
+}  // namespace
+
+ResponseHeader make_response_header(Endpoint endpoint, const std::string& model, bool return_token_ids) {
+  ResponseHeader h;
+  h.endpoint = endpoint;
+  h.id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + random_hex_id();
+  h.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  h.model = model;
+  h.return_token_ids = return_token_ids;
+  return h;
+}
+
+Json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+Json full_response(const ResponseHeader& h, const std::string& text, const std::vector<int32_t>& token_ids,
+                   const std::string& finish_reason, const Usage& usage) {
+  Json choice = {{"index", 0}};
+  if (h.endpoint == Endpoint::kChatCompletions) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    choice["logprobs"] = nullptr;
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  choice["finish_reason"] = finish_reason;
+  if (h.return_token_ids) choice["token_ids"] = token_ids;
+  Json out = header_fields(h, false);
+  out["choices"] = Json::array({choice});
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+Json stream_chunk(const ResponseHeader& h, const std::string& text, const std::vector<int32_t>& token_ids,
+                  bool first, const std::optional<std::string>& finish_reason) {
+  Json choice = {{"index", 0}};
+  if (h.endpoint == Endpoint::kChatCompletions) {
+    Json delta = Json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && !finish_reason)) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish_json(finish_reason);
+  if (h.return_token_ids) choice["token_ids"] = token_ids;
+  Json out = header_fields(h, true);
+  out["choices"] = Json::array({choice});
+  return out;
+}
+
+Json usage_chunk(const ResponseHeader& h, const Usage& usage) {
+  Json out = header_fields(h, true);
+  out["choices"] = Json::array();
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+Json model_list(const std::string& model, int64_t created, int64_t max_model_len) {
+  Json card = {{"id", model},
+               {"object", "model"},
+               {"created", created},
+               {"owned_by", "tpserve"},
+               {"root", model},
+               {"parent", nullptr},
+               {"max_model_len", max_model_len}};
+  return {{"object", "list"}, {"data", Json::array({card})}};
+}
+
+std::string sse_event(const Json& payload) {
+  // Non-ASCII stays as UTF-8 (valid by construction); invalid bytes would be replaced, never thrown on.
+  return "data: " + payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace tpserve::serve

@@ -1,0 +1,112 @@
+// Decode steps as CUDA graphs on the GPU: replaying the padded bucket graphs gives the eager path's greedy
+// tokens (every bucket, padding rows present, with and without MTP speculation); replays allocate nothing;
+// under PDL `auto` every enrolled launch that follows a kernel becomes a programmatic edge, `off` leaves
+// none, and switching one site off removes exactly that site's edges.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "parallel/communicator.h"
+#include "runtime/backend/cuda/cuda_backend.h"
+#include "runtime/backend/cuda/device_memory.h"
+#include "runtime/config/config_parser.h"
+#include "runtime/engine/engine.h"
+#include "tests/cuda/op_test_util.h"
+
+namespace tpserve::cuda_test {
+namespace {
+
+struct GpuEngine {
+  std::unique_ptr<parallel::Communicator> comm = parallel::make_single_rank_communicator();
+  std::unique_ptr<Engine> engine;
+  explicit GpuEngine(const std::vector<std::string>& overrides) {
+    const Config config = parse_config(
+        "model: {synthetic: {preset: tiny, seed: 3, vocab: 4096, mtp: true}}\n"
+        "runtime: {backend: cuda, max_batch: 8, max_seq_len: 256, gpu_memory_fraction: 0.2}\n"
+        "cuda_graph: {capture_sizes: [1, 2, 4, 8]}\n",
+        "graph_test", overrides);
+    CudaBackendOptions o;
+    o.pdl = config.launch.pdl;
+    o.gpu_memory_fraction = 0.2;
+    engine = std::make_unique<Engine>(config, *comm, make_cuda_backend(o));
+  }
+};
+
+// n requests decoded together to completion (greedy, `len` tokens each): the per-request tokens.
+std::vector<std::vector<int32_t>> decode_together(Engine& e, int n, int len) {
+  for (int i = 0; i < n; ++i) {
+    Request r;
+    r.id = i + 1;
+    r.prompt = {11 + i, 200 + 7 * i, 3000 - i, 42};
+    r.max_tokens = len;
+    r.ignore_eos = true;
+    e.scheduler().add(r);
+  }
+  std::vector<std::vector<int32_t>> out(n);
+  while (e.scheduler().has_work())
+    for (const auto& ev : e.step())
+      if (ev.token >= 0) out[ev.request_id - 1].push_back(ev.token);
+  return out;
+}
+
+TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const char* spec : {"speculative.method=none", "speculative.method=mtp"}) {
+    std::vector<std::string> base = {spec};
+    if (std::string(spec).find("mtp") != std::string::npos) base.push_back("speculative.num_speculative_tokens=2");
+    auto eager_overrides = base;
+    eager_overrides.push_back("cuda_graph.enabled=false");
+    GpuEngine eager(eager_overrides), graphs(base);
+    ASSERT_EQ(graphs.engine->model().graph_reports().size(), 4u);
+    for (int n : {1, 3, 8}) {  // 3 runs in the batch-4 graph with a padding sequence
+      SCOPED_TRACE(std::string(spec) + ", " + std::to_string(n) + " sequences");
+      const int64_t before = graphs.engine->model().graph_replays();
+      const CudaAllocationStats alloc_before = cuda_allocation_stats();
+      const auto want = decode_together(*eager.engine, n, 32);
+      const auto got = decode_together(*graphs.engine, n, 32);
+      EXPECT_EQ(got, want);
+      EXPECT_GT(graphs.engine->model().graph_replays(), before);
+      EXPECT_EQ(eager.engine->model().graph_replays(), 0);
+      (void)alloc_before;
+    }
+    // Replays allocate nothing: only the eager engine's first use could have.
+    const CudaAllocationStats a = cuda_allocation_stats();
+    decode_together(*graphs.engine, 4, 8);
+    EXPECT_EQ(cuda_allocation_stats().count, a.count);
+    EXPECT_EQ(cuda_allocation_stats().bytes, a.bytes);
+  }
+}
+
+GraphReport batch4_graph(const std::vector<std::string>& overrides) {
+  GpuEngine g(overrides);
+  for (const auto& [size, report] : g.engine->model().graph_reports())
+    if (size == 4) return report;
+  ADD_FAILURE() << "no batch-4 graph";
+  return {};
+}
+
+TEST(CudaGraphs, ProgrammaticEdgesFollowThePdlPolicy) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const GraphReport automatic = batch4_graph({"launch.pdl.default=auto"});
+  const GraphReport off = batch4_graph({"launch.pdl.default=off"});
+  const GraphReport no_rmsnorm = batch4_graph({"launch.pdl.default=auto", "launch.pdl.sites.add_rmsnorm=off"});
+  std::printf("auto: %s\n", automatic.format().c_str());
+  // The H200 is SM90 and the kernels are built for sm_90a: auto enables PDL.
+  EXPECT_GT(automatic.programmatic_edges, 0);
+  EXPECT_EQ(automatic.programmatic_edges, automatic.pdl_kernel_nodes_after_kernel);
+  EXPECT_EQ(off.programmatic_edges, 0);
+  EXPECT_EQ(off.kernel_nodes, automatic.kernel_nodes);
+  EXPECT_GT(automatic.programmatic_edges_per_site.at("add_rmsnorm"), 0);
+  EXPECT_EQ(no_rmsnorm.programmatic_edges_per_site.count("add_rmsnorm"), 0u);
+  for (const auto& [site, n] : automatic.programmatic_edges_per_site) {
+    if (site == "add_rmsnorm") continue;
+    auto it = no_rmsnorm.programmatic_edges_per_site.find(site);
+    ASSERT_NE(it, no_rmsnorm.programmatic_edges_per_site.end()) << site;
+    EXPECT_EQ(it->second, n) << site;
+  }
+  EXPECT_EQ(no_rmsnorm.programmatic_edges,
+            automatic.programmatic_edges - automatic.programmatic_edges_per_site.at("add_rmsnorm"));
+}
+
+}  // namespace
+}  // namespace tpserve::cuda_test

@@ -1,0 +1,343 @@
+// The HTTP API end to end (tiny model, CPU backend, in-process server): response shapes of both endpoints,
+// streaming equal to non-streaming, every prompt form, stop strings across token boundaries, stop token ids,
+// context limits, seeds, /v1/models, /health through loading and draining, /metrics counts, and a server
+// without a tokenizer.
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "runtime/serve/chat_template.h"
+#include "runtime/serve/utf8.h"
+#include "tests/serve/test_server.h"
+
+namespace tpserve::serve::testing {
+namespace {
+
+#define SKIP_WITHOUT_TOKENIZER()    \
+  if (qwen3_tokenizer() == nullptr) \
+  GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer"
+
+const Json kGreedy = {{"temperature", 0}};
+
+Json completion(const std::string& prompt, int max_tokens, Json extra = Json::object()) {
+  Json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  body.update(extra);
+  return body;
+}
+
+TEST(HttpApi, CompletionsWholeAndStreamed) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server;
+  const Reply r =
+      post(server, "/v1/completions", completion("The capital of France is", 24, {{"ignore_eos", true}}));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["object"], "text_completion");
+  EXPECT_EQ(r.body["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(r.body["model"], "synthetic-tiny");
+  EXPECT_TRUE(r.body["created"].is_number_integer());
+  const Json& choice = r.body["choices"][0];
+  EXPECT_EQ(choice["index"], 0);
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_FALSE(choice.contains("token_ids"));
+  const int prompt_tokens = static_cast<int>(server.tokenizer()->encode("The capital of France is").size());
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(r.body["usage"]["total_tokens"], prompt_tokens + 24);
+  const std::string text = completion_text(r);
+  EXPECT_TRUE(is_valid_utf8(text));
+
+  // Greedy is deterministic, with token ids on request matching the text.
+  const Reply again =
+      post(server, "/v1/completions",
+           completion("The capital of France is", 24, {{"ignore_eos", true}, {"return_token_ids", true}}));
+  EXPECT_EQ(completion_text(again), text);
+  const auto ids = again.body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  EXPECT_EQ(ids.size(), 24u);
+  EXPECT_EQ(server.tokenizer()->decode(ids), text);
+
+  // Streamed: the same text, one event per token or fewer, a finish chunk, usage last, then [DONE].
+  const Stream s = post_stream(
+      server, "/v1/completions",
+      completion("The capital of France is", 24,
+                 {{"ignore_eos", true}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}));
+  ASSERT_EQ(s.status, 200) << s.raw;
+  EXPECT_TRUE(s.done);
+  ASSERT_GE(s.events.size(), 3u);
+  EXPECT_EQ(stream_text(s), text);
+  for (const Json& e : s.events) {
+    EXPECT_EQ(e["object"], "text_completion");
+    EXPECT_EQ(e["id"], s.events[0]["id"]);
+    if (!e["choices"].empty()) {
+      EXPECT_TRUE(is_valid_utf8(e["choices"][0]["text"].get<std::string>()));
+    }
+  }
+  const Json& finish = s.events[s.events.size() - 2];
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "length");
+  const Json& usage = s.events.back();
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(usage["usage"]["prompt_tokens"], prompt_tokens);
+}
+
+TEST(HttpApi, ChatWholeAndStreamed) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server;
+  const Json messages = Json::array(
+      {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hello! 你好"}}});
+  Json body = {{"model", "synthetic-tiny"},   {"messages", messages},
+               {"max_completion_tokens", 20}, {"temperature", 0},
+               {"ignore_eos", true},          {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  const Reply r = post(server, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["object"], "chat.completion");
+  EXPECT_EQ(r.body["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(r.body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+  ChatTemplateOptions options;
+  options.enable_thinking = false;
+  const std::string prompt = render_chat_prompt(
+      {{"system", "Be brief.", std::nullopt, {}}, {"user", "Hello! 你好", std::nullopt, {}}}, options);
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], server.tokenizer()->encode(prompt).size());
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 20);
+
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  const Stream s = post_stream(server, "/v1/chat/completions", body);
+  ASSERT_EQ(s.status, 200) << s.raw;
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(stream_text(s), completion_text(r));
+  EXPECT_EQ(s.events.front()["object"], "chat.completion.chunk");
+  EXPECT_EQ(s.events.front()["choices"][0]["delta"]["role"], "assistant");
+  const Json& finish = s.events[s.events.size() - 2];
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(finish["choices"][0]["delta"].empty());
+  EXPECT_TRUE(s.events.back()["choices"].empty());
+  EXPECT_EQ(s.events.back()["usage"]["total_tokens"], r.body["usage"]["total_tokens"]);
+}
+
+TEST(HttpApi, EveryPromptFormGivesTheSameCompletion) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server;
+  const std::string text = "Once upon a time";
+  const auto ids = server.tokenizer()->encode(text);
+  const Json forms[] = {text, Json::array({text}), ids, Json::array({ids})};
+  std::string expected;
+  for (const Json& prompt : forms) {
+    const Reply r =
+        post(server, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}});
+    ASSERT_EQ(r.status, 200) << prompt.dump() << " " << r.raw;
+    if (expected.empty()) expected = completion_text(r);
+    EXPECT_EQ(completion_text(r), expected) << prompt.dump();
+    EXPECT_EQ(r.body["usage"]["prompt_tokens"], ids.size());
+  }
+}
+
+TEST(HttpApi, StopStringsAcrossTokenBoundariesAndStopTokens) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server;
+  const Json base =
+      completion("Tell me a story about", 40, {{"ignore_eos", true}, {"return_token_ids", true}});
+  const Reply full = post(server, "/v1/completions", base);
+  ASSERT_EQ(full.status, 200);
+  const auto ids = full.body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  const std::string text = completion_text(full);
+  // A stop string made of the end of token 9's text and the start of token 10's: it spans a boundary.
+  const std::string before = server.tokenizer()->decode({ids.begin(), ids.begin() + 10});
+  const std::string upto = server.tokenizer()->decode({ids.begin(), ids.begin() + 11});
+  ASSERT_GT(upto.size(), before.size());
+  ASSERT_EQ(text.compare(0, upto.size(), upto), 0);
+  size_t cut = before.size() - 1;
+  while (cut > 0 && (static_cast<unsigned char>(before[cut]) & 0xC0) == 0x80) --cut;  // a character start
+  size_t end = before.size() + 1;
+  while (end < upto.size() && (static_cast<unsigned char>(upto[end]) & 0xC0) == 0x80) ++end;
+  const std::string stop = upto.substr(cut, end - cut);
+  const std::string expected = text.substr(0, text.find(stop));
+
+  Json with_stop = base;
+  with_stop["stop"] = Json::array({"never appears \x01", stop});
+  const Reply r = post(server, "/v1/completions", with_stop);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(completion_text(r), expected) << "stop: " << stop;
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+
+  with_stop["stream"] = true;
+  const Stream s = post_stream(server, "/v1/completions", with_stop);
+  EXPECT_EQ(stream_text(s), expected);
+  EXPECT_EQ(s.events.back()["choices"][0]["finish_reason"], "stop");
+  for (const Json& e : s.events) {
+    const std::string piece = e["choices"][0]["text"];
+    EXPECT_EQ(piece.find(stop), std::string::npos);
+  }
+
+  // A stop token id: generation ends at its first occurrence and its text is not part of the output.
+  Json with_stop_id = base;
+  const int32_t stop_id = ids[5];
+  with_stop_id["stop_token_ids"] = Json::array({stop_id});
+  const Reply t = post(server, "/v1/completions", with_stop_id);
+  const size_t first = std::find(ids.begin(), ids.end(), stop_id) - ids.begin();
+  EXPECT_EQ(t.body["usage"]["completion_tokens"], first + 1);
+  EXPECT_EQ(t.body["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(completion_text(t), server.tokenizer()->decode({ids.begin(), ids.begin() + first}));
+}
+
+TEST(HttpApi, ContextLimitsAndDefaultMaxTokens) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server({"runtime.max_seq_len=64"});
+  const auto ids = server.tokenizer()->encode("A short prompt");
+  const Reply too_long = post(server, "/v1/completions", completion("A short prompt", 64));
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_EQ(too_long.body["error"]["param"], "max_tokens");
+  EXPECT_EQ(too_long.body["error"]["code"], "context_length_exceeded");
+  // Without max_tokens the request may use all the room left.
+  const Reply fill = post(server, "/v1/completions",
+                          {{"prompt", "A short prompt"}, {"temperature", 0}, {"ignore_eos", true}});
+  ASSERT_EQ(fill.status, 200) << fill.raw;
+  EXPECT_EQ(fill.body["usage"]["completion_tokens"], 64 - static_cast<int>(ids.size()));
+  EXPECT_EQ(fill.body["choices"][0]["finish_reason"], "length");
+  const Reply no_room = post(server, "/v1/completions", {{"prompt", std::vector<int>(64, 100)}});
+  EXPECT_EQ(no_room.status, 400);
+  EXPECT_EQ(no_room.body["error"]["param"], "prompt");
+}
+
+TEST(HttpApi, SeedsMakeSamplingReproducible) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server;
+  auto sample = [&](int64_t seed) {
+    return completion_text(post(server, "/v1/completions",
+                                {{"prompt", "Random words:"},
+                                 {"max_tokens", 16},
+                                 {"temperature", 1.0},
+                                 {"seed", seed},
+                                 {"ignore_eos", true}}));
+  };
+  EXPECT_EQ(sample(7), sample(7));
+  EXPECT_NE(sample(7), sample(8));
+}
+
+TEST(HttpApi, ModelsHealthMetricsAndDraining) {
+  SKIP_WITHOUT_TOKENIZER();
+  auto server = std::make_unique<TestServer>();
+  const Reply models = send(*server, "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.body["object"], "list");
+  EXPECT_EQ(models.body["data"][0]["id"], "synthetic-tiny");
+  EXPECT_EQ(models.body["data"][0]["max_model_len"], 512);
+  EXPECT_EQ(send(*server, "GET", "/health").status, 200);
+
+  // Served requests and what /metrics reports.
+  int prompt_tokens = 0, completion_tokens = 0, itl = 0;
+  const std::vector<std::pair<std::string, Json>> requests = {
+      {"/v1/completions", completion("one", 1)},  // finishes in its first step
+      {"/v1/completions", completion("two two", 9, {{"stream", true}})},
+      {"/v1/chat/completions",
+       {{"messages", {{{"role", "user"}, {"content", "three"}}}}, {"max_tokens", 7}, {"temperature", 0}}},
+      {"/v1/chat/completions",
+       {{"messages", {{{"role", "user"}, {"content", "four"}}}},
+        {"max_tokens", 3},
+        {"stream", true},
+        {"stream_options", {{"include_usage", true}}}}}};
+  for (const auto& [path, body] : requests) {
+    Json usage;
+    if (body.value("stream", false)) {
+      Json b = body;
+      b["stream_options"] = {{"include_usage", true}};
+      usage = post_stream(*server, path, b).events.back()["usage"];
+    } else {
+      usage = post(*server, path, body).body["usage"];
+    }
+    prompt_tokens += usage["prompt_tokens"].get<int>();
+    completion_tokens += usage["completion_tokens"].get<int>();
+    itl += usage["completion_tokens"].get<int>() - 1;
+  }
+  const std::string page = send(*server, "GET", "/metrics").raw;
+  const std::string label = "{model_name=\"synthetic-tiny\"";
+  EXPECT_EQ(metric_value(page, "tpserve:prompt_tokens_total" + label), prompt_tokens) << page;
+  EXPECT_EQ(metric_value(page, "tpserve:generation_tokens_total" + label), completion_tokens);
+  const double successes =
+      metric_value(page, "tpserve:request_success_total" + label + ",finished_reason=\"stop\"") +
+      metric_value(page, "tpserve:request_success_total" + label + ",finished_reason=\"length\"");
+  EXPECT_EQ(successes, 4);
+  EXPECT_EQ(metric_value(page, "tpserve:time_to_first_token_seconds_count" + label), 4);
+  EXPECT_EQ(metric_value(page, "tpserve:e2e_request_latency_seconds_count" + label), 4);
+  EXPECT_EQ(metric_value(page, "tpserve:request_queue_time_seconds_count" + label), 4);
+  EXPECT_EQ(metric_value(page, "tpserve:inter_token_latency_seconds_count" + label), itl);
+  EXPECT_EQ(metric_value(page, "tpserve:inter_token_latency_seconds_bucket" + label + ",le=\"+Inf\""), itl);
+  EXPECT_EQ(metric_value(page, "tpserve:num_requests_running" + label), 0);
+  EXPECT_EQ(metric_value(page, "tpserve:num_requests_waiting" + label), 0);
+  EXPECT_EQ(metric_value(page, "tpserve:kv_cache_usage_perc" + label), 0);
+  for (const char* spec :
+       {"tpserve:spec_decode_num_drafts_total", "tpserve:spec_decode_num_draft_tokens_total",
+        "tpserve:spec_decode_num_accepted_tokens_total"})
+    EXPECT_EQ(metric_value(page, spec + label), 0) << spec;
+  EXPECT_NE(page.find("# TYPE tpserve:time_to_first_token_seconds histogram"), std::string::npos);
+}
+
+TEST(HttpApi, HealthIsUnavailableWhileLoadingAndDraining) {
+  ServerMetrics metrics;
+  HttpServer http(HttpServerOptions{"127.0.0.1", 0, 4, 1 << 20}, metrics);
+  http.start();
+  httplib::Client cli("127.0.0.1", http.port());
+  auto health = cli.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_NE(health->body.find("loading"), std::string::npos);
+  auto early = cli.Post("/v1/completions", R"({"prompt": [1, 2]})", "application/json");
+  ASSERT_TRUE(early);
+  EXPECT_EQ(early->status, 503);
+  EXPECT_EQ(Json::parse(early->body)["error"]["code"], "model_loading");
+  EXPECT_EQ(cli.Get("/v1/models")->status, 503);
+  EXPECT_EQ(cli.Get("/metrics")->status, 200);
+
+  auto comm = parallel::make_single_rank_communicator();
+  Engine engine(
+      load_config_file(std::string(TPSERVE_SOURCE_DIR) + "/configs/tiny.yaml", {"runtime.backend=cpu"}),
+      *comm, make_cpu_backend());
+  EngineLoop loop(engine, nullptr, metrics);
+  http.set_ready(&loop, request_limits_for(engine, nullptr), 512);
+  std::thread runner([&loop] { loop.run(); });
+  EXPECT_EQ(cli.Get("/health")->status, 200);
+  http.begin_drain();
+  loop.drain();
+  runner.join();
+  health = cli.Get("/health");
+  EXPECT_EQ(health->status, 503);
+  EXPECT_NE(health->body.find("draining"), std::string::npos);
+  auto late = cli.Post("/v1/completions", R"({"prompt": [1, 2]})", "application/json");
+  EXPECT_EQ(late->status, 503);
+  EXPECT_EQ(Json::parse(late->body)["error"]["code"], "server_shutting_down");
+  http.stop();
+}
+
+TEST(HttpApi, APortInUseIsAClearError) {
+  ServerMetrics metrics;
+  HttpServer first(HttpServerOptions{"127.0.0.1", 0, 2, 1024}, metrics);
+  first.start();
+  HttpServer second(HttpServerOptions{"127.0.0.1", first.port(), 2, 1024}, metrics);
+  try {
+    second.start();
+    ADD_FAILURE() << "a second server bound port " << first.port();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot listen on 127.0.0.1:" + std::to_string(first.port())),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(HttpApi, WithoutTokenizerServesTokenIds) {
+  TestServer server({}, /*with_tokenizer=*/false);
+  const Reply ids =
+      post(server, "/v1/completions", {{"prompt", {9707, 11, 1879}}, {"max_tokens", 6}, {"temperature", 0}});
+  ASSERT_EQ(ids.status, 200) << ids.raw;
+  EXPECT_EQ(completion_text(ids), "");
+  EXPECT_EQ(ids.body["choices"][0]["token_ids"].size(), 6u);
+  const Reply text = post(server, "/v1/completions", {{"prompt", "hello"}});
+  EXPECT_EQ(text.status, 400);
+  EXPECT_EQ(text.body["error"]["param"], "prompt");
+  EXPECT_EQ(text.body["error"]["code"], "tokenizer_unavailable");
+  const Reply chat =
+      post(server, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  EXPECT_EQ(chat.status, 400);
+  EXPECT_EQ(chat.body["error"]["param"], "messages");
+}
+
+}  // namespace
+}  // namespace tpserve::serve::testing

@@ -1,0 +1,261 @@
+// Malformed and out-of-range requests: each gets the right status and an OpenAI error body naming the
+// field (or the route), and the server keeps serving (/health and a good request afterwards).
+#include <gtest/gtest.h>
+
+#include "tests/serve/test_server.h"
+
+namespace tpserve::serve::testing {
+namespace {
+
+struct Case {
+  std::string method, path, body;
+  int status;
+  std::string param;  // the error's param; "" = none expected (null)
+  std::string message_contains = "";
+};
+
+const std::string kC = "/v1/completions";
+const std::string kChat = "/v1/chat/completions";
+
+// A valid completion body with one field replaced (or added).
+std::string completion_with(const std::string& field, const std::string& value_json) {
+  Json body = {{"prompt", "Hi"}, {"max_tokens", 4}};
+  body[field] = Json::parse(value_json);
+  return body.dump();
+}
+std::string chat_with(const std::string& field, const std::string& value_json) {
+  Json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}};
+  body[field] = Json::parse(value_json);
+  return body.dump();
+}
+std::string chat_messages(const std::string& messages_json) {
+  return R"({"max_tokens": 4, "messages": )" + messages_json + "}";
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  auto bad = [&](const std::string& path, const std::string& body, const std::string& param, int status = 400,
+                 const std::string& contains = "") {
+    c.push_back({"POST", path, body, status, param, contains});
+  };
+  auto field = [&](const std::string& name, const std::string& value, const std::string& param = "") {
+    bad(kC, completion_with(name, value), param.empty() ? name : param);
+  };
+  auto chat_field = [&](const std::string& name, const std::string& value, const std::string& param = "") {
+    bad(kChat, chat_with(name, value), param.empty() ? name : param);
+  };
+
+  // Bodies that are not a JSON object.
+  for (const std::string& path : {kC, kChat}) {
+    bad(path, "", "", 400, "not valid JSON");
+    bad(path, "{", "", 400, "not valid JSON");
+    bad(path, "{\"prompt\": }", "", 400, "not valid JSON");
+    bad(path, "[1, 2]", "", 400, "JSON object");
+    bad(path, "\"prompt\"", "", 400, "JSON object");
+    bad(path, "null", "", 400, "JSON object");
+    bad(path, "{\"prompt\": \"a\"} trailing", "", 400, "not valid JSON");
+    bad(path, "{\"prompt\": \"\xff\"}", "", 400, "not valid JSON");
+  }
+  // prompt
+  bad(kC, R"({"max_tokens": 4})", "prompt");
+  field("prompt", "5");
+  field("prompt", "true");
+  field("prompt", "{}");
+  field("prompt", "[]");
+  field("prompt", "\"\"");
+  field("prompt", "[[]]", "prompt[0]");
+  field("prompt", R"(["a", "b"])");
+  field("prompt", "[[1], [2]]");
+  field("prompt", "[1, -1]", "prompt[1]");
+  field("prompt", "[1, 151936]", "prompt[1]");
+  field("prompt", "[1, 2.5]", "prompt[1]");
+  field("prompt", R"([1, "a"])", "prompt[1]");
+  field("prompt", "[[1, null]]", "prompt[0][1]");
+  // Sampling parameters: types and bounds.
+  for (const char* v : {"-0.1", "2.01", "1e9", "\"hot\"", "true", "[]"}) field("temperature", v);
+  for (const char* v : {"0", "-0.5", "1.5", "\"x\"", "{}"}) field("top_p", v);
+  for (const char* v : {"-2", "-100", "1.5", "\"5\"", "false"}) field("top_k", v);
+  for (const char* v : {"-0.01", "1.01", "\"0.1\""}) field("min_p", v);
+  for (const char* v : {"1.5", "\"42\"", "9223372036854775808", "true"}) field("seed", v);
+  for (const char* v : {"0", "-5", "1.5", "\"10\"", "[]", "2147483648"}) field("max_tokens", v);
+  for (const char* v : {"2", "0", "\"1\""}) field("n", v);
+  // stop / stop_token_ids / flags
+  field("stop", "\"\"");
+  field("stop", "5");
+  field("stop", "{}");
+  field("stop", R"(["ok", ""])", "stop[1]");
+  field("stop", R"(["ok", 3])", "stop[1]");
+  field("stop_token_ids", "5");
+  field("stop_token_ids", "[-1]", "stop_token_ids[0]");
+  field("stop_token_ids", "[999999]", "stop_token_ids[0]");
+  field("stop_token_ids", R"(["a"])", "stop_token_ids[0]");
+  for (const char* name : {"ignore_eos", "skip_special_tokens", "return_token_ids", "stream", "echo"})
+    field(name, "\"yes\"");
+  field("stream", "1");
+  bad(kC, completion_with("stream_options", R"({"include_usage": true})"), "stream_options");
+  bad(kC, R"({"prompt": "Hi", "stream": true, "stream_options": 5})", "stream_options");
+  bad(kC, R"({"prompt": "Hi", "stream": true, "stream_options": {"include_usage": "yes"}})",
+      "stream_options.include_usage");
+  // Fields tpserve refuses rather than ignoring.
+  field("presence_penalty", "0.5");
+  field("presence_penalty", "3");
+  field("frequency_penalty", "-1");
+  field("frequency_penalty", "-2.5");
+  field("repetition_penalty", "1.2");
+  field("repetition_penalty", "0");
+  field("logit_bias", R"({"1": 5})");
+  field("logit_bias", "[1]");
+  field("logprobs", "1");
+  field("logprobs", "true");
+  field("echo", "true");
+  field("best_of", "2");
+  field("best_of", "0");
+  field("suffix", "\"end\"");
+  field("min_tokens", "3");
+  field("user", "5");
+  // model
+  c.push_back({"POST", kC, completion_with("model", "\"gpt-4\""), 404, "model"});
+  field("model", "5");
+  // Context length.
+  field("max_tokens", "600");
+  bad(kC, Json({{"prompt", std::vector<int>(600, 100)}, {"max_tokens", 1}}).dump(), "prompt");
+
+  // Chat: messages and their fields.
+  bad(kChat, R"({"max_tokens": 4})", "messages");
+  bad(kChat, chat_messages("[]"), "messages");
+  bad(kChat, chat_messages("\"hi\""), "messages");
+  bad(kChat, chat_messages("[5]"), "messages[0]");
+  bad(kChat, chat_messages(R"([{"content": "hi"}])"), "messages[0].role");
+  bad(kChat, chat_messages(R"([{"role": "wizard", "content": "hi"}])"), "messages[0].role");
+  bad(kChat, chat_messages(R"([{"role": 5, "content": "hi"}])"), "messages[0].role");
+  bad(kChat, chat_messages(R"([{"role": "user"}])"), "messages[0].content");
+  bad(kChat, chat_messages(R"([{"role": "user", "content": 5}])"), "messages[0].content");
+  bad(kChat, chat_messages(R"([{"role": "user", "content": "a"}, {"role": "system", "content": {}}])"),
+      "messages[1].content");
+  bad(kChat, chat_messages(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])"),
+      "messages[0].content[0].type");
+  bad(kChat, chat_messages(R"([{"role": "user", "content": [{"type": "text"}]}])"),
+      "messages[0].content[0].text");
+  bad(kChat, chat_messages(R"([{"role": "user", "content": [5]}])"), "messages[0].content[0]");
+  bad(kChat, chat_messages(R"([{"role": "assistant", "content": "a", "tool_calls": [{"function": {}}]}])"),
+      "messages[0].tool_calls[0].function.name");
+  bad(kChat, chat_messages(R"([{"role": "assistant", "content": "a", "tool_calls": 3}])"),
+      "messages[0].tool_calls");
+  bad(kChat, chat_messages(R"([{"role": "assistant", "content": "a", "reasoning_content": 1}])"),
+      "messages[0].reasoning_content");
+  chat_field("max_completion_tokens", "0");
+  chat_field("max_completion_tokens", "\"8\"");
+  chat_field("max_completion_tokens", "1000");
+  chat_field("temperature", "3");
+  chat_field("top_k", "-3");
+  chat_field("n", "3");
+  chat_field("logprobs", "true");
+  chat_field("top_logprobs", "5");
+  chat_field("tools", "{}");
+  chat_field("tools", R"([{"type": "retrieval"}])", "tools[0].type");
+  chat_field("tools", R"([{"type": "function"}])", "tools[0].function");
+  chat_field("tool_choice", "\"required\"");
+  chat_field("response_format", R"({"type": "json_object"})", "response_format.type");
+  chat_field("chat_template_kwargs", "5");
+  chat_field("chat_template_kwargs", R"({"enable_thinking": "no"})", "chat_template_kwargs.enable_thinking");
+  chat_field("add_generation_prompt", "1");
+  chat_field("continue_final_message", "true");
+  chat_field("chat_template", "\"{{ messages }}\"");
+  chat_field("stop", R"([""])", "stop[0]");
+  c.push_back({"POST", kChat, chat_with("model", "\"other\""), 404, "model"});
+
+  // Routes and methods.
+  for (const std::string& path : {kC, kChat}) {
+    c.push_back({"GET", path, "", 405, ""});
+    c.push_back({"PUT", path, "{}", 405, ""});
+    c.push_back({"DELETE", path, "", 405, ""});
+  }
+  c.push_back({"POST", "/health", "{}", 405, ""});
+  c.push_back({"POST", "/v1/models", "{}", 405, ""});
+  c.push_back({"PATCH", "/metrics", "{}", 405, ""});
+  c.push_back({"GET", "/v1/nothing", "", 404, ""});
+  c.push_back({"POST", "/v1/embeddings", "{}", 404, ""});
+  c.push_back({"GET", "/", "", 404, ""});
+  c.push_back({"OPTIONS", "/v2/completions", "", 404, ""});
+  return c;
+}
+
+TEST(HttpValidation, MalformedRequestsGetAnErrorNamingTheField) {
+  if (qwen3_tokenizer() == nullptr)
+    GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer";
+  TestServer server({}, true, /*max_body_bytes=*/1 << 16);
+  const std::vector<Case> all = cases();
+  ASSERT_GE(all.size(), 100u);
+  for (const Case& c : all) {
+    SCOPED_TRACE(c.method + " " + c.path + " " + c.body.substr(0, 200));
+    const Reply r = send(server, c.method, c.path, c.body);
+    EXPECT_EQ(r.status, c.status) << r.raw;
+    ASSERT_TRUE(r.body.is_object() && r.body.contains("error")) << r.raw;
+    const Json& e = r.body["error"];
+    EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty());
+    EXPECT_TRUE(e["type"].is_string());
+    EXPECT_TRUE(e.contains("code"));
+    if (c.param.empty()) {
+      EXPECT_TRUE(e["param"].is_null()) << r.raw;
+    } else {
+      EXPECT_EQ(e["param"], c.param) << r.raw;
+      EXPECT_NE(e["message"].get<std::string>().find(c.param), std::string::npos) << r.raw;
+    }
+    if (!c.message_contains.empty()) {
+      EXPECT_NE(e["message"].get<std::string>().find(c.message_contains), std::string::npos) << r.raw;
+    }
+  }
+  // A body over the limit: 413 with a JSON error.
+  const Reply big = send(server, "POST", kC, completion_with("prompt", Json(std::string(70000, 'a')).dump()));
+  EXPECT_EQ(big.status, 413) << big.raw;
+  EXPECT_EQ(big.body["error"]["code"], "request_too_large");
+
+  // Still serving.
+  EXPECT_EQ(send(server, "GET", "/health").status, 200);
+  const Reply ok = post(server, kC, {{"prompt", "Hi"}, {"max_tokens", 4}, {"temperature", 0}});
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+  std::cout << "checked " << all.size() + 1 << " malformed requests\n";
+}
+
+TEST(HttpValidation, UnknownFieldsAreIgnoredAndNeutralValuesAccepted) {
+  if (qwen3_tokenizer() == nullptr)
+    GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer";
+  TestServer server;
+  const Json completion = {{"prompt", "Hi"},
+                           {"max_tokens", 3},
+                           {"temperature", 0},
+                           {"unknown_field", {1, 2}},
+                           {"n", 1},
+                           {"best_of", 1},
+                           {"echo", false},
+                           {"logprobs", nullptr},
+                           {"presence_penalty", 0},
+                           {"frequency_penalty", 0.0},
+                           {"logit_bias", Json::object()},
+                           {"top_k", -1},
+                           {"user", "me"},
+                           {"stop", nullptr},
+                           {"seed", -5}};
+  EXPECT_EQ(post(server, kC, completion).status, 200);
+  const Json chat = {
+      {"messages",
+       {{{"role", "developer"}, {"content", "sys"}},
+        {{"role", "user"},
+         {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls", {{{"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}}}}},
+        {{"role", "tool"}, {"content", "result"}, {"tool_call_id", "x"}}}},
+      {"max_tokens", 3},
+      {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", Json::object()}}}}}},
+      {"tool_choice", "auto"},
+      {"response_format", {{"type", "text"}}},
+      {"logprobs", false},
+      {"parallel_tool_calls", true},
+      {"something_new", "ignored"}};
+  const Reply r = post(server, kChat, chat);
+  EXPECT_EQ(r.status, 200) << r.raw;
+}
+
+}  // namespace
+}  // namespace tpserve::serve::testing
