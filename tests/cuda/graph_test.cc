@@ -1,7 +1,7 @@
 // Decode steps as CUDA graphs on the GPU: replaying the padded bucket graphs gives the eager path's greedy
 // tokens (every bucket, padding rows present, with and without MTP speculation); replays allocate nothing;
 // under PDL `auto` every enrolled launch that follows a kernel becomes a programmatic edge, `off` leaves
-// none, and switching one site off removes exactly that site's edges.
+// none, and switching one site (rmsnorm, which also carries the fused add + RMSNorm) off removes exactly its edges.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -22,12 +22,12 @@ struct GpuEngine {
   explicit GpuEngine(const std::vector<std::string>& overrides) {
     const Config config = parse_config(
         "model: {synthetic: {preset: tiny, seed: 3, vocab: 4096, mtp: true}}\n"
-        "runtime: {backend: cuda, max_batch: 8, max_seq_len: 256, gpu_memory_fraction: 0.2}\n"
+        "runtime: {backend: cuda, max_batch: 8, max_seq_len: 256}\n"
         "cuda_graph: {capture_sizes: [1, 2, 4, 8]}\n",
         "graph_test", overrides);
     CudaBackendOptions o;
     o.pdl = config.launch.pdl;
-    o.gpu_memory_fraction = 0.2;
+    o.arena_bytes = size_t(4) << 30;  // several engines share the GPU in this test
     engine = std::make_unique<Engine>(config, *comm, make_cuda_backend(o));
   }
 };
@@ -89,23 +89,23 @@ TEST(CudaGraphs, ProgrammaticEdgesFollowThePdlPolicy) {
   TPS_REQUIRE_CUDA_DEVICE();
   const GraphReport automatic = batch4_graph({"launch.pdl.default=auto"});
   const GraphReport off = batch4_graph({"launch.pdl.default=off"});
-  const GraphReport no_rmsnorm = batch4_graph({"launch.pdl.default=auto", "launch.pdl.sites.add_rmsnorm=off"});
+  const GraphReport no_rmsnorm = batch4_graph({"launch.pdl.default=auto", "launch.pdl.sites.rmsnorm=off"});
   std::printf("auto: %s\n", automatic.format().c_str());
   // The H200 is SM90 and the kernels are built for sm_90a: auto enables PDL.
   EXPECT_GT(automatic.programmatic_edges, 0);
   EXPECT_EQ(automatic.programmatic_edges, automatic.pdl_kernel_nodes_after_kernel);
   EXPECT_EQ(off.programmatic_edges, 0);
   EXPECT_EQ(off.kernel_nodes, automatic.kernel_nodes);
-  EXPECT_GT(automatic.programmatic_edges_per_site.at("add_rmsnorm"), 0);
-  EXPECT_EQ(no_rmsnorm.programmatic_edges_per_site.count("add_rmsnorm"), 0u);
+  EXPECT_GT(automatic.programmatic_edges_per_site.at("rmsnorm"), 0);
+  EXPECT_EQ(no_rmsnorm.programmatic_edges_per_site.count("rmsnorm"), 0u);
   for (const auto& [site, n] : automatic.programmatic_edges_per_site) {
-    if (site == "add_rmsnorm") continue;
+    if (site == "rmsnorm") continue;
     auto it = no_rmsnorm.programmatic_edges_per_site.find(site);
     ASSERT_NE(it, no_rmsnorm.programmatic_edges_per_site.end()) << site;
     EXPECT_EQ(it->second, n) << site;
   }
   EXPECT_EQ(no_rmsnorm.programmatic_edges,
-            automatic.programmatic_edges - automatic.programmatic_edges_per_site.at("add_rmsnorm"));
+            automatic.programmatic_edges - automatic.programmatic_edges_per_site.at("rmsnorm"));
 }
 
 }  // namespace

@@ -51,10 +51,12 @@ GraphReport analyze(cudaGraph_t graph, const kernels::LaunchPolicy& policy) {
     if (type != cudaGraphNodeTypeKernel) continue;
     ++r.kernel_nodes;
     cudaKernelNodeParams params{};
-    CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params));
     const char* name = nullptr;
     std::string site = "library";  // cuBLASLt, NCCL: kernels that do not go through tpserve's launcher
-    if (cudaFuncGetName(&name, params.func) == cudaSuccess && name != nullptr) {
+    // Kernels of other libraries' modules cannot be queried through the runtime API: they stay "library".
+    if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess) {
+      cudaGetLastError();
+    } else if (cudaFuncGetName(&name, params.func) == cudaSuccess && name != nullptr) {
       auto it = site_of_kernel.find(name);
       if (it != site_of_kernel.end()) site = it->second;
       pdl_node[node] = pdl_of_kernel[name];
