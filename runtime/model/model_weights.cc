@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "runtime/model/weight_names.h"
+#include "runtime/weights/load_progress.h"
 
 namespace tpserve {
 namespace {
@@ -24,8 +25,12 @@ struct Piece {
 class Loader {
  public:
   // Expert tensors may come per expert or fused, layer by layer: both spellings are expected shapes.
-  Loader(const ModelSpec& spec, const WeightSource& source, Backend& backend)
-      : source_(source), backend_(backend), dtype_(backend.weight_dtype()) {
+  Loader(const ModelSpec& spec, const WeightSource& source, Backend& backend, uint64_t total_bytes,
+         int64_t total_tensors)
+      : source_(source),
+        backend_(backend),
+        dtype_(backend.weight_dtype()),
+        progress_("loading " + source.describe(), total_bytes, total_tensors) {
     for (ExpertLayout layout : {ExpertLayout::kPerExpert, ExpertLayout::kFused})
       for (auto& t : expected_tensors(spec, layout)) expected_[t.name] = t.shape;
   }
@@ -84,6 +89,7 @@ class Loader {
       offset += static_cast<size_t>(n) * dtype_size(dtype_);
     }
     backend_.copy_from_host(dst, staging_.data());
+    progress_.add(total);
   }
 
   const std::vector<int64_t>& checked_shape(const std::string& name) {
@@ -113,6 +119,7 @@ class Loader {
   std::set<std::string> checked_;
   std::vector<char> staging_;
   size_t bytes_ = 0;
+  LoadProgress progress_;  // logs every ~2 s on long loads
 };
 
 LayerWeights load_layer(const ModelSpec& s, const ShardLayout& lay, Loader& ld, const WeightSource& source,
@@ -167,7 +174,10 @@ LayerWeights load_layer(const ModelSpec& s, const ShardLayout& lay, Loader& ld, 
 
 ModelWeights load_model_weights(const ModelSpec& s, const ShardLayout& lay, const WeightSource& source,
                                 Backend& backend, bool load_mtp) {
-  Loader ld(s, source, backend);
+  // What this rank will hold, for progress reports (pieces count as tensors as they arrive).
+  const uint64_t total = static_cast<uint64_t>(s.num_parameters()) * dtype_size(backend.weight_dtype()) /
+                         static_cast<uint64_t>(std::max(1, lay.tp_size));
+  Loader ld(s, source, backend, total, static_cast<int64_t>(expected_tensors(s, ExpertLayout::kPerExpert).size()));
 
   ModelWeights w;
   const int64_t v = lay.local_vocab(s), v0 = lay.vocab_begin(s), h = s.hidden_size;
