@@ -23,7 +23,8 @@ TPS_HOST_DEVICE inline uint64_t mix64(uint64_t x) {
 
 // Uniform in the open interval (0, 1) with 53 random bits.
 TPS_HOST_DEVICE inline double uniform_open01(uint64_t seed, uint64_t counter, uint64_t index) {
-  const uint64_t h = mix64(mix64(mix64(seed + 0x9e3779b97f4a7c15ull) ^ counter) + index * 0xd1b54a32d192ed03ull);
+  const uint64_t h =
+      mix64(mix64(mix64(seed + 0x9e3779b97f4a7c15ull) ^ counter) + index * 0xd1b54a32d192ed03ull);
   return (static_cast<double>(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 

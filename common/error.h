@@ -32,10 +32,11 @@ std::string concat(const Args&... args) {
 }  // namespace tpserve
 
 // TPS_CHECK(cond, message parts...): throws tpserve::Error naming the condition when it is false.
-#define TPS_CHECK(cond, ...)                                                                          \
-  do {                                                                                                \
+#define TPS_CHECK(cond, ...)                                                                               \
+  do {                                                                                                     \
     if (!(cond)) ::tpserve::fail_check(#cond, ::tpserve::detail::concat(__VA_ARGS__), __FILE__, __LINE__); \
   } while (0)
 
 // TPS_THROW(message parts...): throws tpserve::Error with the message, file and line.
-#define TPS_THROW(...) ::tpserve::fail_check(nullptr, ::tpserve::detail::concat(__VA_ARGS__), __FILE__, __LINE__)
+#define TPS_THROW(...) \
+  ::tpserve::fail_check(nullptr, ::tpserve::detail::concat(__VA_ARGS__), __FILE__, __LINE__)

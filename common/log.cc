@@ -25,18 +25,29 @@ std::optional<LogLevel> parse_log_level(std::string_view name) {
 
 const char* log_level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
-    case LogLevel::kOff: return "off";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kOff:
+      return "off";
   }
   return "?";
 }
 
-void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
-LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
-void set_log_rank(int rank) { g_rank = rank; }
+void set_log_level(LogLevel level) {
+  g_level = static_cast<int>(level);
+}
+LogLevel log_level() {
+  return static_cast<LogLevel>(g_level.load());
+}
+void set_log_rank(int rank) {
+  g_rank = rank;
+}
 
 void apply_log_level_env() {
   const char* env = std::getenv("TPSERVE_LOG_LEVEL");
@@ -52,8 +63,8 @@ void log_line(LogLevel level, const std::string& message) {
   using clock = std::chrono::system_clock;
   const auto now = clock::now();
   const std::time_t secs = clock::to_time_t(now);
-  const int millis =
-      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  const int millis = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char stamp[32];

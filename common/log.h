@@ -33,12 +33,20 @@ void log_parts(LogLevel level, const Args&... args) {
 }  // namespace detail
 
 template <typename... Args>
-void log_debug(const Args&... args) { detail::log_parts(LogLevel::kDebug, args...); }
+void log_debug(const Args&... args) {
+  detail::log_parts(LogLevel::kDebug, args...);
+}
 template <typename... Args>
-void log_info(const Args&... args) { detail::log_parts(LogLevel::kInfo, args...); }
+void log_info(const Args&... args) {
+  detail::log_parts(LogLevel::kInfo, args...);
+}
 template <typename... Args>
-void log_warn(const Args&... args) { detail::log_parts(LogLevel::kWarn, args...); }
+void log_warn(const Args&... args) {
+  detail::log_parts(LogLevel::kWarn, args...);
+}
 template <typename... Args>
-void log_error(const Args&... args) { detail::log_parts(LogLevel::kError, args...); }
+void log_error(const Args&... args) {
+  detail::log_parts(LogLevel::kError, args...);
+}
 
 }  // namespace tpserve

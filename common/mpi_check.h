@@ -16,8 +16,9 @@ inline std::string mpi_error_string(int code) {
 }
 }  // namespace tpserve
 
-#define MPI_CHECK(call)                                                                                     \
-  do {                                                                                                      \
-    const int tps_mpi_rc_ = (call);                                                                         \
-    if (tps_mpi_rc_ != MPI_SUCCESS) ::tpserve::fail_check(#call, ::tpserve::mpi_error_string(tps_mpi_rc_), __FILE__, __LINE__); \
+#define MPI_CHECK(call)                                                                           \
+  do {                                                                                            \
+    const int tps_mpi_rc_ = (call);                                                               \
+    if (tps_mpi_rc_ != MPI_SUCCESS)                                                               \
+      ::tpserve::fail_check(#call, ::tpserve::mpi_error_string(tps_mpi_rc_), __FILE__, __LINE__); \
   } while (0)

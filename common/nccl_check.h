@@ -1,4 +1,5 @@
-// NCCL_CHECK(call): throws tpserve::Error with the call text, NCCL's error string (and last error), file, line.
+// NCCL_CHECK(call): throws tpserve::Error with the call text, NCCL's error string (and last error), file,
+// line.
 #pragma once
 
 #include <nccl.h>
@@ -16,8 +17,9 @@ inline std::string nccl_error_text(ncclResult_t r, ncclComm_t comm = nullptr) {
 }
 }  // namespace tpserve
 
-#define NCCL_CHECK(call)                                                                                   \
-  do {                                                                                                     \
-    const ncclResult_t tps_nccl_rc_ = (call);                                                              \
-    if (tps_nccl_rc_ != ncclSuccess) ::tpserve::fail_check(#call, ::tpserve::nccl_error_text(tps_nccl_rc_), __FILE__, __LINE__); \
+#define NCCL_CHECK(call)                                                                          \
+  do {                                                                                            \
+    const ncclResult_t tps_nccl_rc_ = (call);                                                     \
+    if (tps_nccl_rc_ != ncclSuccess)                                                              \
+      ::tpserve::fail_check(#call, ::tpserve::nccl_error_text(tps_nccl_rc_), __FILE__, __LINE__); \
   } while (0)

@@ -165,8 +165,10 @@ __global__ void verify_drafts_kernel(const VerifyGroupsParams p, int rows) {
     int lo = 0, hi = p.groups;  // the group holding row r: the last g with group_start[g] <= r
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
-      if (p.group_start[mid] <= r) lo = mid;
-      else hi = mid;
+      if (p.group_start[mid] <= r)
+        lo = mid;
+      else
+        hi = mid;
     }
     p.drafts[r] = r + 1 < p.group_start[lo + 1] ? p.row_tokens[r + 1] : -1;
   }
@@ -201,14 +203,15 @@ __global__ void verify_groups_kernel(const VerifyGroupsParams p) {
 
 }  // namespace
 
-void launch_verify_drafts(const VerifyGroupsParams& p, int rows, cudaStream_t stream, const LaunchPolicy& policy) {
-  launch(policy, Site::kMtpVerify, Pdl::kEnrolled, verify_drafts_kernel, dim3((rows + 127) / 128), dim3(128), 0,
-         stream, p, rows);
+void launch_verify_drafts(const VerifyGroupsParams& p, int rows, cudaStream_t stream,
+                          const LaunchPolicy& policy) {
+  launch(policy, Site::kMtpVerify, Pdl::kEnrolled, verify_drafts_kernel, dim3((rows + 127) / 128), dim3(128),
+         0, stream, p, rows);
 }
 
 void launch_verify_groups(const VerifyGroupsParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
-  launch(policy, Site::kMtpVerify, Pdl::kEnrolled, verify_groups_kernel, dim3((p.groups + 127) / 128), dim3(128), 0,
-         stream, p);
+  launch(policy, Site::kMtpVerify, Pdl::kEnrolled, verify_groups_kernel, dim3((p.groups + 127) / 128),
+         dim3(128), 0, stream, p);
 }
 
 void launch_sample(const SampleParams& p, cudaStream_t stream, const LaunchPolicy& policy) {

@@ -23,28 +23,29 @@ struct SampleParams {
   const int64_t* seed = nullptr;       // [S]
   const int64_t* counter = nullptr;    // [S]
   int32_t* tokens = nullptr;           // [S] the draw (without the row's draft when it has one)
-  const int32_t* drafts = nullptr;     // [S] draft proposed for the position after the row; -1: none (optional)
-  int32_t* accept = nullptr;           // [S] 1 if the row's draft is accepted (with drafts)
-  int ranks = 0;                       // R
-  int rows = 0;                        // S
-  int candidates = 0;                  // C
+  const int32_t* drafts = nullptr;  // [S] draft proposed for the position after the row; -1: none (optional)
+  int32_t* accept = nullptr;        // [S] 1 if the row's draft is accepted (with drafts)
+  int ranks = 0;                    // R
+  int rows = 0;                     // S
+  int candidates = 0;               // C
 };
 
 void launch_sample(const SampleParams& p, cudaStream_t stream, const LaunchPolicy& policy);
 
 struct VerifyGroupsParams {
-  const int32_t* row_tokens = nullptr;   // [S] input token of each sampled row (row r + 1 holds row r's draft)
+  const int32_t* row_tokens = nullptr;  // [S] input token of each sampled row (row r + 1 holds row r's draft)
   const int32_t* group_start = nullptr;  // [G + 1]
-  int32_t* drafts = nullptr;             // [S] out: row r's draft (row_tokens[r + 1] inside its group), else -1
-  const int32_t* draws = nullptr;        // [S] SampleParams::tokens
-  const int32_t* accept = nullptr;       // [S] SampleParams::accept
-  int32_t* emitted = nullptr;            // [S] out: accepted drafts, then the draw; -1 past a rejection
-  int32_t* accepted = nullptr;           // [G] out: drafts taken
+  int32_t* drafts = nullptr;        // [S] out: row r's draft (row_tokens[r + 1] inside its group), else -1
+  const int32_t* draws = nullptr;   // [S] SampleParams::tokens
+  const int32_t* accept = nullptr;  // [S] SampleParams::accept
+  int32_t* emitted = nullptr;       // [S] out: accepted drafts, then the draw; -1 past a rejection
+  int32_t* accepted = nullptr;      // [G] out: drafts taken
   int groups = 0;
 };
 
 // Fills `drafts` from row_tokens (call before launch_sample).
-void launch_verify_drafts(const VerifyGroupsParams& p, int rows, cudaStream_t stream, const LaunchPolicy& policy);
+void launch_verify_drafts(const VerifyGroupsParams& p, int rows, cudaStream_t stream,
+                          const LaunchPolicy& policy);
 // Accepts left to right within each group (after launch_sample).
 void launch_verify_groups(const VerifyGroupsParams& p, cudaStream_t stream, const LaunchPolicy& policy);
 

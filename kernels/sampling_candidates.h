@@ -32,6 +32,7 @@ struct SamplingCandidatesParams {
 // Chooses the chunking for V and C and returns the scratch bytes one row needs.
 size_t plan_sampling_candidates(SamplingCandidatesParams& p);
 
-void launch_sampling_candidates(const SamplingCandidatesParams& p, cudaStream_t stream, const LaunchPolicy& policy);
+void launch_sampling_candidates(const SamplingCandidatesParams& p, cudaStream_t stream,
+                                const LaunchPolicy& policy);
 
 }  // namespace tpserve::kernels

@@ -11,13 +11,20 @@ namespace {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::kF32: return MPI_FLOAT;
-    case DType::kF64: return MPI_DOUBLE;
-    case DType::kI32: return MPI_INT32_T;
-    case DType::kI64: return MPI_INT64_T;
-    case DType::kU8: return MPI_UINT8_T;
-    case DType::kI8: return MPI_INT8_T;
-    default: TPS_THROW("MPI communicator: dtype ", dtype_name(t), " is not supported on the host data plane");
+    case DType::kF32:
+      return MPI_FLOAT;
+    case DType::kF64:
+      return MPI_DOUBLE;
+    case DType::kI32:
+      return MPI_INT32_T;
+    case DType::kI64:
+      return MPI_INT64_T;
+    case DType::kU8:
+      return MPI_UINT8_T;
+    case DType::kI8:
+      return MPI_INT8_T;
+    default:
+      TPS_THROW("MPI communicator: dtype ", dtype_name(t), " is not supported on the host data plane");
   }
 }
 
@@ -47,7 +54,8 @@ class MpiCommunicator final : public Communicator {
     const size_t es = dtype_size(dtype);
     for (size_t off = 0; off < count; off += kMaxChunk)
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * es,
-                              static_cast<int>(std::min(kMaxChunk, count - off)), mpi_type(dtype), MPI_SUM, comm_));
+                              static_cast<int>(std::min(kMaxChunk, count - off)), mpi_type(dtype), MPI_SUM,
+                              comm_));
   }
   void all_gather(const void* send, void* recv, size_t count, DType dtype) override {
     TPS_CHECK(count < kMaxChunk, "all_gather of ", count, " elements");
@@ -65,8 +73,8 @@ class MpiCommunicator final : public Communicator {
   }
   void broadcast(void* data, size_t bytes, int root) override {
     for (size_t off = 0; off < bytes; off += kMaxChunk)
-      MPI_CHECK(MPI_Bcast(static_cast<char*>(data) + off, static_cast<int>(std::min(kMaxChunk, bytes - off)), MPI_BYTE,
-                          root, comm_));
+      MPI_CHECK(MPI_Bcast(static_cast<char*>(data) + off, static_cast<int>(std::min(kMaxChunk, bytes - off)),
+                          MPI_BYTE, root, comm_));
   }
   void barrier() override { MPI_CHECK(MPI_Barrier(comm_)); }
 
@@ -78,6 +86,8 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm) { return std::make_unique<MpiCommunicator>(comm); }
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm) {
+  return std::make_unique<MpiCommunicator>(comm);
+}
 
 }  // namespace tpserve::parallel

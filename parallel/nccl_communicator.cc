@@ -4,9 +4,9 @@
 
 #include <exception>
 
+#include "common/cuda_check.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "common/cuda_check.h"
 #include "common/mpi_check.h"
 #include "common/nccl_check.h"
 
@@ -15,15 +15,24 @@ namespace {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::kF32: return ncclFloat32;
-    case DType::kBF16: return ncclBfloat16;
-    case DType::kF16: return ncclFloat16;
-    case DType::kI32: return ncclInt32;
-    case DType::kI64: return ncclInt64;
-    case DType::kU8: return ncclUint8;
-    case DType::kI8: return ncclInt8;
-    case DType::kF64: return ncclFloat64;
-    default: TPS_THROW("NCCL communicator: dtype ", dtype_name(t), " is not supported");
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
+    case DType::kI32:
+      return ncclInt32;
+    case DType::kI64:
+      return ncclInt64;
+    case DType::kU8:
+      return ncclUint8;
+    case DType::kI8:
+      return ncclInt8;
+    case DType::kF64:
+      return ncclFloat64;
+    default:
+      TPS_THROW("NCCL communicator: dtype ", dtype_name(t), " is not supported");
   }
 }
 
@@ -40,14 +49,17 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     config.blocking = 1;
     NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config));
     CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
-    log_info("NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, " communicator: rank ", rank_, "/", size_, " on device ", device);
+    log_info("NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, " communicator: rank ", rank_, "/", size_, " on device ",
+             device);
   }
 
   ~NcclCommunicatorImpl() override {
     if (comm_ == nullptr) return;
     // Destroy waits for peers; while an exception unwinds, abort instead so that this rank reaches MPI_Abort.
-    if (std::uncaught_exceptions() > 0) ncclCommAbort(comm_);
-    else ncclCommDestroy(comm_);
+    if (std::uncaught_exceptions() > 0)
+      ncclCommAbort(comm_);
+    else
+      ncclCommDestroy(comm_);
     cudaFree(scratch_);
   }
 

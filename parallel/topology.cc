@@ -9,16 +9,16 @@ namespace tpserve::parallel {
 
 std::string Topology::describe() const {
   return "rank " + std::to_string(world_rank) + "/" + std::to_string(world_size) + " (local " +
-         std::to_string(local_rank) + "/" + std::to_string(local_size) + " on one of " + std::to_string(num_hosts) +
-         " hosts), tp " + std::to_string(tp_rank) + "/" + std::to_string(tp_size) + ", ep " +
-         std::to_string(ep_rank) + "/" + std::to_string(ep_size);
+         std::to_string(local_rank) + "/" + std::to_string(local_size) + " on one of " +
+         std::to_string(num_hosts) + " hosts), tp " + std::to_string(tp_rank) + "/" +
+         std::to_string(tp_size) + ", ep " + std::to_string(ep_rank) + "/" + std::to_string(ep_size);
 }
 
 void validate_topology(int world_size, int tp, int ep) {
   TPS_CHECK(tp == world_size, "parallel.tp=", tp, " but mpirun started ", world_size,
             " processes: start one process per tensor-parallel rank (mpirun -np ", tp, ")");
-  TPS_CHECK(ep == 1 || ep == world_size, "parallel.ep=", ep, " must be 1 or the number of processes (", world_size,
-            ")");
+  TPS_CHECK(ep == 1 || ep == world_size, "parallel.ep=", ep, " must be 1 or the number of processes (",
+            world_size, ")");
 }
 
 Topology discover_topology(int tp, int ep) {

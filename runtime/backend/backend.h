@@ -54,7 +54,8 @@ struct GraphReport {
   int kernel_nodes = 0;
   int edges = 0;
   int programmatic_edges = 0;
-  // Kernel nodes launched with PDL whose predecessor is a kernel node: each should carry one programmatic edge.
+  // Kernel nodes launched with PDL whose predecessor is a kernel node: each should carry one programmatic
+  // edge.
   int pdl_kernel_nodes_after_kernel = 0;
   std::map<std::string, int> kernels_per_site;
   std::map<std::string, int> programmatic_edges_per_site;

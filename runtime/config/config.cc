@@ -6,17 +6,26 @@
 
 namespace tpserve {
 
-const char* moe_parallel_name(MoeParallel v) { return v == MoeParallel::kTp ? "tp" : "ep"; }
-const char* moe_dispatch_name(MoeDispatch v) { return v == MoeDispatch::kAllReduce ? "allreduce" : "alltoall"; }
+const char* moe_parallel_name(MoeParallel v) {
+  return v == MoeParallel::kTp ? "tp" : "ep";
+}
+const char* moe_dispatch_name(MoeDispatch v) {
+  return v == MoeDispatch::kAllReduce ? "allreduce" : "alltoall";
+}
 const char* backend_kind_name(BackendKind v) {
   switch (v) {
-    case BackendKind::kAuto: return "auto";
-    case BackendKind::kCpu: return "cpu";
-    case BackendKind::kCuda: return "cuda";
+    case BackendKind::kAuto:
+      return "auto";
+    case BackendKind::kCpu:
+      return "cpu";
+    case BackendKind::kCuda:
+      return "cuda";
   }
   return "?";
 }
-const char* speculative_method_name(SpeculativeMethod v) { return v == SpeculativeMethod::kNone ? "none" : "mtp"; }
+const char* speculative_method_name(SpeculativeMethod v) {
+  return v == SpeculativeMethod::kNone ? "none" : "mtp";
+}
 
 void validate_layout(const Config& config, int world_size, const LayoutFacts& facts) {
   std::vector<std::string> p;
@@ -31,8 +40,8 @@ void validate_layout(const Config& config, int world_size, const LayoutFacts& fa
   if (par.ep != 1 && par.ep != world_size)
     p.push_back("parallel.ep: got " + std::to_string(par.ep) + ", expected 1 or the world size " + world);
   if (facts.num_attention_heads > 0 && facts.num_attention_heads % par.tp != 0)
-    p.push_back("parallel.tp: " + std::to_string(par.tp) + " does not divide num_attention_heads=" +
-                std::to_string(facts.num_attention_heads));
+    p.push_back("parallel.tp: " + std::to_string(par.tp) +
+                " does not divide num_attention_heads=" + std::to_string(facts.num_attention_heads));
   if (facts.num_key_value_heads > 0 && par.tp > 0 && facts.num_key_value_heads % par.tp != 0 &&
       par.tp % facts.num_key_value_heads != 0)
     p.push_back("parallel.tp: " + std::to_string(par.tp) + " and num_key_value_heads=" +
@@ -41,8 +50,8 @@ void validate_layout(const Config& config, int world_size, const LayoutFacts& fa
     p.push_back("parallel.tp: " + std::to_string(par.tp) + " does not divide vocab_size=" +
                 std::to_string(facts.vocab_size) + " (vocab-parallel embedding and lm_head)");
   if (par.moe_parallel == MoeParallel::kEp && facts.num_experts > 0 && facts.num_experts % par.ep != 0)
-    p.push_back("parallel.ep: " + std::to_string(par.ep) + " does not divide num_experts=" +
-                std::to_string(facts.num_experts));
+    p.push_back("parallel.ep: " + std::to_string(par.ep) +
+                " does not divide num_experts=" + std::to_string(facts.num_experts));
   if (par.moe_parallel == MoeParallel::kTp && facts.moe_intermediate_size > 0 &&
       facts.moe_intermediate_size % par.tp != 0)
     p.push_back("parallel.moe.parallel: tp needs tp=" + std::to_string(par.tp) +
@@ -51,8 +60,9 @@ void validate_layout(const Config& config, int world_size, const LayoutFacts& fa
     p.push_back("parallel.tp: " + std::to_string(par.tp) + " does not divide intermediate_size=" +
                 std::to_string(facts.dense_intermediate_size) + " of the dense MLP layers");
   if (config.speculative.method == SpeculativeMethod::kMtp && !facts.has_mtp)
-    p.push_back("speculative.method: mtp needs a checkpoint with an mtp.* head (num_nextn_predict_layers); this "
-                "model has none (tpserve-gen --mtp makes synthetic ones)");
+    p.push_back(
+        "speculative.method: mtp needs a checkpoint with an mtp.* head (num_nextn_predict_layers); this "
+        "model has none (tpserve-gen --mtp makes synthetic ones)");
   if (!p.empty()) throw ConfigError(std::move(p));
 }
 
@@ -65,27 +75,27 @@ std::string config_to_yaml(const Config& c) {
     const auto& s = *c.model.synthetic;
     out << YAML::Key << "synthetic" << YAML::Value << YAML::BeginMap << YAML::Key << "preset" << YAML::Value
         << s.preset << YAML::Key << "seed" << YAML::Value << s.seed << YAML::Key << "layers" << YAML::Value
-        << s.layers << YAML::Key << "vocab" << YAML::Value << s.vocab << YAML::Key << "mtp" << YAML::Value << s.mtp
-        << YAML::EndMap;
+        << s.layers << YAML::Key << "vocab" << YAML::Value << s.vocab << YAML::Key << "mtp" << YAML::Value
+        << s.mtp << YAML::EndMap;
   }
   if (!c.model.tokenizer.empty()) out << YAML::Key << "tokenizer" << YAML::Value << c.model.tokenizer;
   if (!c.model.served_name.empty()) out << YAML::Key << "served_name" << YAML::Value << c.model.served_name;
   out << YAML::EndMap;
 
   out << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap << YAML::Key << "tp" << YAML::Value
-      << c.parallel.tp << YAML::Key << "ep" << YAML::Value << c.parallel.ep << YAML::Key << "moe" << YAML::Value
-      << YAML::BeginMap << YAML::Key << "parallel" << YAML::Value << moe_parallel_name(c.parallel.moe_parallel)
-      << YAML::Key << "dispatch" << YAML::Value << moe_dispatch_name(c.parallel.moe_dispatch) << YAML::EndMap
-      << YAML::EndMap;
+      << c.parallel.tp << YAML::Key << "ep" << YAML::Value << c.parallel.ep << YAML::Key << "moe"
+      << YAML::Value << YAML::BeginMap << YAML::Key << "parallel" << YAML::Value
+      << moe_parallel_name(c.parallel.moe_parallel) << YAML::Key << "dispatch" << YAML::Value
+      << moe_dispatch_name(c.parallel.moe_dispatch) << YAML::EndMap << YAML::EndMap;
 
   const auto& r = c.runtime;
   out << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap << YAML::Key << "backend" << YAML::Value
       << backend_kind_name(r.backend) << YAML::Key << "max_batch" << YAML::Value << r.max_batch << YAML::Key
       << "max_seq_len" << YAML::Value << r.max_seq_len << YAML::Key << "kv_block_size" << YAML::Value
-      << r.kv_block_size << YAML::Key << "gpu_memory_fraction" << YAML::Value << r.gpu_memory_fraction << YAML::Key
-      << "num_kv_blocks" << YAML::Value << r.num_kv_blocks << YAML::Key << "max_num_batched_tokens" << YAML::Value
-      << r.max_num_batched_tokens << YAML::Key << "sampling_candidates" << YAML::Value << r.sampling_candidates
-      << YAML::EndMap;
+      << r.kv_block_size << YAML::Key << "gpu_memory_fraction" << YAML::Value << r.gpu_memory_fraction
+      << YAML::Key << "num_kv_blocks" << YAML::Value << r.num_kv_blocks << YAML::Key
+      << "max_num_batched_tokens" << YAML::Value << r.max_num_batched_tokens << YAML::Key
+      << "sampling_candidates" << YAML::Value << r.sampling_candidates << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;
@@ -94,8 +104,9 @@ std::string config_to_yaml(const Config& c) {
   out << YAML::EndMap;
 
   out << YAML::Key << "launch" << YAML::Value << YAML::BeginMap << YAML::Key << "pdl" << YAML::Value
-      << YAML::BeginMap << YAML::Key << "default" << YAML::Value << kernels::pdl_mode_name(c.launch.pdl.default_mode)
-      << YAML::Key << "sites" << YAML::Value << YAML::BeginMap;
+      << YAML::BeginMap << YAML::Key << "default" << YAML::Value
+      << kernels::pdl_mode_name(c.launch.pdl.default_mode) << YAML::Key << "sites" << YAML::Value
+      << YAML::BeginMap;
   for (int i = 0; i < kernels::kNumSites; ++i)
     if (c.launch.pdl.sites[i])
       out << YAML::Key << kernels::site_name(static_cast<kernels::Site>(i)) << YAML::Value

@@ -25,10 +25,10 @@ struct SyntheticModelConfig {
 };
 
 struct ModelConfig {
-  std::string path;                              // Hugging Face checkpoint directory
+  std::string path;                               // Hugging Face checkpoint directory
   std::optional<SyntheticModelConfig> synthetic;  // exactly one of path / synthetic
-  std::string tokenizer;                         // tokenizer.json path; empty = <path>/tokenizer.json if present
-  std::string served_name;                       // name in /v1/models; empty = derived from path or preset
+  std::string tokenizer;    // tokenizer.json path; empty = <path>/tokenizer.json if present
+  std::string served_name;  // name in /v1/models; empty = derived from path or preset
 };
 
 enum class MoeParallel { kTp, kEp };

@@ -50,7 +50,8 @@ class Section {
       std::string msg = child_path(path_, key) + ": unknown key";
       const std::string guess = did_you_mean(key, keys);
       if (!guess.empty()) msg += " (did you mean '" + guess + "'?)";
-      msg += "; allowed keys of " + (path_.empty() ? std::string("the top level") : path_) + ": " + join(keys, ", ");
+      msg += "; allowed keys of " + (path_.empty() ? std::string("the top level") : path_) + ": " +
+             join(keys, ", ");
       problems_.push_back(msg);
     }
   }
@@ -108,9 +109,12 @@ class Section {
     if (!present(key)) return;
     const YAML::Node v = node_[key];
     const std::string s = v.IsScalar() ? v.Scalar() : "";
-    if (s == "true") out = true;
-    else if (s == "false") out = false;
-    else bad(key, v, "true or false");
+    if (s == "true")
+      out = true;
+    else if (s == "false")
+      out = false;
+    else
+      bad(key, v, "true or false");
   }
 
   void text(const std::string& key, std::string& out, bool allow_empty = true) {
@@ -196,7 +200,8 @@ void read_parallel(const YAML::Node& root, Config& c, Problems& p) {
   s.integer("tp", c.parallel.tp, 1, 1024);
   s.integer("ep", c.parallel.ep, 1, 1024);
   Section m(s.node("moe"), "parallel.moe", p, {"parallel", "dispatch"});
-  m.choice<MoeParallel>("parallel", c.parallel.moe_parallel, {{"tp", MoeParallel::kTp}, {"ep", MoeParallel::kEp}});
+  m.choice<MoeParallel>("parallel", c.parallel.moe_parallel,
+                        {{"tp", MoeParallel::kTp}, {"ep", MoeParallel::kEp}});
   m.choice<MoeDispatch>("dispatch", c.parallel.moe_dispatch,
                         {{"allreduce", MoeDispatch::kAllReduce}, {"alltoall", MoeDispatch::kAllToAll}});
   if (!m.present("parallel") && c.parallel.ep > 1) c.parallel.moe_parallel = MoeParallel::kEp;
@@ -211,8 +216,9 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   Section s(root["runtime"], "runtime", p,
             {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks",
              "max_num_batched_tokens", "sampling_candidates"});
-  s.choice<BackendKind>("backend", c.runtime.backend,
-                        {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
+  s.choice<BackendKind>(
+      "backend", c.runtime.backend,
+      {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
   s.integer("max_batch", c.runtime.max_batch, 1, 4096);
   s.integer("max_seq_len", c.runtime.max_seq_len, 2, 1 << 22);
   s.integer("kv_block_size", c.runtime.kv_block_size, 1, 1024);
@@ -282,7 +288,8 @@ void read_speculative(const YAML::Node& root, Config& c, Problems& p) {
     if (c.speculative.num_speculative_tokens < 1)
       p.push_back("speculative.num_speculative_tokens: got 0, expected 1..4 with speculative.method: mtp");
   } else if (c.speculative.num_speculative_tokens > 0) {
-    p.push_back("speculative.num_speculative_tokens: got " + std::to_string(c.speculative.num_speculative_tokens) +
+    p.push_back("speculative.num_speculative_tokens: got " +
+                std::to_string(c.speculative.num_speculative_tokens) +
                 " but speculative.method is none (set method: mtp)");
   }
 }
@@ -371,22 +378,25 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
   return best;
 }
 
-Config parse_config(const std::string& text, const std::string& source, const std::vector<std::string>& overrides) {
+Config parse_config(const std::string& text, const std::string& source,
+                    const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError({source + ": YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
-                       std::to_string(e.mark.column + 1) + ": " + e.msg});
+    throw ConfigError({source + ": YAML syntax error at line " + std::to_string(e.mark.line + 1) +
+                       ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg});
   }
   if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   Problems p;
-  if (!root.IsMap()) throw ConfigError({source + ": the top level must be a mapping of sections, got " + describe(root)});
+  if (!root.IsMap())
+    throw ConfigError({source + ": the top level must be a mapping of sections, got " + describe(root)});
   for (const auto& o : overrides) apply_override(root, o, p);
 
   Config c;
   c.source = source;
-  Section top(root, "", p, {"model", "parallel", "runtime", "cuda_graph", "launch", "speculative", "server", "logging"});
+  Section top(root, "", p,
+              {"model", "parallel", "runtime", "cuda_graph", "launch", "speculative", "server", "logging"});
   read_model(root, c, p);
   read_parallel(root, c, p);
   read_runtime(root, c, p);

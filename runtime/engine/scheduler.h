@@ -104,15 +104,17 @@ class Scheduler {
   const StepMix& last_step_mix() const { return last_mix_; }
   const SchedulerLimits& limits() const { return limits_; }
   // Tokens the KV cache holds in all (one sequence can never be longer).
-  int64_t kv_capacity_tokens() const { return static_cast<int64_t>(blocks_.num_blocks()) * blocks_.block_size(); }
+  int64_t kv_capacity_tokens() const {
+    return static_cast<int64_t>(blocks_.num_blocks()) * blocks_.block_size();
+  }
 
  private:
   struct Sequence {
     Request request;
     std::vector<int32_t> tokens;  // prompt + generated
     int num_generated = 0;
-    int num_cached = 0;           // tokens whose KV is in the cache
-    bool admitted = false;        // left the waiting queue at least once
+    int num_cached = 0;     // tokens whose KV is in the cache
+    bool admitted = false;  // left the waiting queue at least once
     std::vector<int32_t> blocks;
     int slot = -1;            // draft-table slot (MTP)
     bool has_drafts = false;  // MTP drafts for this sequence wait in the draft table

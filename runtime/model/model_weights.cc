@@ -177,7 +177,8 @@ ModelWeights load_model_weights(const ModelSpec& s, const ShardLayout& lay, cons
   // What this rank will hold, for progress reports (pieces count as tensors as they arrive).
   const uint64_t total = static_cast<uint64_t>(s.num_parameters()) * dtype_size(backend.weight_dtype()) /
                          static_cast<uint64_t>(std::max(1, lay.tp_size));
-  Loader ld(s, source, backend, total, static_cast<int64_t>(expected_tensors(s, ExpertLayout::kPerExpert).size()));
+  Loader ld(s, source, backend, total,
+            static_cast<int64_t>(expected_tensors(s, ExpertLayout::kPerExpert).size()));
 
   ModelWeights w;
   const int64_t v = lay.local_vocab(s), v0 = lay.vocab_begin(s), h = s.hidden_size;

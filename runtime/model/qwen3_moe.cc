@@ -226,7 +226,8 @@ Qwen3MoeModel::StepShape Qwen3MoeModel::upload(const StepBatch& b) {
   backend_.copy_from_host(inputs_, host_inputs_.data());
 
   StepShape shape;
-  shape.tokens = b.num_tokens(), shape.rows = b.num_samples(), shape.groups = groups, shape.seqs = b.num_seqs();
+  shape.tokens = b.num_tokens(), shape.rows = b.num_samples(), shape.groups = groups,
+  shape.seqs = b.num_seqs();
   shape.speculative = !b.group_start.empty();
   shape.mtp = !b.mtp_next_tokens.empty() && weights_.mtp.present;
   for (int q = 0; q < shape.seqs; ++q)
@@ -252,8 +253,9 @@ AttentionMeta Qwen3MoeModel::attention_meta(const StepShape& shape) const {
 
 SamplingInputs Qwen3MoeModel::sampling_inputs(const StepShape& shape) const {
   const int64_t R = shape.rows;
-  return {input(off_temp_, DType::kF32, R), input(off_topk_, DType::kI32, R), input(off_topp_, DType::kF32, R),
-          input(off_minp_, DType::kF32, R), input(off_seed_, DType::kI64, R), input(off_counter_, DType::kI64, R)};
+  return {input(off_temp_, DType::kF32, R), input(off_topk_, DType::kI32, R),
+          input(off_topp_, DType::kF32, R), input(off_minp_, DType::kF32, R),
+          input(off_seed_, DType::kI64, R), input(off_counter_, DType::kI64, R)};
 }
 
 // lm_head on this rank's vocabulary slice, then every rank's best candidates (all-gathered under TP).
@@ -360,10 +362,12 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
 
   Tensor ids = input(off_ids_, DType::kI32, tokens);
-  if (options_.num_speculative_tokens > 0) backend_.resolve_tokens(ids, draft_table_);  // device-resident drafts
+  if (options_.num_speculative_tokens > 0)
+    backend_.resolve_tokens(ids, draft_table_);  // device-resident drafts
   backend_.embedding(ids, weights_.embed, layout_.vocab_begin(spec_), residual_.rows(0, tokens));
   all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
-  for (int l = 0; l < spec_.num_layers; ++l) layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0, l);
+  for (int l = 0; l < spec_.num_layers; ++l)
+    layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0, l);
   backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), weights_.final_norm, eps,
                        normed_.rows(0, tokens));
   if (rows > 0) {
@@ -386,7 +390,8 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
 }
 
 StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
-  TPS_CHECK(!want_logits || options_.keep_logits, "logits were asked for but ModelOptions::keep_logits is off");
+  TPS_CHECK(!want_logits || options_.keep_logits,
+            "logits were asked for but ModelOptions::keep_logits is off");
   TPS_CHECK(batch.num_tokens() > 0, "empty step");
   const int bucket = want_logits ? -1 : graph_bucket(batch);
   const StepShape shape = upload(bucket >= 0 ? pad_to(batch, bucket) : batch);
@@ -422,7 +427,8 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
     result.logits.resize(static_cast<size_t>(rows) * spec_.vocab_size);
     for (int64_t p = 0; p < P; ++p)
       for (int64_t r = 0; r < rows; ++r)
-        std::copy_n(gathered.begin() + (p * rows + r) * v, v, result.logits.begin() + r * spec_.vocab_size + p * v);
+        std::copy_n(gathered.begin() + (p * rows + r) * v, v,
+                    result.logits.begin() + r * spec_.vocab_size + p * v);
   }
   return result;
 }

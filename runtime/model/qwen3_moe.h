@@ -89,8 +89,8 @@ class Qwen3MoeModel {
   void mtp_input(Tensor tokens, Tensor hidden, int n);
   void mtp_forward(const StepShape& shape, const AttentionMeta& meta);
   // routing_layer: the row of the routing record (ModelOptions::record_routing) this layer writes; -1: none.
-  void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens, bool first,
-                     int routing_layer);
+  void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
+                     bool first, int routing_layer);
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   void all_reduce(Tensor t);

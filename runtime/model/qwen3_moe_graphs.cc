@@ -74,8 +74,8 @@ bool Qwen3MoeModel::capture_graphs(std::vector<int> batch_sizes) {
   std::sort(batch_sizes.begin(), batch_sizes.end());
   batch_sizes.erase(std::unique(batch_sizes.begin(), batch_sizes.end()), batch_sizes.end());
   for (int size : batch_sizes) {
-    TPS_CHECK(size >= 1 && size <= options_.max_seqs, "graph batch size ", size, " outside [1, max_batch=",
-              options_.max_seqs, "]");
+    TPS_CHECK(size >= 1 && size <= options_.max_seqs, "graph batch size ", size,
+              " outside [1, max_batch=", options_.max_seqs, "]");
     StepBatch batch = padding_batch(size);
     // The graph's attention covers any context the sequences can reach (empty splits exit at once).
     StepShape shape = upload(batch);

@@ -8,7 +8,8 @@ namespace tpserve {
 void add_subcommands(CLI::App& app, CommandLine& cl) {
   cl.generate = app.add_subcommand("generate", "generate from prompt token ids and print the new token ids");
   auto* g = cl.generate;
-  g->add_option("--prompt-ids", cl.gen.prompt_ids, "comma-separated prompt token ids, e.g. 1,2,3")->required();
+  g->add_option("--prompt-ids", cl.gen.prompt_ids, "comma-separated prompt token ids, e.g. 1,2,3")
+      ->required();
   g->add_option("--max-tokens", cl.gen.max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
   g->add_option("--temperature", cl.gen.temperature, "0 = greedy")->check(CLI::Range(0.0, 2.0));
   g->add_option("--top-p", cl.gen.top_p)->check(CLI::Range(1e-6, 1.0));

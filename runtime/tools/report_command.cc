@@ -28,8 +28,10 @@ int run_reports(const CommandLine& cl, const Config& config) {
   }
   if (cl.report_graphs) {
     const auto graphs = engine.model().graph_reports();
-    if (graphs.empty()) os << "no CUDA graphs (" << engine.backend().name() << " backend, or cuda_graph.enabled: false)\n";
-    for (const auto& [size, report] : graphs) os << "decode graph, batch " << size << ": " << report.format() << "\n";
+    if (graphs.empty())
+      os << "no CUDA graphs (" << engine.backend().name() << " backend, or cuda_graph.enabled: false)\n";
+    for (const auto& [size, report] : graphs)
+      os << "decode graph, batch " << size << ": " << report.format() << "\n";
   }
   std::cout << os.str() << std::flush;
   return 0;

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   double shard_gb = 2.0;
   CLI::App app{"tpserve-gen: write a synthetic Qwen3-MoE checkpoint (config.json, sharded bf16 safetensors)"};
   app.set_version_flag("--version", std::string("tpserve-gen ") + tpserve::kVersion);
-  app.add_option("--preset", preset, "tiny | small | qwen3-30b-a3b")->check(CLI::IsMember({"tiny", "small", "qwen3-30b-a3b"}));
+  app.add_option("--preset", preset, "tiny | small | qwen3-30b-a3b")
+      ->check(CLI::IsMember({"tiny", "small", "qwen3-30b-a3b"}));
   app.add_option("--layers", layers, "layers (0 = the preset's)")->check(CLI::Range(0, 1024));
   app.add_option("--vocab", vocab, "vocabulary size (0 = the preset's)")->check(CLI::Range(0, 1 << 22));
   app.add_flag("--mtp", mtp, "add an MTP head (mtp.* tensors, num_nextn_predict_layers 1)");
@@ -29,7 +30,8 @@ int main(int argc, char** argv) {
     tpserve::ModelSpec spec = tpserve::preset_model_spec(preset, layers, vocab);
     if (mtp) spec.num_nextn_predict_layers = 1;
     tpserve::write_synthetic_checkpoint(
-        spec, out, {.seed = seed, .shard_bytes = static_cast<uint64_t>(shard_gb * 1e9), .tokenizer = tokenizer});
+        spec, out,
+        {.seed = seed, .shard_bytes = static_cast<uint64_t>(shard_gb * 1e9), .tokenizer = tokenizer});
     return 0;
   } catch (const std::exception& e) {
     tpserve::log_error("tpserve-gen: ", e.what());

@@ -24,10 +24,12 @@ int run(int argc, char** argv) {
   app.add_option("--config", cl.config_path, "YAML config file (see docs/config.md)");
   app.add_option("--set", cl.overrides, "override a config key: --set runtime.max_batch=8 (repeatable)");
   app.add_flag("--check-config", cl.check_config, "validate the config, print it resolved, exit 0 (or 2)");
-  app.add_flag("--report-pdl", cl.report_pdl,
-               "build the engine (graphs captured), print the PDL decision of every launch site and why, exit");
-  app.add_flag("--report-graphs", cl.report_graphs,
-               "build the engine, print what each captured decode graph holds (nodes, edges, PDL edges per site)");
+  app.add_flag(
+      "--report-pdl", cl.report_pdl,
+      "build the engine (graphs captured), print the PDL decision of every launch site and why, exit");
+  app.add_flag(
+      "--report-graphs", cl.report_graphs,
+      "build the engine, print what each captured decode graph holds (nodes, edges, PDL edges per site)");
   tpserve::add_subcommands(app, cl);
   app.require_subcommand(0, 1);
   try {

@@ -26,7 +26,8 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
 
 }  // namespace
 
-int write_synthetic_checkpoint(const ModelSpec& spec, const std::string& out_dir, const CheckpointGeneratorOptions& o) {
+int write_synthetic_checkpoint(const ModelSpec& spec, const std::string& out_dir,
+                               const CheckpointGeneratorOptions& o) {
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);
   const SyntheticWeights weights(spec, o.seed);

@@ -18,6 +18,7 @@ struct CheckpointGeneratorOptions {
 };
 
 // Returns the number of shards written. Throws tpserve::Error naming the path on I/O errors.
-int write_synthetic_checkpoint(const ModelSpec& spec, const std::string& out_dir, const CheckpointGeneratorOptions& o);
+int write_synthetic_checkpoint(const ModelSpec& spec, const std::string& out_dir,
+                               const CheckpointGeneratorOptions& o);
 
 }  // namespace tpserve

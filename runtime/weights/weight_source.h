@@ -40,7 +40,8 @@ class WeightSource {
   // Reads the sub-block ranges[0] x ranges[1] x ... (one Range per dimension, ranges.size() == ndim) into
   // dst, row-major over the sliced shape, converted to out_dtype (kF32 or kBF16). Throws on ranges out of
   // bounds.
-  virtual void read(const std::string& name, std::span<const Range> ranges, DType out_dtype, void* dst) const = 0;
+  virtual void read(const std::string& name, std::span<const Range> ranges, DType out_dtype,
+                    void* dst) const = 0;
   // A short description for logs ("checkpoint /x (3 shards)", "synthetic tiny seed 1").
   virtual std::string describe() const = 0;
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "common/error.h"
 #include "common/cuda_check.h"
+#include "common/error.h"
 
 namespace tpserve {
 namespace {

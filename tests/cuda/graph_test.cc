@@ -1,8 +1,9 @@
 // Decode steps as CUDA graphs on the GPU: replaying the padded bucket graphs gives the eager path's greedy
 // tokens (every bucket, padding rows present, with and without MTP speculation); replays allocate nothing;
 // under PDL `auto` every enrolled launch that follows a kernel becomes a programmatic edge, `off` leaves
-// none, and switching one site (topk_gating) off removes exactly its edges. (The report attributes a kernel to one site;
-// rmsnorm and add_rmsnorm share a kernel, which is why this test switches a site with a kernel of its own.)
+// none, and switching one site (topk_gating) off removes exactly its edges. (The report attributes a kernel
+// to one site; rmsnorm and add_rmsnorm share a kernel, which is why this test switches a site with a kernel
+// of its own.)
 #include <gtest/gtest.h>
 
 #include <map>
@@ -54,7 +55,8 @@ TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
   TPS_REQUIRE_CUDA_DEVICE();
   for (const char* spec : {"speculative.method=none", "speculative.method=mtp"}) {
     std::vector<std::string> base = {spec};
-    if (std::string(spec).find("mtp") != std::string::npos) base.push_back("speculative.num_speculative_tokens=2");
+    if (std::string(spec).find("mtp") != std::string::npos)
+      base.push_back("speculative.num_speculative_tokens=2");
     auto eager_overrides = base;
     eager_overrides.push_back("cuda_graph.enabled=false");
     GpuEngine eager(eager_overrides), graphs(base);

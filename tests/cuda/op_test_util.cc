@@ -3,8 +3,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "common/dtype.h"
 #include "common/cuda_check.h"
+#include "common/dtype.h"
 
 namespace tpserve::cuda_test {
 

@@ -48,16 +48,18 @@ inline Reference load_reference(const std::string& fixture) {
 }
 
 inline Config make_config(const std::string& model_yaml, const std::vector<std::string>& overrides = {}) {
-  return parse_config(model_yaml + "\nruntime: {backend: cpu, max_batch: 4, max_seq_len: 128, kv_block_size: 4}\n",
-                      "test", overrides);
+  return parse_config(
+      model_yaml + "\nruntime: {backend: cpu, max_batch: 4, max_seq_len: 128, kv_block_size: 4}\n", "test",
+      overrides);
 }
 inline Config fixture_config(const std::string& fixture, const std::vector<std::string>& overrides = {}) {
   return make_config("model: {path: " + fixture_dir(fixture) + "}", overrides);
 }
 
-// One sequence whose KV lives in blocks 0, 1, 2, ...: tokens [start, start + n) of `tokens`, every row sampled
-// greedily (sample_all) or only the last.
-inline StepBatch sequence_step(const std::vector<int32_t>& tokens, int start, int n, int block_size, bool sample_all) {
+// One sequence whose KV lives in blocks 0, 1, 2, ...: tokens [start, start + n) of `tokens`, every row
+// sampled greedily (sample_all) or only the last.
+inline StepBatch sequence_step(const std::vector<int32_t>& tokens, int start, int n, int block_size,
+                               bool sample_all) {
   StepBatch b;
   const int ctx = start + n;
   const int blocks = (ctx + block_size - 1) / block_size;

@@ -1,7 +1,7 @@
 #include "runtime/backend/cuda/cublaslt_gemm.h"
 
-#include "common/log.h"
 #include "common/cuda_check.h"
+#include "common/log.h"
 
 namespace tpserve {
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/cuda_check.h"
 #include "common/log.h"
 #include "kernels/add.h"
-#include "common/cuda_check.h"
 #include "kernels/embedding.h"
 #include "kernels/gather_rows.h"
 #include "kernels/gemv.h"

@@ -79,8 +79,8 @@ class CudaBackend final : public Backend {
   void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature, Tensor values, Tensor ids,
                            Tensor stats) override;
   void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens) override;
-  void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor row_tokens,
-                         Tensor group_start, Tensor emitted, Tensor accepted) override;
+  void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params,
+                         Tensor row_tokens, Tensor group_start, Tensor emitted, Tensor accepted) override;
   void resolve_tokens(Tensor ids, Tensor table) override;
   void add_i32(Tensor a, Tensor b, int32_t c, Tensor out) override;
   void scatter_i32(Tensor values, Tensor index, Tensor table) override;

@@ -109,11 +109,14 @@ std::unique_ptr<StepGraph> CudaBackend::capture(const std::function<void()>& bod
   size_t free_after = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
   GraphReport report = analyze(graph, *policy_);
-  report.capture_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  report.capture_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   report.memory_bytes = free_before > free_after ? free_before - free_after : 0;
   return std::make_unique<CudaStepGraph>(graph, exec, stream_, std::move(report));
 }
 
-std::string CudaBackend::launch_report() const { return kernels::format_pdl_report(policy_->report()); }
+std::string CudaBackend::launch_report() const {
+  return kernels::format_pdl_report(policy_->report());
+}
 
 }  // namespace tpserve

@@ -54,7 +54,8 @@ void CudaBackend::sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor
 }
 
 kernels::SampleParams CudaBackend::sample_params(Tensor values, Tensor ids, Tensor stats,
-                                                 const SamplingInputs& params, Tensor tokens, const char* op) const {
+                                                 const SamplingInputs& params, Tensor tokens,
+                                                 const char* op) const {
   expect(values, DType::kF32, op, "values");
   expect(ids, DType::kI32, op, "ids");
   expect(stats, DType::kF32, op, "stats");
@@ -104,8 +105,9 @@ void CudaBackend::verify_and_sample(Tensor values, Tensor ids, Tensor stats, con
   expect(accepted, DType::kI32, op, "accepted");
   const int rows = to_int(values.dim(1), "rows"), groups = to_int(accepted.numel(), "groups");
   TPS_CHECK(row_tokens.numel() == rows && emitted.numel() == rows && group_start.numel() == groups + 1, op,
-            ": rows ", rows, " row_tokens ", row_tokens.shape_string(), " group_start ", group_start.shape_string(),
-            " emitted ", emitted.shape_string(), " accepted ", accepted.shape_string());
+            ": rows ", rows, " row_tokens ", row_tokens.shape_string(), " group_start ",
+            group_start.shape_string(), " emitted ", emitted.shape_string(), " accepted ",
+            accepted.shape_string());
   if (rows == 0) return;
   ScratchRegion::Cursor scratch(*scratch_);
   kernels::VerifyGroupsParams v;

@@ -4,8 +4,8 @@
 
 #include <atomic>
 
-#include "common/log.h"
 #include "common/cuda_check.h"
+#include "common/log.h"
 
 namespace tpserve {
 namespace {
