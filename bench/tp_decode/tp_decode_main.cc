@@ -7,6 +7,8 @@
 //       out.svg
 #include <CLI/CLI.hpp>
 
+#include "runtime/tools/main_guard.h"
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -98,15 +100,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const tpserve::ConfigError& e) {
-    tpserve::log_error(e.what());
-    tpserve::parallel::abort_all_ranks(kExitUsage);
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    tpserve::log_error("fatal: ", e.what());
-    tpserve::parallel::abort_all_ranks(1);
-    return 1;
-  }
+  return tpserve::run_guarded([&] { return run(argc, argv); });
 }

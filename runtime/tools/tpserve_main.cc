@@ -11,11 +11,12 @@
 #include "parallel/mpi_session.h"
 #include "runtime/config/config_parser.h"
 #include "runtime/tools/commands.h"
+#include "runtime/tools/main_guard.h"
 #include "runtime/version.h"
 
 namespace {
 
-constexpr int kExitConfigError = 2;
+using tpserve::kExitConfigError;
 
 int run(int argc, char** argv) {
   tpserve::CommandLine cl;
@@ -62,15 +63,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const tpserve::ConfigError& e) {
-    tpserve::log_error(e.what());
-    tpserve::parallel::abort_all_ranks(kExitConfigError);
-    return kExitConfigError;
-  } catch (const std::exception& e) {
-    tpserve::log_error("fatal: ", e.what());
-    tpserve::parallel::abort_all_ranks(1);
-    return 1;
-  }
+  return tpserve::run_guarded([&] { return run(argc, argv); });
 }
