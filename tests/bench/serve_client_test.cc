@@ -96,7 +96,9 @@ TEST(ServeClient, MetricsMatchTheServersTiming) {
     EXPECT_EQ(t.finish_reason, "length");
     EXPECT_EQ(t.text, "tok 0tok 1tok 2tok 3tok 4");
   }
-  // Sleeps only ever run late: lower bounds are exact, upper bounds allow a loaded 2-core machine.
+  // Server sleeps only ever run late, so bounds measured from the request's start (TTFT, E2E) are exact lower
+  // bounds. Gaps between chunks are not: a chunk the client reads late shortens the next gap, so those get
+  // loose two-sided bounds on the median (upper bounds allow a loaded 2-core machine).
   const LoadSummary s = summarize_load(r.requests, r.duration_s);
   EXPECT_EQ(s.failed, 0);
   EXPECT_EQ(s.output_tokens, 40);
@@ -104,9 +106,9 @@ TEST(ServeClient, MetricsMatchTheServersTiming) {
   EXPECT_GE(s.ttft_ms.min, 60);
   EXPECT_LT(s.ttft_ms.median, 60 + 150);
   EXPECT_EQ(s.itl_ms.count, 8 * 4);
-  EXPECT_GE(s.itl_ms.min, 20 * 0.95);
+  EXPECT_GE(s.itl_ms.median, 20 * 0.5);
   EXPECT_LT(s.itl_ms.median, 20 + 60);
-  EXPECT_GE(s.tpot_ms.median, 20 * 0.95);  // (E2E - TTFT) / 4 over four 20 ms gaps
+  EXPECT_GE(s.tpot_ms.median, 20 * 0.5);  // (E2E - TTFT) / 4 over four 20 ms gaps
   EXPECT_LT(s.tpot_ms.median, 20 + 60);
   EXPECT_LE(s.decode_tps.max, 4 / 0.080 * 1.05);  // 4 tokens after the first in >= 80 ms
   EXPECT_GT(s.decode_tps.median, 4 / 0.320);
