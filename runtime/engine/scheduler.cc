@@ -188,13 +188,12 @@ std::optional<StepBatch> Scheduler::schedule() {
     std::vector<int32_t> row(s.blocks);
     row.resize(b.max_blocks_per_seq, 0);
     b.block_tables.insert(b.block_tables.end(), row.begin(), row.end());
-    if (speculating() && sc.samples) {
-      b.draft_slot.push_back(mtp ? s.slot : -1);
+    if (mtp && sc.samples) {
+      b.draft_slot.push_back(s.slot);
       b.group_seq.push_back(static_cast<int32_t>(q));
     }
   }
   if (speculating()) b.group_start.push_back(static_cast<int32_t>(b.sample_rows.size()));
-  if (!mtp) b.draft_slot.clear(), b.group_seq.clear();
   return b;
 }
 

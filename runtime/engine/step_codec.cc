@@ -19,6 +19,7 @@ class Writer {
   void scalar(T v) {
     raw(&v, sizeof(T));
   }
+  void value(int32_t v) { scalar(v); }
   std::vector<char> take() { return std::move(out_); }
 
  private:
@@ -46,6 +47,7 @@ class Reader {
     raw(&v, sizeof(T));
     return v;
   }
+  void value(int32_t& v) { v = scalar<int32_t>(); }
   bool done() const { return pos_ == in_.size(); }
 
  private:
@@ -62,23 +64,29 @@ constexpr uint32_t kMagic = 0x54505332;  // "TPS2": bump when the layout changes
 
 }  // namespace
 
+// Every field of StepBatch, in message order: encode and decode walk the same list.
+template <typename Batch, typename Visit>
+void visit_fields(Batch& b, Visit&& v) {
+  v.vec(b.token_ids);
+  v.vec(b.positions);
+  v.vec(b.slot_mapping);
+  v.vec(b.query_start);
+  v.vec(b.context_lens);
+  v.vec(b.block_tables);
+  v.value(b.max_blocks_per_seq);
+  v.vec(b.sample_rows);
+  v.vec(b.sampling);
+  v.vec(b.sample_counters);
+  v.vec(b.group_start);
+  v.vec(b.mtp_next_tokens);
+  v.vec(b.draft_slot);
+  v.vec(b.group_seq);
+}
+
 std::vector<char> encode_step(const StepBatch& b) {
   Writer w;
   w.scalar(kMagic);
-  w.vec(b.token_ids);
-  w.vec(b.positions);
-  w.vec(b.slot_mapping);
-  w.vec(b.query_start);
-  w.vec(b.context_lens);
-  w.vec(b.block_tables);
-  w.scalar(static_cast<int32_t>(b.max_blocks_per_seq));
-  w.vec(b.sample_rows);
-  w.vec(b.sampling);
-  w.vec(b.sample_counters);
-  w.vec(b.group_start);
-  w.vec(b.mtp_next_tokens);
-  w.vec(b.draft_slot);
-  w.vec(b.group_seq);
+  visit_fields(b, w);
   return w.take();
 }
 
@@ -86,20 +94,7 @@ StepBatch decode_step(const std::vector<char>& bytes) {
   Reader r(bytes);
   TPS_CHECK(r.scalar<uint32_t>() == kMagic, "step message: bad magic");
   StepBatch b;
-  r.vec(b.token_ids);
-  r.vec(b.positions);
-  r.vec(b.slot_mapping);
-  r.vec(b.query_start);
-  r.vec(b.context_lens);
-  r.vec(b.block_tables);
-  b.max_blocks_per_seq = r.scalar<int32_t>();
-  r.vec(b.sample_rows);
-  r.vec(b.sampling);
-  r.vec(b.sample_counters);
-  r.vec(b.group_start);
-  r.vec(b.mtp_next_tokens);
-  r.vec(b.draft_slot);
-  r.vec(b.group_seq);
+  visit_fields(b, r);
   TPS_CHECK(r.done(), "step message: trailing bytes");
   return b;
 }
