@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <memory>
 
+#include "bench/common/arm_schedule.h"
 #include "bench/common/sample_stats.h"
-#include "bench/tp_decode/arm_schedule.h"
 #include "runtime/config/config_parser.h"
 #include "runtime/tools/runtime_setup.h"
 

@@ -1,10 +1,10 @@
-// The arm order of tp_decode's rounds: A B | B A for two arms, palindromes for more, every arm's mean
+// The arm order of benchmark rounds: A B | B A for two arms, palindromes for more, every arm's mean
 // position equal over each pair of rounds (linear drift cancels), and the sweep schedule's shape.
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "bench/tp_decode/arm_schedule.h"
+#include "bench/common/arm_schedule.h"
 
 namespace tpserve::bench {
 namespace {

@@ -1,5 +1,5 @@
 // Even rounds run the arms in order, odd rounds reversed.
-#include "bench/tp_decode/arm_schedule.h"
+#include "bench/common/arm_schedule.h"
 
 #include "common/error.h"
 
