@@ -52,13 +52,14 @@ GraphReport analyze(cudaGraph_t graph, const kernels::LaunchPolicy& policy) {
     ++r.kernel_nodes;
     cudaKernelNodeParams params{};
     const char* name = nullptr;
-    std::string site = "library";  // cuBLASLt, NCCL: kernels that do not go through tpserve's launcher
-    // Kernels of other libraries' modules cannot be queried through the runtime API: they stay "library".
+    // Kernels the runtime API cannot name (other libraries' modules: cuBLASLt, NCCL) are "library"; kernels
+    // it can name that never went through kernels/launch.h (a benchmark's own launches) are "other".
+    std::string site = "library";
     if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess) {
       cudaGetLastError();
     } else if (cudaFuncGetName(&name, params.func) == cudaSuccess && name != nullptr) {
       auto it = site_of_kernel.find(name);
-      if (it != site_of_kernel.end()) site = it->second;
+      site = it != site_of_kernel.end() ? it->second : "other";
       pdl_node[node] = pdl_of_kernel[name];
     } else {
       cudaGetLastError();
