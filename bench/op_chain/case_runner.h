@@ -1,0 +1,16 @@
+// One op_chain case (shape, tokens): warm-up and output check of every mode eagerly, one captured graph per
+// mode (CudaBackend::capture, whose report counts the programmatic edges), then rounds in A/B/B/A order,
+// each timing `replays` graph replays and `replays` eager chains per mode.
+//
+// Timing: a spin kernel holds the GPU while the host queues the timed work, and two CUDA events around it
+// give the mean per replay (or per eager chain), so the numbers are the GPU's, not the host's launch rate.
+#pragma once
+
+#include "bench/op_chain/chain_buffers.h"
+#include "bench/op_chain/chain_summary.h"
+
+namespace tpserve::bench {
+
+CaseRun run_case(CudaBackend& backend, ChainBuffers& buffers, int tokens, const ChainOptions& options);
+
+}  // namespace tpserve::bench
