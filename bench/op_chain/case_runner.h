@@ -3,7 +3,9 @@
 // each timing `replays` graph replays and `replays` eager chains per mode.
 //
 // Timing: a spin kernel holds the GPU while the host queues the timed work, and two CUDA events around it
-// give the mean per replay (or per eager chain), so the numbers are the GPU's, not the host's launch rate.
+// give the mean per replay (or per eager chain). Graph replays are GPU time (one launch queues a whole
+// chain); eager chains are kernel launches from the host, which can bound them once the launch queue is
+// full, as in eager decode.
 #pragma once
 
 #include "bench/op_chain/chain_buffers.h"
