@@ -96,21 +96,29 @@ def set_experts(model, name):
 
 
 def load_model(torch, transformers, path, experts):
-    kwargs = {"attn_implementation": "sdpa", "device_map": "cuda"}
+    """bf16 on the GPU with sdpa attention; falls back for older keyword names and without accelerate."""
+    base = {"attn_implementation": "sdpa"}
     attempts = [
-        dict(kwargs, dtype=torch.bfloat16, experts_implementation=experts),
-        dict(kwargs, dtype=torch.bfloat16),
-        dict(kwargs, torch_dtype=torch.bfloat16),  # transformers 4.x
+        dict(base, dtype=torch.bfloat16, experts_implementation=experts, device_map="cuda"),
+        dict(base, dtype=torch.bfloat16, device_map="cuda"),
+        dict(base, torch_dtype=torch.bfloat16, device_map="cuda"),  # transformers 4.x
+        dict(base, torch_dtype=torch.bfloat16),  # no accelerate: load on the host, then move
     ]
     errors = []
     for attempt in attempts:
         try:
             model = transformers.AutoModelForCausalLM.from_pretrained(path, **attempt)
+            if "device_map" not in attempt:
+                model = model.to("cuda")
             model.eval()
             return model, errors
-        except TypeError as exc:  # a keyword this version does not know
+        except (TypeError, ValueError, ImportError) as exc:  # a keyword this version lacks, no accelerate
             errors.append(short_error(exc))
     raise RuntimeError("could not load the model: " + " | ".join(errors))
+
+
+def has_grouped_mm(torch):
+    return hasattr(torch, "_grouped_mm") or hasattr(torch.nn.functional, "grouped_mm")
 
 
 def make_cache(transformers, torch, model, kind, batch, max_len):
@@ -243,7 +251,8 @@ def main():
 
     started = time.time()
     model, load_notes = load_model(torch, transformers, args.model, candidates[0])
-    prefill_experts = "grouped_mm" if set_experts(model, "grouped_mm") else None
+    # Prefill with grouped_mm where torch has it (batched_mm would copy expert weights per prompt token).
+    prefill_experts = "grouped_mm" if has_grouped_mm(torch) and set_experts(model, "grouped_mm") else None
     cfg = model.config
     print(f"[peer] loaded {args.model} in {time.time() - started:.0f} s: transformers {transformers.__version__}, "
           f"torch {torch.__version__}, {torch.cuda.get_device_name()}", file=sys.stderr, flush=True)
