@@ -47,7 +47,10 @@ std::unique_ptr<Engine> RuntimeSetup::make_engine(const EngineOptions& options) 
   parallel::Communicator* data = world_.get();
 #if TPSERVE_HAVE_CUDA
   if (auto* cuda = dynamic_cast<CudaBackend*>(backend.get()); cuda != nullptr && world_->size() > 1) {
-    data_ = parallel::make_nccl_communicator(MPI_COMM_WORLD, cuda->device_index(), cuda->stream());
+    auto nccl = parallel::make_nccl_communicator(MPI_COMM_WORLD, cuda->device_index(), cuda->stream());
+    // A wait on a collective whose peer failed ends with NCCL's error instead of hanging.
+    cuda->set_wait_hook([comm = nccl.get()] { comm->check_health(); });
+    data_ = std::move(nccl);
     data = data_.get();
   }
 #endif

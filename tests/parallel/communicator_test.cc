@@ -8,16 +8,10 @@
 #include "common/error.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/topology.h"
+#include "tests/parallel/mpi_test_env.h"
 
 namespace tpserve::parallel {
 namespace {
-
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { MPI_Init(nullptr, nullptr); }
-  void TearDown() override { MPI_Finalize(); }
-};
-[[maybe_unused]] ::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
 // Rank r's input: reproducible on every rank, so each can compute the expected result alone.
 std::vector<float> input_of(int rank, size_t n, int salt) {

@@ -1,13 +1,27 @@
 # An exception on any rank brings every rank down with the error printed, never a hang: runs
 # `mpirun -np 2 tpserve generate` with a fault injected on rank RANK at step 2 and expects a non-zero exit,
-# the message, and an end well within the timeout (ctest's TIMEOUT catches a hang).
+# the message, and an end well within the timeout (ctest's TIMEOUT catches a hang). BACKEND: cpu (default)
+# or cuda (one GPU per rank: skipped with fewer than 2 GPUs).
+if(NOT BACKEND)
+  set(BACKEND cpu)
+endif()
+if(BACKEND STREQUAL "cuda")
+  execute_process(COMMAND nvidia-smi -L OUTPUT_VARIABLE gpus ERROR_QUIET RESULT_VARIABLE smi_rc)
+  string(REGEX MATCHALL "GPU [0-9]+:" gpu_lines "${gpus}")
+  list(LENGTH gpu_lines gpu_count)
+  if(gpu_count LESS 2)
+    message(STATUS "SKIP: needs 2 GPUs, found ${gpu_count}")
+    return()
+  endif()
+endif()
 set(ENV{TPSERVE_FAULT_INJECT} "rank:${RANK},step:2")
 set(ENV{OMPI_ALLOW_RUN_AS_ROOT} 1)
 set(ENV{OMPI_ALLOW_RUN_AS_ROOT_CONFIRM} 1)
+set(ENV{NCCL_NVLS_ENABLE} 0)
 string(TIMESTAMP start "%s")
 execute_process(
   COMMAND ${MPIEXEC} -np 2 --oversubscribe --bind-to none ${TPSERVE} --config ${SOURCE_DIR}/configs/tiny.yaml
-          --set parallel.tp=2 --set runtime.backend=cpu generate --prompt-ids 1,2,3 --max-tokens 8 --ignore-eos
+          --set parallel.tp=2 --set runtime.backend=${BACKEND} generate --prompt-ids 1,2,3 --max-tokens 8 --ignore-eos
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 90)
 string(TIMESTAMP end "%s")
 math(EXPR elapsed "${end} - ${start}")
@@ -21,4 +35,4 @@ endif()
 if(elapsed GREATER 30)
   message(FATAL_ERROR "the job took ${elapsed} s to stop after the fault")
 endif()
-message(STATUS "rank ${RANK} fault: every rank stopped in ${elapsed} s with exit ${rc}")
+message(STATUS "${BACKEND}: rank ${RANK} fault: every rank stopped in ${elapsed} s with exit ${rc}")

@@ -7,56 +7,18 @@
 #include <mpi.h>
 
 #include <filesystem>
-#include <fstream>
 
-#include "../model/model_test_util.h"
 #include "parallel/mpi_communicator.h"
 #include "runtime/engine/engine.h"
-#include "runtime/weights/checkpoint.h"
-#include "runtime/weights/safetensors_writer.h"
+#include "tests/model/model_test_util.h"
+#include "tests/parallel/layouts.h"
+#include "tests/parallel/mpi_test_env.h"
+#include "tests/parallel/skewed_checkpoint.h"
 
 namespace tpserve {
 namespace {
 
 using namespace testing_util;
-
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { MPI_Init(nullptr, nullptr); }
-  void TearDown() override { MPI_Finalize(); }
-};
-[[maybe_unused]] ::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-struct Layout {
-  const char* name;
-  std::vector<std::string> (*overrides)(int np);
-};
-const Layout kLayouts[] = {
-    {"tp_sharded_moe", [](int np) { return std::vector<std::string>{"parallel.tp=" + std::to_string(np)}; }},
-    {"ep_allreduce",
-     [](int np) {
-       const std::string n = std::to_string(np);
-       return std::vector<std::string>{"parallel.tp=" + n, "parallel.ep=" + n, "parallel.moe.parallel=ep",
-                                       "parallel.moe.dispatch=allreduce"};
-     }},
-    {"ep_alltoall",
-     [](int np) {
-       const std::string n = std::to_string(np);
-       return std::vector<std::string>{"parallel.tp=" + n, "parallel.ep=" + n, "parallel.moe.parallel=ep",
-                                       "parallel.moe.dispatch=alltoall"};
-     }},
-};
 
 struct Outcome {
   std::vector<float> logits;
@@ -150,32 +112,9 @@ TEST(SyntheticLayouts, MtpMatchesSingleRank) {
                 {"speculative.method=mtp", "speculative.num_speculative_tokens=2"});
 }
 
-// Router weights all zero: softmax is uniform and ties go to the smaller index, so every token picks
-// experts 0 and 1, which live on rank 0. All-to-all must carry every (token, slot) there and back.
+// Every token routed to experts 0 and 1 (rank 0's under expert parallelism): nothing may be dropped.
 TEST(SkewedRouting, AllToAllDropsNothing) {
-  std::string dir;
-  if (world_rank() == 0) {
-    dir =
-        (std::filesystem::temp_directory_path() / ("tpserve_skewed_" + std::to_string(::getpid()))).string();
-    std::filesystem::create_directories(dir);
-    const std::string src = fixture_dir("gqa4");
-    for (const char* f : {"config.json", "generation_config.json"})
-      std::filesystem::copy_file(src + "/" + f, dir + "/" + f,
-                                 std::filesystem::copy_options::overwrite_existing);
-    Checkpoint ckpt(src);
-    SafetensorsWriter writer;
-    for (const auto& name : ckpt.names()) {
-      const TensorMeta m = ckpt.meta(name);
-      std::vector<float> data = ckpt.read_all_f32(name);
-      if (name.find("mlp.gate.weight") != std::string::npos) std::fill(data.begin(), data.end(), 0.0f);
-      writer.add(name, DType::kF32, m.shape, data.data(), data.size() * sizeof(float));
-    }
-    writer.write(dir + "/model.safetensors");
-  }
-  int len = static_cast<int>(dir.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  dir.resize(len);
-  MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string dir = write_skewed_checkpoint();
   const Reference ref = load_reference("gqa4");
   check_layouts("model: {path: " + dir + "}", ref.tokens, static_cast<int>(ref.prompt.size()), ref.vocab, 8);
   MPI_Barrier(MPI_COMM_WORLD);

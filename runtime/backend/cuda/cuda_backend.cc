@@ -4,7 +4,10 @@
 #include "runtime/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include "common/cuda_check.h"
 #include "common/log.h"
@@ -72,6 +75,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   h2d_staging_ = static_cast<char*>(cuda_malloc_host_counted(staging_bytes_));
   d2h_staging_ = static_cast<char*>(cuda_malloc_host_counted(staging_bytes_));
   for (auto& e : h2d_done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&stream_idle_, cudaEventDisableTiming));
   scratch_ = std::make_unique<ScratchRegion>(arena_->allocate(options.workspace_bytes, "op workspace"),
                                              options.workspace_bytes);
   void* gemm_ws = arena_->allocate(options.cublas_workspace_bytes, "cuBLASLt workspace");
@@ -86,9 +90,11 @@ CudaBackend::~CudaBackend() {
     if (rc != cudaSuccess) log_error(what, ": ", cuda_error_text(rc));
   };
   report(cudaSetDevice(device_), "cudaSetDevice");
-  report(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  // While an error unwinds, the stream may hold a collective whose peer is gone: do not wait for it.
+  if (std::uncaught_exceptions() == 0) report(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   gemm_.reset();
   for (auto& e : h2d_done_) report(cudaEventDestroy(e), "cudaEventDestroy");
+  report(cudaEventDestroy(stream_idle_), "cudaEventDestroy");
   report(cudaFreeHost(h2d_staging_), "cudaFreeHost");
   report(cudaFreeHost(d2h_staging_), "cudaFreeHost");
   report(cudaStreamDestroy(stream_), "cudaStreamDestroy");
@@ -129,7 +135,7 @@ void CudaBackend::copy_to_host(void* dst, Tensor src) {
     const size_t n = std::min(staging_bytes_, total - offset);
     CUDA_CHECK(cudaMemcpyAsync(d2h_staging_, static_cast<const char*>(src.data) + offset, n,
                                cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    wait_for_stream();
     std::memcpy(static_cast<char*>(dst) + offset, d2h_staging_, n);
   }
 }
@@ -139,7 +145,29 @@ void CudaBackend::zero(Tensor t) {
 }
 
 void CudaBackend::synchronize() {
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait_for_stream();
+}
+
+void CudaBackend::wait_for_stream() {
+  if (!wait_hook_) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  // Spin on the event (a decode step is a few ms: sleeping would add latency), and call the hook about
+  // every millisecond.
+  CUDA_CHECK(cudaEventRecord(stream_idle_, stream_));
+  auto next_hook = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t rc = cudaEventQuery(stream_idle_);
+    if (rc == cudaSuccess) return;
+    if (rc != cudaErrorNotReady) CUDA_CHECK(rc);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_hook) {
+      wait_hook_();
+      next_hook = now + std::chrono::milliseconds(1);
+    }
+    std::this_thread::yield();
+  }
 }
 
 size_t CudaBackend::allocated_bytes() const {

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <memory>
 
 #include "kernels/policy.h"
@@ -98,6 +99,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
   int num_sms() const { return num_sms_; }
+  // Called about every millisecond while the host waits for the stream (copy_to_host, synchronize), so that
+  // a wait on a collective whose peer failed ends: the hook throws (e.g. NCCL's asynchronous error check).
+  void set_wait_hook(std::function<void()> hook) { wait_hook_ = std::move(hook); }
 
  private:
   int device_ = 0;
@@ -112,6 +116,11 @@ class CudaBackend final : public Backend {
   size_t staging_bytes_ = 0;
   cudaEvent_t h2d_done_[2] = {nullptr, nullptr};
   int h2d_next_ = 0;
+  cudaEvent_t stream_idle_ = nullptr;
+  std::function<void()> wait_hook_;
+
+  // Waits until everything enqueued on the stream has finished, calling the wait hook while it waits.
+  void wait_for_stream();
 };
 
 std::unique_ptr<CudaBackend> make_cuda_backend(const CudaBackendOptions& options);

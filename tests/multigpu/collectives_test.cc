@@ -1,0 +1,176 @@
+// The NCCL communicator's collectives on device memory against the MPI communicator on the same (random)
+// data in host memory: f32 and bf16, an odd element count, eagerly and captured in a CUDA graph that is
+// replayed with fresh inputs (as the decode step's graph replays them).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/dtype.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/nccl_communicator.h"
+#include "tests/multigpu/gpu_world.h"
+#include "tests/parallel/mpi_test_env.h"
+
+namespace tpserve {
+namespace {
+
+using namespace testing_util;
+
+constexpr size_t kCount = 4099;  // elements per rank (per peer for all-to-all)
+
+// Values a bf16 holds exactly, so host and device start from the same numbers in either dtype.
+std::vector<float> random_values(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<float> v(n);
+  for (auto& x : v) x = bf16_to_f32(f32_to_bf16(u(rng)));
+  return v;
+}
+
+// A device buffer holding f32 values as `dtype`, and back.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(size_t n, DType dtype) : n_(n), dtype_(dtype) {
+    CUDA_CHECK(cudaMalloc(&p_, n * dtype_size(dtype)));
+  }
+  ~DeviceBuffer() { cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* data() { return p_; }
+  void upload(const std::vector<float>& v, cudaStream_t s) {
+    if (dtype_ == DType::kF32) {
+      CUDA_CHECK(cudaMemcpyAsync(p_, v.data(), n_ * 4, cudaMemcpyHostToDevice, s));
+    } else {
+      staged_.resize(n_);
+      for (size_t i = 0; i < n_; ++i) staged_[i] = f32_to_bf16(v[i]);
+      CUDA_CHECK(cudaMemcpyAsync(p_, staged_.data(), n_ * 2, cudaMemcpyHostToDevice, s));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+  std::vector<float> download(cudaStream_t s) {
+    std::vector<float> v(n_);
+    if (dtype_ == DType::kF32) {
+      CUDA_CHECK(cudaMemcpyAsync(v.data(), p_, n_ * 4, cudaMemcpyDeviceToHost, s));
+      CUDA_CHECK(cudaStreamSynchronize(s));
+    } else {
+      staged_.resize(n_);
+      CUDA_CHECK(cudaMemcpyAsync(staged_.data(), p_, n_ * 2, cudaMemcpyDeviceToHost, s));
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      for (size_t i = 0; i < n_; ++i) v[i] = bf16_to_f32(staged_[i]);
+    }
+    return v;
+  }
+
+ private:
+  size_t n_;
+  DType dtype_;
+  void* p_ = nullptr;
+  std::vector<uint16_t> staged_;
+};
+
+// Sums of bf16 are rounded once per addition: allow one bf16 ulp per rank beyond f32's result.
+void expect_near(const std::vector<float>& got, const std::vector<float>& want, DType dtype, int ranks,
+                 const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const float rtol = dtype == DType::kF32 ? 1e-6f : ranks * std::ldexp(1.0f, -8);
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-6f + rtol * std::fabs(want[i])) && bad++ < 3)
+      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs " << want[i];
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+class NcclCollectives : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    TPS_REQUIRE_MULTIGPU();
+    CUDA_CHECK(cudaSetDevice(local_gpu()));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    nccl_ = parallel::make_nccl_communicator(MPI_COMM_WORLD, local_gpu(), stream_);
+    mpi_ = parallel::make_mpi_communicator(MPI_COMM_WORLD);
+  }
+  void TearDown() override {
+    nccl_.reset();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  // Runs every collective once on the NCCL communicator (enqueue only) over the given buffers.
+  void enqueue_all(DeviceBuffer& sum, DeviceBuffer& gather_in, DeviceBuffer& gather_out, DeviceBuffer& rs_in,
+                   DeviceBuffer& rs_out, DeviceBuffer& a2a_in, DeviceBuffer& a2a_out, DType dtype) {
+    nccl_->all_reduce_sum(sum.data(), kCount, dtype);
+    nccl_->all_gather(gather_in.data(), gather_out.data(), kCount, dtype);
+    nccl_->reduce_scatter_sum(rs_in.data(), rs_out.data(), kCount, dtype);
+    nccl_->all_to_all(a2a_in.data(), a2a_out.data(), kCount, dtype);
+  }
+
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<parallel::NcclCommunicator> nccl_;
+  std::unique_ptr<parallel::Communicator> mpi_;
+};
+
+TEST_P(NcclCollectives, MatchMpiEagerAndInAGraph) {
+  const DType dtype = GetParam();
+  const int p = world_size(), r = world_rank();
+  DeviceBuffer sum(kCount, dtype), gather_in(kCount, dtype), gather_out(kCount * p, dtype),
+      rs_in(kCount * p, dtype), rs_out(kCount, dtype), a2a_in(kCount * p, dtype), a2a_out(kCount * p, dtype);
+
+  // Round 0 eager; rounds 1-3 replay one captured graph over the same buffers with fresh inputs.
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const unsigned seed = 100 * round + 10 * r;
+    const auto v_sum = random_values(kCount, seed + 1), v_gather = random_values(kCount, seed + 2),
+               v_rs = random_values(kCount * p, seed + 3), v_a2a = random_values(kCount * p, seed + 4);
+    sum.upload(v_sum, stream_);
+    gather_in.upload(v_gather, stream_);
+    rs_in.upload(v_rs, stream_);
+    a2a_in.upload(v_a2a, stream_);
+    if (round == 0) {
+      enqueue_all(sum, gather_in, gather_out, rs_in, rs_out, a2a_in, a2a_out, dtype);
+    } else {
+      if (exec == nullptr) {
+        CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        enqueue_all(sum, gather_in, gather_out, rs_in, rs_out, a2a_in, a2a_out, dtype);
+        CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      }
+      CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    nccl_->check_health();
+
+    // The same collectives over MPI on the host (f32; the inputs are exact in bf16).
+    std::vector<float> want_sum = v_sum, want_gather(kCount * p), want_rs(kCount), want_a2a(kCount * p);
+    mpi_->all_reduce_sum(want_sum.data(), kCount, DType::kF32);
+    mpi_->all_gather(v_gather.data(), want_gather.data(), kCount, DType::kF32);
+    mpi_->reduce_scatter_sum(v_rs.data(), want_rs.data(), kCount, DType::kF32);
+    mpi_->all_to_all(v_a2a.data(), want_a2a.data(), kCount, DType::kF32);
+    expect_near(sum.download(stream_), want_sum, dtype, p, "all_reduce_sum");
+    expect_near(gather_out.download(stream_), want_gather, dtype, 0, "all_gather");
+    expect_near(rs_out.download(stream_), want_rs, dtype, p, "reduce_scatter_sum");
+    expect_near(a2a_out.download(stream_), want_a2a, dtype, 0, "all_to_all");
+  }
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+
+  // Broadcast from the last rank, and the barrier.
+  DeviceBuffer bytes(kCount, DType::kF32);
+  const auto v_bcast = random_values(kCount, 7 + r);
+  bytes.upload(v_bcast, stream_);
+  nccl_->broadcast(bytes.data(), kCount * 4, p - 1);
+  nccl_->barrier();
+  expect_near(bytes.download(stream_), random_values(kCount, 7 + p - 1), DType::kF32, 0, "broadcast");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, NcclCollectives, ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const ::testing::TestParamInfo<DType>& i) {
+                           return std::string(dtype_name(i.param));
+                         });
+
+}  // namespace
+}  // namespace tpserve
