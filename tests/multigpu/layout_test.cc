@@ -99,7 +99,7 @@ void compare(const Outcome& got, const Outcome& ref, const std::string& what) {
     // Only a near-tie in the single-GPU logits may flip the greedy choice.
     std::vector<float> row = ref.logits[same];
     std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<float>());
-    EXPECT_LT(row[0] - row[1], 0.05f * rms(ref.logits[same]))
+    EXPECT_LT(row[0] - row[1], 0.1f * rms(ref.logits[same]))
         << what << ": greedy token " << same << " differs (" << got.greedy[same] << " vs " << ref.greedy[same]
         << ") with a clear margin";
   }
