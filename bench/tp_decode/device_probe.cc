@@ -1,4 +1,5 @@
-// The host probe: no device, so nothing to measure.
+// The probe for an engine's backend: the CUDA one (cuda_device_probe.cc) or a host probe that measures
+// nothing.
 #include "bench/tp_decode/device_probe.h"
 
 namespace tpserve::bench {
@@ -20,7 +21,9 @@ class HostProbe final : public DeviceProbe {
 }  // namespace
 
 std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend) {
-  // CUDA builds: when backend.device() == Device::kCuda, return the CUDA probe here.
+#if TPSERVE_HAVE_CUDA
+  if (auto probe = make_cuda_device_probe(backend)) return probe;
+#endif
   return std::make_unique<HostProbe>(backend.name());
 }
 

@@ -2,13 +2,10 @@
 // (for the HBM floor) and the device's busy time per step (for the GPU busy share of wall time). The CPU
 // backend has neither: its probe answers nullopt and the report prints "n/a".
 //
-// Hook for CUDA builds: make_device_probe() returns a CUDA probe when the engine's backend is the CUDA one
-// (under TPSERVE_HAVE_CUDA). It should
-//   - measure_memory_bandwidth_gbps(): time a large device-to-device copy (well past L2, several
-//     repetitions, median) and return (bytes read + bytes written) / seconds / 1e9;
-//   - step_begin() / step_end_busy_seconds(): bracket one engine.step() (both are called outside the host
-//     timer) and return the seconds the device spent executing kernels in it (CUPTI kernel activity, or
-//     the sum of per-kernel event pairs): busy share = busy / wall step time.
+// CUDA builds: make_device_probe() returns the CUDA probe (cuda_device_probe.cc) for the CUDA backend: HBM
+// read bandwidth as bench/ops measures it (a 2 GiB reduction, median of 9). Busy time per step is not
+// measured yet (it needs CUPTI kernel activity; events cannot time kernels inside a replayed graph), so the
+// busy share reads n/a on every backend.
 #pragma once
 
 #include <memory>
@@ -30,5 +27,7 @@ class DeviceProbe {
 
 // The probe for the backend an engine runs on (the CPU backend: one that measures nothing).
 std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend);
+// The CUDA probe, or nullptr when `backend` is not the CUDA backend (CUDA builds only).
+std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend);
 
 }  // namespace tpserve::bench

@@ -399,6 +399,7 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   if (bucket >= 0) {
     graphs_.at(bucket)->replay();
     ++graph_replays_;
+    last_routing_ids_ = graph_routing_ids_.at(bucket);
   } else {
     compute(shape);
   }

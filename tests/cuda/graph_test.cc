@@ -6,6 +6,7 @@
 // of its own.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "parallel/communicator.h"
@@ -21,7 +22,7 @@ namespace {
 struct GpuEngine {
   std::unique_ptr<parallel::Communicator> comm = parallel::make_single_rank_communicator();
   std::unique_ptr<Engine> engine;
-  explicit GpuEngine(const std::vector<std::string>& overrides) {
+  explicit GpuEngine(const std::vector<std::string>& overrides, const EngineOptions& options = {}) {
     const Config config = parse_config(
         "model: {synthetic: {preset: tiny, seed: 3, vocab: 4096, mtp: true}}\n"
         "runtime: {backend: cuda, max_batch: 8, max_seq_len: 256}\n"
@@ -30,7 +31,7 @@ struct GpuEngine {
     CudaBackendOptions o;
     o.pdl = config.launch.pdl;
     o.arena_bytes = size_t(4) << 30;  // several engines share the GPU in this test
-    engine = std::make_unique<Engine>(config, *comm, make_cuda_backend(o));
+    engine = std::make_unique<Engine>(config, *comm, make_cuda_backend(o), options);
   }
 };
 
@@ -77,6 +78,42 @@ TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
     decode_together(*graphs.engine, 4, 8);
     EXPECT_EQ(cuda_allocation_stats().count, a.count);
     EXPECT_EQ(cuda_allocation_stats().bytes, a.bytes);
+  }
+}
+
+// The routing record (what benchmarks count the bytes of a step from) of a replayed decode step is that
+// step's: the eager step's experts with one sequence (batch-1 graph, no padding), and a superset of them
+// with three (the batch-4 graph's padding sequence routes too).
+TEST(CudaGraphs, ReplayedStepsRecordTheirOwnRouting) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const EngineOptions record{.record_routing = true};
+  GpuEngine eager({"speculative.method=none", "cuda_graph.enabled=false"}, record),
+      graphs({"speculative.method=none"}, record);
+  for (int n : {1, 3}) {
+    SCOPED_TRACE(std::to_string(n) + " sequences");
+    std::vector<RoutingStats> stats;
+    for (GpuEngine* g : {&eager, &graphs}) {
+      Engine& e = *g->engine;
+      for (int i = 0; i < n; ++i)
+        e.scheduler().add(Request{
+            .id = 100 * n + i, .prompt = {5 + i, 77, 901 + 13 * i}, .max_tokens = 4, .ignore_eos = true});
+      e.step();  // prefill (eager in both)
+      const int64_t replays = e.model().graph_replays();
+      e.step();  // the first decode step
+      EXPECT_EQ(e.model().graph_replays() > replays, g == &graphs);
+      stats.push_back(e.model().last_step_routing());
+      while (e.scheduler().has_work()) e.step();
+    }
+    ASSERT_EQ(stats[0].experts_hit.size(), stats[1].experts_hit.size());
+    for (size_t l = 0; l < stats[0].experts_hit.size(); ++l) {
+      const auto& want = stats[0].experts_hit[l];
+      const auto& got = stats[1].experts_hit[l];
+      if (n == 1) {
+        EXPECT_EQ(got, want) << "layer " << l;
+      } else {
+        EXPECT_TRUE(std::includes(got.begin(), got.end(), want.begin(), want.end())) << "layer " << l;
+      }
+    }
   }
 }
 
