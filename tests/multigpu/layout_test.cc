@@ -5,9 +5,10 @@
 // comparison of tokens stops there.
 //
 // Models: synthetic presets (tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4),
-// the Qwen3-30B-A3B shape with two layers, and a skewed-routing checkpoint. The transformers fixtures have
-// head_dim 16-24, which the CUDA attention does not support (32, 64, 128: every Qwen3-MoE uses 128); they
-// check the CPU reference, and tests/cuda check the CUDA backend against it.
+// tiny with an MTP head drafting k = 2, the Qwen3-30B-A3B shape with two layers, and a skewed-routing
+// checkpoint. The transformers fixtures have head_dim 16-24, which the CUDA attention does not support
+// (32, 64, 128: every Qwen3-MoE uses 128); they check the CPU reference, and tests/cuda check the CUDA
+// backend against it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,12 +108,16 @@ void compare(const Outcome& got, const Outcome& ref, const std::string& what) {
               worst, kSteps, same, kSteps);
 }
 
-void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& prompt, int num_experts) {
+// `extra` overrides apply to the single-GPU reference and to every layout (e.g. MTP speculation).
+void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& prompt, int num_experts,
+                   const std::vector<std::string>& extra = {}) {
   const int np = world_size();
   Outcome reference;
   if (world_rank() == 0) {
     auto single = parallel::make_single_rank_communicator();
-    Engine engine(gpu_config(model_yaml, {"cuda_graph.enabled=false"}), *single, gpu_backend(),
+    std::vector<std::string> overrides = extra;
+    overrides.push_back("cuda_graph.enabled=false");
+    Engine engine(gpu_config(model_yaml, overrides), *single, gpu_backend(),
                   EngineOptions{.keep_logits = true});
     reference = exercise(engine, prompt, nullptr);
   }
@@ -128,6 +133,7 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& pr
           std::string(layout.name) + " np " + std::to_string(np) + (graphs ? " graphs" : " eager");
       SCOPED_TRACE(what);
       std::vector<std::string> overrides = layout.overrides(np);
+      overrides.insert(overrides.end(), extra.begin(), extra.end());
       overrides.push_back(std::string("cuda_graph.enabled=") + (graphs ? "true" : "false"));
       std::unique_ptr<CudaBackend> backend = gpu_backend();
       auto data =
@@ -161,6 +167,15 @@ TEST(Qwen3_30B_Shape, MatchSingleGpu) {
   TPS_REQUIRE_MULTIGPU();
   const std::vector<int32_t> prompt = {151643, 9707, 11, 1879, 0, 3555, 374, 279, 6722, 30};
   check_layouts("model: {synthetic: {preset: qwen3-30b-a3b, seed: 3, layers: 2}}", prompt, 128);
+}
+
+// MTP speculation (k = 2) in every layout: drafting, verification and the MTP head's collectives inside
+// the step graph give the single-GPU tokens (greedy MTP gives plain greedy's tokens).
+TEST(MtpLayouts, MatchSingleGpu) {
+  TPS_REQUIRE_MULTIGPU();
+  const std::vector<int32_t> prompt = {1643, 3707, 11, 1879, 0, 355, 374, 279, 672};
+  check_layouts("model: {synthetic: {preset: tiny, seed: 5, vocab: 4096, mtp: true}}", prompt, 8,
+                {"speculative.method=mtp", "speculative.num_speculative_tokens=2"});
 }
 
 // Every token routed to experts 0 and 1 (rank 0's under expert parallelism): nothing may be dropped.
