@@ -22,6 +22,7 @@
 #include "runtime/weights/checkpoint_generator.h"
 #include "tests/model/model_test_util.h"
 #include "tests/multigpu/gpu_world.h"
+#include "tests/parallel/drive_or_follow.h"
 #include "tests/parallel/layouts.h"
 #include "tests/parallel/mpi_test_env.h"
 #include "tests/parallel/skewed_checkpoint.h"
@@ -56,23 +57,17 @@ std::unique_ptr<CudaBackend> gpu_backend() {
 // time. Followers serve both.
 Outcome exercise(Engine& engine, const std::vector<int32_t>& prompt, const std::vector<int32_t>* forced) {
   Outcome o;
-  if (!engine.is_driver()) {
-    engine.run_follower();
-    return o;
-  }
-  struct StopGuard {
-    Engine& e;
-    ~StopGuard() { e.stop_followers(); }
-  } guard{engine};
-  o.greedy = engine.generate(prompt, SamplingParams{}, kSteps, true);
-  std::vector<int32_t> sequence = prompt;
-  sequence.insert(sequence.end(), forced ? forced->begin() : o.greedy.begin(),
-                  forced ? forced->end() : o.greedy.end());
-  // logits[0] (the prefill's last row) predicts token 0; decode step i feeds token i and predicts i + 1.
-  const int p = static_cast<int>(prompt.size());
-  o.logits.push_back(engine.run_batch(sequence_step(sequence, 0, p, kBlockSize, false), true).logits);
-  for (int i = 0; i + 1 < kSteps; ++i)
-    o.logits.push_back(engine.run_batch(sequence_step(sequence, p + i, 1, kBlockSize, false), true).logits);
+  drive_or_follow(engine, [&] {
+    o.greedy = engine.generate(prompt, SamplingParams{}, kSteps, true);
+    std::vector<int32_t> sequence = prompt;
+    sequence.insert(sequence.end(), forced ? forced->begin() : o.greedy.begin(),
+                    forced ? forced->end() : o.greedy.end());
+    // logits[0] (the prefill's last row) predicts token 0; decode step i feeds token i and predicts i + 1.
+    const int p = static_cast<int>(prompt.size());
+    o.logits.push_back(engine.run_batch(sequence_step(sequence, 0, p, kBlockSize, false), true).logits);
+    for (int i = 0; i + 1 < kSteps; ++i)
+      o.logits.push_back(engine.run_batch(sequence_step(sequence, p + i, 1, kBlockSize, false), true).logits);
+  });
   return o;
 }
 

@@ -11,6 +11,7 @@
 #include "parallel/mpi_communicator.h"
 #include "runtime/engine/engine.h"
 #include "tests/model/model_test_util.h"
+#include "tests/parallel/drive_or_follow.h"
 #include "tests/parallel/layouts.h"
 #include "tests/parallel/mpi_test_env.h"
 #include "tests/parallel/skewed_checkpoint.h"
@@ -31,19 +32,13 @@ const SamplingParams kSampling{.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, 
 // Runs the three checks on an engine; on followers serves until the driver stops them.
 Outcome exercise(Engine& engine, const std::vector<int32_t>& sequence, int prompt_len) {
   Outcome o;
-  if (!engine.is_driver()) {
-    engine.run_follower();
-    return o;
-  }
-  struct StopGuard {
-    Engine& e;
-    ~StopGuard() { e.stop_followers(); }
-  } guard{engine};
-  const int n = static_cast<int>(sequence.size());
-  o.logits = engine.run_batch(sequence_step(sequence, 0, n, 4, true), true).logits;
-  const std::vector<int32_t> prompt(sequence.begin(), sequence.begin() + prompt_len);
-  o.greedy = engine.generate(prompt, SamplingParams{}, 12, true);
-  o.sampled = engine.generate(prompt, kSampling, 12, true);
+  drive_or_follow(engine, [&] {
+    const int n = static_cast<int>(sequence.size());
+    o.logits = engine.run_batch(sequence_step(sequence, 0, n, 4, true), true).logits;
+    const std::vector<int32_t> prompt(sequence.begin(), sequence.begin() + prompt_len);
+    o.greedy = engine.generate(prompt, SamplingParams{}, 12, true);
+    o.sampled = engine.generate(prompt, kSampling, 12, true);
+  });
   return o;
 }
 
