@@ -14,7 +14,7 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
 
 }  // namespace
 
-RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer) {
+RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, const ServerConfig& server) {
   RequestLimits limits;
   limits.tokenizer = tokenizer;
   limits.model_name = engine.source().name;
@@ -23,6 +23,10 @@ RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer) {
   limits.max_context_tokens =
       std::min<int64_t>(scheduler.limits().max_seq_len, scheduler.kv_capacity_tokens());
   limits.defaults = engine.source().generation;
+  limits.max_prompt_tokens = server.max_prompt_tokens;
+  limits.max_output_tokens = server.max_output_tokens;
+  limits.max_stop_sequences = server.max_stop_sequences;
+  limits.max_stop_string_bytes = server.max_stop_string_bytes;
   return limits;
 }
 

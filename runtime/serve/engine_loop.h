@@ -25,8 +25,9 @@
 
 namespace tpserve::serve {
 
-// What request validation needs to know of the engine: model name, vocabulary, context, defaults.
-RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer);
+// What request validation needs to know of the engine (model name, vocabulary, context, defaults) and the
+// server's per-request limits.
+RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, const ServerConfig& server);
 
 class EngineLoop {
  public:

@@ -50,14 +50,14 @@ std::string status_text(int status) {
 
 }  // namespace
 
-HttpServer::HttpServer(HttpServerOptions options, ServerMetrics& metrics)
-    : options_(std::move(options)), metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(ServerConfig config, ServerMetrics& metrics)
+    : config_(std::move(config)), metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
   created_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  const size_t threads = static_cast<size_t>(options_.threads);
+  const size_t threads = static_cast<size_t>(config_.threads);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_->set_payload_max_length(options_.max_body_bytes);
+  server_->set_payload_max_length(static_cast<size_t>(config_.max_body_bytes));
   server_->set_tcp_nodelay(true);
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and silently
   // share its traffic: keep only SO_REUSEADDR (a restarted server can bind at once).
@@ -125,7 +125,7 @@ void HttpServer::routes() {
         if (!res.body.empty() || res.status < 400) return httplib::Server::HandlerResponse::Unhandled;
         std::string message = status_text(res.status);
         if (res.status == 413)
-          message += " (the limit is " + std::to_string(options_.max_body_bytes) + " bytes)";
+          message += " (the limit is " + std::to_string(config_.max_body_bytes) + " bytes)";
         send_error(res, ApiError(res.status, message, "", res.status == 413 ? "request_too_large" : ""));
         return httplib::Server::HandlerResponse::Handled;
       }));
@@ -176,9 +176,9 @@ bool HttpServer::wait_responses_done(std::chrono::milliseconds timeout) {
 
 void HttpServer::start() {
   std::signal(SIGPIPE, SIG_IGN);  // a client that goes away mid-write must not end the process
-  port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host) : options_.port;
-  const bool bound = options_.port == 0 ? port_ > 0 : server_->bind_to_port(options_.host, options_.port);
-  TPS_CHECK(bound, "server: cannot listen on ", options_.host, ":", options_.port,
+  port_ = config_.port == 0 ? server_->bind_to_any_port(config_.host) : config_.port;
+  const bool bound = config_.port == 0 ? port_ > 0 : server_->bind_to_port(config_.host, config_.port);
+  TPS_CHECK(bound, "server: cannot listen on ", config_.host, ":", config_.port,
             " (address in use or not available? set server.host / server.port)");
   thread_ = std::thread([this] {
     server_->listen_after_bind();
@@ -188,9 +188,9 @@ void HttpServer::start() {
   // (a signal during start-up, a test) cannot be lost and leave join() waiting forever.
   while (!server_->is_running() && !listener_returned_)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  TPS_CHECK(server_->is_running(), "server: the HTTP listener on ", options_.host, ":", port_,
+  TPS_CHECK(server_->is_running(), "server: the HTTP listener on ", config_.host, ":", port_,
             " stopped at once");
-  log_info("listening on http://", options_.host, ":", port_, " (", options_.threads, " connection threads)");
+  log_info("listening on http://", config_.host, ":", port_, " (", config_.threads, " connection threads)");
 }
 
 void HttpServer::set_ready(EngineLoop* loop, RequestLimits limits, int64_t max_model_len) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "runtime/config/config.h"
 #include "runtime/serve/openai_request.h"
 #include "runtime/serve/server_metrics.h"
 
@@ -26,16 +27,10 @@ namespace tpserve::serve {
 
 class EngineLoop;
 
-struct HttpServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8000;   // 0: any free port (see HttpServer::port())
-  int threads = 64;  // open connections served at once (a streaming request holds one)
-  size_t max_body_bytes = 32u << 20;
-};
-
 class HttpServer {
  public:
-  HttpServer(HttpServerOptions options, ServerMetrics& metrics);
+  // config: server.* of the config (host, port 0 = any free port, threads, limits, timeouts).
+  HttpServer(ServerConfig config, ServerMetrics& metrics);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -58,7 +53,7 @@ class HttpServer {
   void generation(const httplib::Request& req, httplib::Response& res, bool chat);
   void response_done();
 
-  HttpServerOptions options_;
+  ServerConfig config_;
   ServerMetrics& metrics_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;

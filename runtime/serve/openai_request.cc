@@ -1,5 +1,6 @@
 #include "runtime/serve/openai_request.h"
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <random>
@@ -88,22 +89,43 @@ std::vector<int32_t> parse_prompt(const JsonFields& f, const RequestLimits& limi
   return token_id_list(*prompt, "prompt", limits.vocab_size);
 }
 
-std::vector<std::string> parse_stop(const JsonFields& f) {
+// A list longer than the server's max_stop_sequences: 400 limit_exceeded.
+void check_list_length(const Json& list, const std::string& field, const RequestLimits& limits) {
+  if (limits.max_stop_sequences > 0 && list.size() > static_cast<size_t>(limits.max_stop_sequences))
+    bad_request(field,
+                "has " + std::to_string(list.size()) + " entries; this server accepts at most " +
+                    std::to_string(limits.max_stop_sequences),
+                "limit_exceeded");
+}
+
+void check_stop_string(const Json& stop, const std::string& item, const RequestLimits& limits) {
+  const auto& text = stop.get_ref<const std::string&>();
+  if (text.empty()) bad_request(item, "must not be an empty string");
+  if (limits.max_stop_string_bytes > 0 && text.size() > static_cast<size_t>(limits.max_stop_string_bytes))
+    bad_request(item,
+                "is " + std::to_string(text.size()) +
+                    " bytes long; this server accepts stop strings of at most " +
+                    std::to_string(limits.max_stop_string_bytes) + " bytes",
+                "limit_exceeded");
+}
+
+std::vector<std::string> parse_stop(const JsonFields& f, const RequestLimits& limits) {
   const Json* stop = f.get("stop");
   if (stop == nullptr) return {};
   if (stop->is_string()) {
-    if (stop->get_ref<const std::string&>().empty()) bad_request("stop", "must not be an empty string");
+    check_stop_string(*stop, "stop", limits);
     return {stop->get<std::string>()};
   }
   if (!stop->is_array())
     bad_request("stop", "expected a string or a list of strings, got " + describe_json(*stop),
                 "invalid_type");
+  check_list_length(*stop, "stop", limits);
   std::vector<std::string> out;
   for (size_t i = 0; i < stop->size(); ++i) {
     const std::string item = "stop[" + std::to_string(i) + "]";
     if (!(*stop)[i].is_string())
       bad_request(item, "expected a string, got " + describe_json((*stop)[i]), "invalid_type");
-    if ((*stop)[i].get_ref<const std::string&>().empty()) bad_request(item, "must not be an empty string");
+    check_stop_string((*stop)[i], item, limits);
     out.push_back((*stop)[i].get<std::string>());
   }
   return out;
@@ -125,11 +147,12 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
   if (f.integer("n", 1, 128).value_or(1) != 1)
     bad_request("n", "only n = 1 is supported (send several requests for several completions)",
                 "unsupported_parameter");
-  out.job.stop = parse_stop(f);
+  out.job.stop = parse_stop(f, limits);
   if (const Json* ids = f.get("stop_token_ids")) {
     if (!ids->is_array())
       bad_request("stop_token_ids", "expected a list of token ids, got " + describe_json(*ids),
                   "invalid_type");
+    check_list_length(*ids, "stop_token_ids", limits);
     out.job.stop_token_ids = token_id_list(*ids, "stop_token_ids", limits.vocab_size);
   }
   out.job.ignore_eos = f.boolean("ignore_eos").value_or(false);
@@ -159,10 +182,22 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
   f.string("user");  // accepted and ignored
 }
 
-// max_tokens absent: all the room left. Too long: a 400 that says by how much.
+// max_tokens absent: all the room left (at most the server's max_output_tokens). Too long: a 400 that says
+// by how much.
 void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& field,
                         const std::string& prompt_field, const RequestLimits& limits, ParsedRequest& out) {
   const int64_t prompt = static_cast<int64_t>(out.job.prompt.size());
+  if (limits.max_prompt_tokens > 0 && prompt > limits.max_prompt_tokens)
+    bad_request(prompt_field,
+                "the prompt has " + std::to_string(prompt) +
+                    " tokens; this server accepts prompts of at most " +
+                    std::to_string(limits.max_prompt_tokens) + " tokens",
+                "limit_exceeded");
+  if (max_tokens && limits.max_output_tokens > 0 && *max_tokens > limits.max_output_tokens)
+    bad_request(field,
+                "is " + std::to_string(*max_tokens) + "; this server generates at most " +
+                    std::to_string(limits.max_output_tokens) + " tokens per request",
+                "limit_exceeded");
   const int64_t room = limits.max_context_tokens - prompt;
   if (room < 1)
     bad_request(prompt_field,
@@ -177,7 +212,9 @@ void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& fi
                     std::to_string(limits.max_context_tokens) + " tokens (at most " + std::to_string(room) +
                     " can be generated)",
                 "context_length_exceeded");
-  out.job.max_tokens = static_cast<int>(max_tokens.value_or(room));
+  const int64_t default_tokens =
+      limits.max_output_tokens > 0 ? std::min(room, limits.max_output_tokens) : room;
+  out.job.max_tokens = static_cast<int>(max_tokens.value_or(default_tokens));
 }
 
 }  // namespace

@@ -18,6 +18,11 @@ struct RequestLimits {
   int32_t vocab_size = 0;                // of the model: prompt and stop ids must be below it
   int64_t max_context_tokens = 0;        // prompt + generated: min(runtime.max_seq_len, KV cache capacity)
   GenerationDefaults defaults;           // sampling defaults (generation_config.json)
+  // The server's limits (server.* in the config); 0 = none beyond the context.
+  int64_t max_prompt_tokens = 0;
+  int64_t max_output_tokens = 0;
+  int max_stop_sequences = 0;  // entries of stop and of stop_token_ids, each
+  int max_stop_string_bytes = 0;
 };
 
 struct ParsedRequest {

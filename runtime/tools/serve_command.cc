@@ -47,7 +47,7 @@ int run_serve(const Config& config) {
 
   serve::TerminationSignals signals;
   serve::ServerMetrics metrics;
-  serve::HttpServer http({config.server.host, config.server.port, config.server.threads}, metrics);
+  serve::HttpServer http(config.server, metrics);
   http.start();
   signals.on_first_signal([&http] { http.begin_drain(); });
 
@@ -56,7 +56,7 @@ int run_serve(const Config& config) {
   Engine& engine = *engine_ptr;
   serve::EngineLoop loop(engine, tokenizer.get(), metrics);
   metrics.set_model_name(engine.source().name);
-  const serve::RequestLimits limits = serve::request_limits_for(engine, tokenizer.get());
+  const serve::RequestLimits limits = serve::request_limits_for(engine, tokenizer.get(), config.server);
   http.set_ready(&loop, limits, limits.max_context_tokens);
   signals.on_first_signal([&http, &loop] {
     http.begin_drain();

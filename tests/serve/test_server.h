@@ -25,19 +25,22 @@ using Json = nlohmann::json;
 
 class TestServer {
  public:
-  // overrides: config keys over configs/tiny.yaml (backend cpu). Without a tokenizer: token ids only.
-  explicit TestServer(std::vector<std::string> overrides = {}, bool with_tokenizer = true,
-                      size_t max_body_bytes = 1u << 20)
+  // overrides: config keys over configs/tiny.yaml (backend cpu; server on 127.0.0.1, any free port, 96
+  // threads, 1 MiB bodies unless overridden). Without a tokenizer: token ids only.
+  explicit TestServer(const std::vector<std::string>& overrides = {}, bool with_tokenizer = true)
       : comm_(parallel::make_single_rank_communicator()) {
-    overrides.push_back("runtime.backend=cpu");
-    config_ = load_config_file(std::string(TPSERVE_SOURCE_DIR) + "/configs/tiny.yaml", overrides);
+    std::vector<std::string> all = {"server.host=127.0.0.1", "server.port=0", "server.threads=96",
+                                    "server.max_body_bytes=1048576"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    all.push_back("runtime.backend=cpu");
+    config_ = load_config_file(std::string(TPSERVE_SOURCE_DIR) + "/configs/tiny.yaml", all);
     tokenizer_ = with_tokenizer ? qwen3_tokenizer() : nullptr;
-    http_ = std::make_unique<HttpServer>(HttpServerOptions{"127.0.0.1", 0, 96, max_body_bytes}, metrics_);
+    http_ = std::make_unique<HttpServer>(config_.server, metrics_);
     http_->start();
     engine_ = std::make_unique<Engine>(config_, *comm_, make_cpu_backend());
     loop_ = std::make_unique<EngineLoop>(*engine_, tokenizer_, metrics_);
     metrics_.set_model_name(engine_->source().name);
-    const RequestLimits limits = request_limits_for(*engine_, tokenizer_);
+    const RequestLimits limits = request_limits_for(*engine_, tokenizer_, config_.server);
     http_->set_ready(loop_.get(), limits, limits.max_context_tokens);
     loop_thread_ = std::thread([this] { loop_->run(); });
   }
@@ -68,6 +71,14 @@ class TestServer {
   std::unique_ptr<EngineLoop> loop_;
   std::thread loop_thread_;
 };
+
+// server.* for an HttpServer made by hand: 127.0.0.1, any free port.
+inline ServerConfig local_server_config(int threads) {
+  ServerConfig c;
+  c.port = 0;
+  c.threads = threads;
+  return c;
+}
 
 struct Reply {
   int status = 0;  // 0: no HTTP response at all
