@@ -4,11 +4,13 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "runtime/serve/api_error.h"
+#include "runtime/serve/connection_server.h"
 #include "runtime/serve/engine_loop.h"
 #include "runtime/serve/generation_response.h"
 
@@ -35,6 +37,17 @@ std::string allowed_methods(const std::string& path) {
   return allowed;
 }
 
+ConnectionLimits connection_limits(const ServerConfig& c) {
+  auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); };
+  return {c.threads, c.max_connections, ms(c.idle_timeout_s), ms(c.request_timeout_s), ms(c.write_timeout_s)};
+}
+
+// Error codes that mean "a server limit refused this request" (counted in tpserve:requests_refused_total).
+bool is_limit_code(const std::string& code) {
+  return code == "limit_exceeded" || code == "server_overloaded" || code == "request_too_large" ||
+         code == "request_timeout" || code == "unauthorized";
+}
+
 std::string status_text(int status) {
   switch (status) {
     case 400:
@@ -51,13 +64,17 @@ std::string status_text(int status) {
 }  // namespace
 
 HttpServer::HttpServer(ServerConfig config, ServerMetrics& metrics)
-    : config_(std::move(config)), metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
+    : config_(std::move(config)),
+      metrics_(metrics),
+      server_(std::make_unique<ConnectionServer>(
+          connection_limits(config_), [this](const char* code) { metrics_.count_refusal(code); })) {
   created_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  const size_t threads = static_cast<size_t>(config_.threads);
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(static_cast<size_t>(config_.max_body_bytes));
+  // What the Keep-Alive header of each answer announces (ConnectionServer enforces both).
+  server_->set_keep_alive_timeout(static_cast<time_t>(std::ceil(config_.idle_timeout_s)));
+  server_->set_keep_alive_max_count(ConnectionServer::kMaxRequestsPerConnection);
   server_->set_tcp_nodelay(true);
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and silently
   // share its traffic: keep only SO_REUSEADDR (a restarted server can bind at once).
@@ -82,7 +99,8 @@ void HttpServer::routes() {
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const SchedulerGauges gauges = state_.load() == State::kLoading ? SchedulerGauges{} : loop_->gauges();
-    res.set_content(metrics_.render(gauges), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(metrics_.render(gauges, server_->open_connections()),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     if (state_.load() == State::kLoading)
@@ -109,10 +127,11 @@ void HttpServer::routes() {
   s.Delete(".*", unrouted);
   s.Options(".*", unrouted);
 
-  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+  s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
     } catch (const ApiError& e) {
+      if (is_limit_code(e.code())) metrics_.count_refusal(e.code());
       send_error(res, e);
     } catch (const std::exception& e) {
       log_error("HTTP ", req.method, " ", req.path, ": internal error: ", e.what());
@@ -123,9 +142,16 @@ void HttpServer::routes() {
   s.set_error_handler(
       httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
         if (!res.body.empty() || res.status < 400) return httplib::Server::HandlerResponse::Unhandled;
+        if (ConnectionServer::request_timed_out()) {  // counted by ConnectionServer, which then closes
+          res.set_header("Connection", "close");
+          send_error(res, ApiError(408, server_->request_timeout_message(), "", "request_timeout"));
+          return httplib::Server::HandlerResponse::Handled;
+        }
         std::string message = status_text(res.status);
-        if (res.status == 413)
+        if (res.status == 413) {
           message += " (the limit is " + std::to_string(config_.max_body_bytes) + " bytes)";
+          metrics_.count_refusal("request_too_large");
+        }
         send_error(res, ApiError(res.status, message, "", res.status == 413 ? "request_too_large" : ""));
         return httplib::Server::HandlerResponse::Handled;
       }));
@@ -180,6 +206,7 @@ void HttpServer::start() {
   const bool bound = config_.port == 0 ? port_ > 0 : server_->bind_to_port(config_.host, config_.port);
   TPS_CHECK(bound, "server: cannot listen on ", config_.host, ":", config_.port,
             " (address in use or not available? set server.host / server.port)");
+  server_->raise_listen_backlog();
   thread_ = std::thread([this] {
     server_->listen_after_bind();
     listener_returned_ = true;
@@ -190,7 +217,8 @@ void HttpServer::start() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   TPS_CHECK(server_->is_running(), "server: the HTTP listener on ", config_.host, ":", port_,
             " stopped at once");
-  log_info("listening on http://", config_.host, ":", port_, " (", config_.threads, " connection threads)");
+  log_info("listening on http://", config_.host, ":", port_, " (", config_.threads,
+           " request threads, at most ", config_.max_connections, " connections)");
 }
 
 void HttpServer::set_ready(EngineLoop* loop, RequestLimits limits, int64_t max_model_len) {

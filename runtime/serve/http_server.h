@@ -1,8 +1,8 @@
-// HttpServer: the OpenAI-compatible HTTP API on rank 0 (cpp-httplib, one worker thread per open
-// connection): POST /v1/completions and /v1/chat/completions (JSON or server-sent events), GET /v1/models,
-// /health and /metrics. It listens before the model is loaded (health 503 "loading"), serves once
-// set_ready() hands it the engine loop, and answers 503 again while draining. Every refusal is a JSON
-// error naming the field (400), the route (404, 405) or the reason (413, 503).
+// HttpServer: the OpenAI-compatible HTTP API on rank 0 (cpp-httplib's parsing and routing; connections,
+// limits and timeouts by ConnectionServer): POST /v1/completions and /v1/chat/completions (JSON or
+// server-sent events), GET /v1/models, /health and /metrics. It listens before the model is loaded (health
+// 503 "loading"), serves once set_ready() hands it the engine loop, and answers 503 again while draining.
+// Every refusal is a JSON error naming the field (400), the route (404, 405) or the reason (408, 413, 503).
 #pragma once
 
 #include <atomic>
@@ -18,13 +18,13 @@
 #include "runtime/serve/server_metrics.h"
 
 namespace httplib {
-class Server;
 struct Request;
 struct Response;
 }  // namespace httplib
 
 namespace tpserve::serve {
 
+class ConnectionServer;
 class EngineLoop;
 
 class HttpServer {
@@ -55,7 +55,7 @@ class HttpServer {
 
   ServerConfig config_;
   ServerMetrics& metrics_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<ConnectionServer> server_;
   std::thread thread_;
   std::atomic<bool> listener_returned_{false};
   int port_ = 0;
