@@ -30,19 +30,23 @@ RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, con
   return limits;
 }
 
-EngineLoop::EngineLoop(Engine& engine, const Tokenizer* tokenizer, ServerMetrics& metrics)
-    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics) {}
+EngineLoop::EngineLoop(Engine& engine, const Tokenizer* tokenizer, ServerMetrics& metrics, int max_waiting)
+    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), max_waiting_(max_waiting) {}
 
-std::shared_ptr<RequestStream> EngineLoop::submit(GenerationJob job) {
+Submission EngineLoop::submit(GenerationJob job) {
   auto stream = std::make_shared<RequestStream>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (draining_) return nullptr;
+    if (draining_) return {nullptr, Submission::Refusal::kDraining};
+    // waiting_ is the scheduler's queue at the last step plus what was submitted since (refresh_gauges
+    // recounts both under this lock), so the check and the increment are one step for every submitter.
+    if (max_waiting_ > 0 && waiting_.load() >= max_waiting_)
+      return {nullptr, Submission::Refusal::kQueueFull};
     incoming_.push_back({next_id_++, std::move(job), stream});
     waiting_.fetch_add(1);
   }
   wake_.notify_one();
-  return stream;
+  return {stream, Submission::Refusal::kNone};
 }
 
 void EngineLoop::drain() {

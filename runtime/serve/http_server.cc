@@ -176,9 +176,17 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
     ++open_responses_;
   }
   g.on_written = [this] { response_done(); };
-  g.stream = loop_->submit(std::move(parsed.job));
+  Submission submitted = loop_->submit(std::move(parsed.job));
+  g.stream = std::move(submitted.stream);
   if (g.stream == nullptr) {
     response_done();
+    if (submitted.refusal == Submission::Refusal::kQueueFull) {
+      res.set_header("Retry-After", "1");
+      throw ApiError(503,
+                     "the server is overloaded: " + std::to_string(config_.max_queued_requests) +
+                         " requests are already waiting (server.max_queued_requests); retry later",
+                     "", "server_overloaded");
+    }
     throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
   }
   if (parsed.stream)

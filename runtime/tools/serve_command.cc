@@ -54,7 +54,7 @@ int run_serve(const Config& config) {
   const std::unique_ptr<serve::Tokenizer> tokenizer = load_tokenizer(config);
   std::unique_ptr<Engine> engine_ptr = rt.make_engine();
   Engine& engine = *engine_ptr;
-  serve::EngineLoop loop(engine, tokenizer.get(), metrics);
+  serve::EngineLoop loop(engine, tokenizer.get(), metrics, config.server.max_queued_requests);
   metrics.set_model_name(engine.source().name);
   const serve::RequestLimits limits = serve::request_limits_for(engine, tokenizer.get(), config.server);
   http.set_ready(&loop, limits, limits.max_context_tokens);

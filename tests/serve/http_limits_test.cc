@@ -1,7 +1,12 @@
-// The server's limits (server.* in the config): each one, when hit, gets its documented status and error
-// code, the requests just inside it are served, and the server keeps serving afterwards.
+// The server's request limits (server.* in the config): prompt, output and stop limits (400) and the queue
+// limit (503): each one, when hit, gets its documented status and error code, the requests just inside it
+// are served, and the server keeps serving afterwards. Connection limits: http_connection_test.cc.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
+#include "tests/serve/raw_socket.h"
 #include "tests/serve/test_server.h"
 
 namespace tpserve::serve::testing {
@@ -56,6 +61,55 @@ TEST(HttpLimits, PromptOutputAndStopLimitsAre400s) {
   // Still serving.
   EXPECT_EQ(send(server, "GET", "/health").status, 200);
   EXPECT_EQ(post(server, kC, ids_prompt(3)).status, 200);
+}
+
+double metric(const TestServer& server, const std::string& sample) {
+  return metric_value(send(server, "GET", "/metrics").raw, sample);
+}
+
+// Waits (up to 60 s) until the gauge tpserve:<name> reads `value`.
+bool wait_for_gauge(const TestServer& server, const std::string& name, double value) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (metric(server, "tpserve:" + name + "{model_name=\"synthetic-tiny\"}") == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+TEST(HttpLimits, AFullQueueGets503AndServingGoesOn) {
+  // One sequence runs at a time and one may wait: the third concurrent request is refused.
+  TestServer server({"runtime.max_batch=1", "runtime.max_seq_len=4096", "server.max_queued_requests=1"},
+                    /*with_tokenizer=*/false);
+  RawSocket running(server.port());  // a long streaming request, ended below by hanging up
+  const std::string long_body =
+      ids_prompt(3, {{"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}}).dump();
+  ASSERT_TRUE(
+      running.send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                   "Content-Length: " +
+                   std::to_string(long_body.size()) + "\r\n\r\n" + long_body));
+  ASSERT_TRUE(wait_for_gauge(server, "num_requests_running", 1));
+  Reply waiting;
+  std::thread waiter([&] { waiting = post(server, kC, ids_prompt(3)); });
+  ASSERT_TRUE(wait_for_gauge(server, "num_requests_waiting", 1));
+
+  auto cli = server.client();
+  const auto refused = cli->Post(kC.c_str(), ids_prompt(3).dump(), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  const Json error = Json::parse(refused->body);
+  EXPECT_EQ(error["error"]["code"], "server_overloaded") << refused->body;
+  EXPECT_EQ(error["error"]["type"], "service_unavailable_error");
+
+  running.close();  // its client goes away: aborted, and the waiting request runs
+  waiter.join();
+  EXPECT_EQ(waiting.status, 200) << waiting.raw;
+  EXPECT_EQ(post(server, kC, ids_prompt(3)).status, 200);
+  EXPECT_EQ(
+      metric(server,
+             "tpserve:requests_refused_total{model_name=\"synthetic-tiny\",reason=\"server_overloaded\"}"),
+      1);
 }
 
 TEST(HttpLimits, ChatPromptsAndMaxCompletionTokensAreLimitedToo) {

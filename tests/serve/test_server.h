@@ -38,7 +38,7 @@ class TestServer {
     http_ = std::make_unique<HttpServer>(config_.server, metrics_);
     http_->start();
     engine_ = std::make_unique<Engine>(config_, *comm_, make_cpu_backend());
-    loop_ = std::make_unique<EngineLoop>(*engine_, tokenizer_, metrics_);
+    loop_ = std::make_unique<EngineLoop>(*engine_, tokenizer_, metrics_, config_.server.max_queued_requests);
     metrics_.set_model_name(engine_->source().name);
     const RequestLimits limits = request_limits_for(*engine_, tokenizer_, config_.server);
     http_->set_ready(loop_.get(), limits, limits.max_context_tokens);
