@@ -61,11 +61,12 @@ HttpConnectionStream::HttpConnectionStream(HttpConnection& connection, SteadyClo
 
 bool HttpConnectionStream::wait(short events, SteadyClock::time_point deadline) const {
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
     pollfd p{connection_.fd(), events, 0};
     const int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
     if (rc > 0) return true;
-    if (rc == 0 || errno != EINTR) return false;
+    if (rc < 0 && errno != EINTR) return false;
+    if (rc == 0 && SteadyClock::now() >= deadline) return false;  // poll may wake a little early: wait on
   }
 }
 
