@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "runtime/serve/api_error.h"
+#include "runtime/serve/api_key.h"
 #include "runtime/serve/connection_server.h"
 #include "runtime/serve/engine_loop.h"
 #include "runtime/serve/generation_response.h"
@@ -44,8 +45,7 @@ ConnectionLimits connection_limits(const ServerConfig& c) {
 
 // Error codes that mean "a server limit refused this request" (counted in tpserve:requests_refused_total).
 bool is_limit_code(const std::string& code) {
-  return code == "limit_exceeded" || code == "server_overloaded" || code == "request_too_large" ||
-         code == "request_timeout" || code == "unauthorized";
+  return code == "limit_exceeded" || code == "server_overloaded";
 }
 
 std::string status_text(int status) {
@@ -63,8 +63,9 @@ std::string status_text(int status) {
 
 }  // namespace
 
-HttpServer::HttpServer(ServerConfig config, ServerMetrics& metrics)
+HttpServer::HttpServer(ServerConfig config, ServerMetrics& metrics, std::string api_key)
     : config_(std::move(config)),
+      api_key_(std::move(api_key)),
       metrics_(metrics),
       server_(std::make_unique<ConnectionServer>(
           connection_limits(config_), [this](const char* code) { metrics_.count_refusal(code); })) {
@@ -91,6 +92,24 @@ HttpServer::~HttpServer() {
 
 void HttpServer::routes() {
   httplib::Server& s = *server_;
+  // Authentication, before anything else is read (the body included): only /health is open to all.
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (api_key_.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string authorization = req.get_header_value("Authorization");
+    if (authorization_matches(authorization, api_key_)) return httplib::Server::HandlerResponse::Unhandled;
+    metrics_.count_refusal("unauthorized");
+    res.set_header("WWW-Authenticate", "Bearer");
+    // The body was not read: the connection cannot carry another request.
+    res.set_header("Connection", "close");
+    ConnectionServer::close_after_answer();
+    send_error(
+        res, authorization.empty()
+                 ? ApiError(401, "missing API key: this server needs an `Authorization: Bearer <key>` header",
+                            "", "missing_api_key")
+                 : ApiError(401, "invalid API key (expected `Authorization: Bearer <key>`)", "",
+                            "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const State state = state_.load();
     res.status = state == State::kReady ? 200 : 503;
@@ -225,6 +244,9 @@ void HttpServer::start() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   TPS_CHECK(server_->is_running(), "server: the HTTP listener on ", config_.host, ":", port_,
             " stopped at once");
+  if (api_key_.empty() && !is_loopback_host(config_.host))
+    log_warn("listening on ", config_.host, " without an API key: anyone who can reach port ", port_,
+             " can use the model (set TPSERVE_API_KEY or server.api_key_file; docs/serving.md)");
   log_info("listening on http://", config_.host, ":", port_, " (", config_.threads,
            " request threads, at most ", config_.max_connections, " connections)");
 }

@@ -2,7 +2,8 @@
 // limits and timeouts by ConnectionServer): POST /v1/completions and /v1/chat/completions (JSON or
 // server-sent events), GET /v1/models, /health and /metrics. It listens before the model is loaded (health
 // 503 "loading"), serves once set_ready() hands it the engine loop, and answers 503 again while draining.
-// Every refusal is a JSON error naming the field (400), the route (404, 405) or the reason (408, 413, 503).
+// With an API key, every endpoint but /health needs `Authorization: Bearer <key>`. Every refusal is a JSON
+// error naming the field (400), the route (404, 405) or the reason (401, 408, 413, 503).
 #pragma once
 
 #include <atomic>
@@ -29,8 +30,9 @@ class EngineLoop;
 
 class HttpServer {
  public:
-  // config: server.* of the config (host, port 0 = any free port, threads, limits, timeouts).
-  HttpServer(ServerConfig config, ServerMetrics& metrics);
+  // config: server.* of the config (host, port 0 = any free port, threads, limits, timeouts). api_key: when
+  // not empty, every endpoint but /health needs `Authorization: Bearer <api_key>` (401 otherwise).
+  HttpServer(ServerConfig config, ServerMetrics& metrics, std::string api_key = "");
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -54,6 +56,7 @@ class HttpServer {
   void response_done();
 
   ServerConfig config_;
+  const std::string api_key_;
   ServerMetrics& metrics_;
   std::unique_ptr<ConnectionServer> server_;
   std::thread thread_;

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "runtime/engine/engine.h"
+#include "runtime/serve/api_key.h"
 #include "runtime/serve/engine_loop.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/termination_signals.h"
@@ -47,7 +48,8 @@ int run_serve(const Config& config) {
 
   serve::TerminationSignals signals;
   serve::ServerMetrics metrics;
-  serve::HttpServer http(config.server, metrics);
+  const serve::ApiKey api_key = serve::load_api_key(config.server);  // rank 0 only: it alone serves HTTP
+  serve::HttpServer http(config.server, metrics, api_key.key);
   http.start();
   signals.on_first_signal([&http] { http.begin_drain(); });
 
@@ -63,7 +65,8 @@ int run_serve(const Config& config) {
     loop.drain();
   });
   log_info("serving model '", limits.model_name, "' on http://", config.server.host, ":", http.port(),
-           " (context ", limits.max_context_tokens, " tokens, max_batch ", config.runtime.max_batch, ")");
+           " (context ", limits.max_context_tokens, " tokens, max_batch ", config.runtime.max_batch, "; ",
+           api_key.key.empty() ? std::string("no API key") : "API key from " + api_key.source, ")");
 
   loop.run();  // returns after a signal, once every admitted request has finished
   if (!http.wait_responses_done(std::chrono::seconds(10)))

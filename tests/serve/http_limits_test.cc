@@ -58,9 +58,13 @@ TEST(HttpLimits, PromptOutputAndStopLimitsAre400s) {
   EXPECT_EQ(post(server, kC, ids_prompt(4, {{"stop_token_ids", {1, 2}}})).status, 200);
   expect_refused(post(server, kC, ids_prompt(4, {{"stop_token_ids", {1, 2, 3}}})), 400, "stop_token_ids",
                  "limit_exceeded");
-  // Still serving.
+  // Still serving, and the refusals are counted.
   EXPECT_EQ(send(server, "GET", "/health").status, 200);
   EXPECT_EQ(post(server, kC, ids_prompt(3)).status, 200);
+  EXPECT_EQ(
+      metric_value(send(server, "GET", "/metrics").raw,
+                   "tpserve:requests_refused_total{model_name=\"synthetic-tiny\",reason=\"limit_exceeded\"}"),
+      7);
 }
 
 double metric(const TestServer& server, const std::string& sample) {
