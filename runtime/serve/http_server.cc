@@ -14,16 +14,16 @@
 #include "runtime/serve/connection_server.h"
 #include "runtime/serve/engine_loop.h"
 #include "runtime/serve/generation_response.h"
+#include "runtime/serve/tokenize_request.h"
 
 namespace tpserve::serve {
 namespace {
 
 constexpr const char* kJson = "application/json";
-const char* const kRoutes[][2] = {{"/v1/completions", "POST"},
-                                  {"/v1/chat/completions", "POST"},
-                                  {"/v1/models", "GET"},
-                                  {"/health", "GET"},
-                                  {"/metrics", "GET"}};
+const char* const kRoutes[][2] = {{"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+                                  {"/v1/models", "GET"},       {"/health", "GET"},
+                                  {"/metrics", "GET"},         {"/tokenize", "POST"},
+                                  {"/detokenize", "POST"}};
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
@@ -125,6 +125,18 @@ void HttpServer::routes() {
     if (state_.load() == State::kLoading)
       throw ApiError(503, "the model is still loading", "", "model_loading");
     res.set_content(model_list(limits_.model_name, created_, max_model_len_).dump(), kJson);
+  });
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (state_.load() == State::kLoading)
+      throw ApiError(503, "the model is still loading", "", "model_loading");
+    res.set_content(tokenize_response(req.body, limits_).dump(), kJson);
+  });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (state_.load() == State::kLoading)
+      throw ApiError(503, "the model is still loading", "", "model_loading");
+    res.set_content(
+        detokenize_response(req.body, limits_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        kJson);
   });
   s.Post("/v1/completions",
          [this](const httplib::Request& req, httplib::Response& res) { generation(req, res, false); });

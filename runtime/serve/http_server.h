@@ -1,9 +1,10 @@
 // HttpServer: the OpenAI-compatible HTTP API on rank 0 (cpp-httplib's parsing and routing; connections,
 // limits and timeouts by ConnectionServer): POST /v1/completions and /v1/chat/completions (JSON or
-// server-sent events), GET /v1/models, /health and /metrics. It listens before the model is loaded (health
-// 503 "loading"), serves once set_ready() hands it the engine loop, and answers 503 again while draining.
-// With an API key, every endpoint but /health needs `Authorization: Bearer <key>`. Every refusal is a JSON
-// error naming the field (400), the route (404, 405) or the reason (401, 408, 413, 503).
+// server-sent events), POST /tokenize and /detokenize, GET /v1/models, /health and /metrics. It listens
+// before the model is loaded (health 503 "loading"), serves once set_ready() hands it the engine loop, and
+// answers 503 again while draining. With an API key, every endpoint but /health needs `Authorization: Bearer
+// <key>`. Every refusal is a JSON error naming the field (400), the route (404, 405) or the reason (401, 408,
+// 413, 503).
 #pragma once
 
 #include <atomic>

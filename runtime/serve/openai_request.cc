@@ -15,22 +15,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-Json parse_body(const std::string& body) {
-  try {
-    return Json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
-  }
-}
-
-void check_model(const JsonFields& f, const RequestLimits& limits) {
-  const auto model = f.string("model");
-  if (model && *model != limits.model_name)
-    throw ApiError(404,
-                   "model '" + *model + "' does not exist; this server serves '" + limits.model_name + "'",
-                   "model", "model_not_found");
-}
-
 // A seed for a request that gave none: distinct per request, so that sampling differs between requests.
 int64_t fresh_seed() {
   static const uint64_t base = std::random_device{}() * 0x9E3779B97F4A7C15ull;
@@ -219,8 +203,16 @@ void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& fi
 
 }  // namespace
 
+void check_model(const JsonFields& f, const RequestLimits& limits) {
+  const auto model = f.string("model");
+  if (model && *model != limits.model_name)
+    throw ApiError(404,
+                   "model '" + *model + "' does not exist; this server serves '" + limits.model_name + "'",
+                   "model", "model_not_found");
+}
+
 ParsedRequest parse_completion_request(const std::string& body, const RequestLimits& limits) {
-  const Json doc = parse_body(body);
+  const Json doc = parse_json_body(body);
   const JsonFields f(doc, "");
   ParsedRequest out;
   parse_common(f, limits, out);
@@ -239,7 +231,7 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
 }
 
 ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits) {
-  const Json doc = parse_body(body);
+  const Json doc = parse_json_body(body);
   const JsonFields f(doc, "");
   ParsedRequest out;
   parse_common(f, limits, out);

@@ -8,6 +8,7 @@
 
 #include "runtime/model/model_spec.h"
 #include "runtime/serve/generation_job.h"
+#include "runtime/serve/json_fields.h"
 #include "runtime/serve/tokenizer.h"
 
 namespace tpserve::serve {
@@ -31,6 +32,9 @@ struct ParsedRequest {
   bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
   bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
 };
+
+// The optional `model` field: absent, or the served model's name (else 404 model_not_found).
+void check_model(const JsonFields& f, const RequestLimits& limits);
 
 ParsedRequest parse_completion_request(const std::string& body, const RequestLimits& limits);
 ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits);

@@ -35,6 +35,8 @@ std::vector<Endpoint> endpoints(bool has_tokenizer) {
           {"GET", "/v1/models", "", 200},
           {"POST", "/v1/completions", completion, 200},
           {"POST", "/v1/chat/completions", chat, has_tokenizer ? 200 : 400},
+          {"POST", "/tokenize", R"({"prompt": "hi"})", has_tokenizer ? 200 : 400},
+          {"POST", "/detokenize", R"({"tokens": [9707, 11]})", has_tokenizer ? 200 : 400},
           {"GET", "/no/such/route", "", 404}};
 }
 
@@ -85,7 +87,7 @@ TEST(HttpAuth, EveryEndpointButHealthNeedsTheKey) {
   EXPECT_GE(metric_value(page.raw,
                          "tpserve:requests_refused_total{model_name=\"synthetic-tiny\",reason="
                          "\"unauthorized\"}"),
-            5.0 * 8);
+            7.0 * 8);
 }
 
 TEST(HttpAuth, WithoutAKeyEveryEndpointIsOpen) {
