@@ -207,6 +207,7 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
     ++open_responses_;
   }
   g.on_written = [this] { response_done(); };
+  g.client_gone = [] { return ConnectionServer::client_gone(); };
   Submission submitted = loop_->submit(std::move(parsed.job));
   g.stream = std::move(submitted.stream);
   if (g.stream == nullptr) {
