@@ -1,14 +1,18 @@
 // Connection handling: clients that connect and send nothing hold no worker thread and do not delay anyone
 // (more of them than server.threads), are closed after server.idle_timeout_s; a request that arrives too
 // slowly gets 408 after server.request_timeout_s; a connection over server.max_connections gets 503 at once;
-// and after each of these the server goes on serving.
+// after each of these the server goes on serving. And the stream under it: write timeout, read deadline.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "runtime/serve/http_connection.h"
 #include "tests/serve/raw_socket.h"
 #include "tests/serve/test_server.h"
 
@@ -131,6 +135,66 @@ TEST(HttpConnections, OneConnectionOverTheLimitGets503AtOnce) {
   }
   EXPECT_EQ(status, 200);
   EXPECT_GE(refused(server, "too_many_connections"), 1);
+}
+
+// The stream under the server, over a socket pair (fixed buffers, unlike loopback TCP, whose buffers grow
+// past anything the tiny model can write in a test): writes to a client that reads nothing give up after the
+// write timeout, reads give up at the request's deadline (and say so), bytes read past a request are kept
+// for the next one, and a peer that closes is seen.
+struct SocketPair {
+  SocketPair() {
+    int fds[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL, 0) | O_NONBLOCK);
+    server = std::make_unique<HttpConnection>(fds[0], &open);
+    client = fds[1];
+  }
+  ~SocketPair() {
+    if (client >= 0) ::close(client);
+  }
+  std::atomic<int> open{0};
+  std::unique_ptr<HttpConnection> server;
+  int client = -1;
+};
+
+TEST(HttpConnectionStream, WritesToAClientThatReadsNothingGiveUpAfterTheWriteTimeout) {
+  SocketPair pair;
+  EXPECT_EQ(pair.open, 1);
+  HttpConnectionStream stream(*pair.server, Clock::now() + std::chrono::seconds(60), milliseconds(300));
+  const std::string chunk(64 * 1024, 'x');
+  const auto start = Clock::now();
+  ssize_t n = 0;
+  size_t written = 0;
+  while ((n = stream.write(chunk.data(), chunk.size())) > 0 && written < (1u << 30)) written += n;
+  EXPECT_EQ(n, -1) << "wrote " << written << " bytes to a client that reads nothing";
+  EXPECT_GE(seconds_since(start), 0.25);
+  EXPECT_LT(seconds_since(start), 10.0);
+  EXPECT_FALSE(stream.timed_out()) << "a write timeout is not a request timeout";
+  EXPECT_EQ(stream.bytes_written(), written);
+  pair.server.reset();
+  EXPECT_EQ(pair.open, 0) << "the connection is uncounted when it closes";
+}
+
+TEST(HttpConnectionStream, ReadsStopAtTheDeadlineAndKeepWhatFollowsTheRequest) {
+  SocketPair pair;
+  const std::string bytes = "GET / HTTP/1.1\r\n\r\nGET /next";
+  ASSERT_EQ(::send(pair.client, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  HttpConnectionStream stream(*pair.server, Clock::now() + milliseconds(300), milliseconds(1000));
+  char c;
+  std::string line;
+  while (line.find("\r\n\r\n") == std::string::npos && stream.read(&c, 1) == 1) line += c;
+  EXPECT_EQ(line, "GET / HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(pair.server->read_ahead(), "GET /next") << "bytes of the next request were lost";
+  char buffer[64];
+  EXPECT_EQ(stream.read(buffer, sizeof(buffer)), 9);
+  const auto start = Clock::now();
+  EXPECT_EQ(stream.read(buffer, sizeof(buffer)), -1);  // nothing more comes
+  EXPECT_TRUE(stream.timed_out());
+  EXPECT_GE(seconds_since(start), 0.2);
+  EXPECT_FALSE(pair.server->peer_closed());
+  ::close(pair.client);
+  pair.client = -1;
+  EXPECT_TRUE(pair.server->peer_closed());
 }
 
 }  // namespace
