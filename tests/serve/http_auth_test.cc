@@ -129,6 +129,23 @@ TEST(HttpAuth, TheKeyIsNeverLogged) {
   EXPECT_EQ(log.find("sk-wrong-guess"), std::string::npos) << log;
 }
 
+TEST(HttpAuth, BindingBeyondLoopbackWithoutAKeyIsWarnedAbout) {
+  auto start_log = [](const std::string& host, const std::string& key) {
+    ServerMetrics metrics;
+    ServerConfig config = local_server_config(2);
+    config.host = host;
+    ::testing::internal::CaptureStderr();
+    HttpServer http(config, metrics, key);
+    http.start();
+    http.stop();
+    return ::testing::internal::GetCapturedStderr();
+  };
+  const std::string warning = "without an API key";
+  EXPECT_NE(start_log("0.0.0.0", "").find(warning), std::string::npos);
+  EXPECT_EQ(start_log("0.0.0.0", kKey).find(warning), std::string::npos);
+  EXPECT_EQ(start_log("127.0.0.1", "").find(warning), std::string::npos);
+}
+
 // A temporary file that goes away with the test.
 struct TempFile {
   explicit TempFile(const std::string& contents, mode_t mode = 0600)
