@@ -16,7 +16,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void configure(httplib::Client& client, double timeout_s) {
+void configure(httplib::Client& client, double timeout_s, const std::string& api_key) {
+  if (!api_key.empty()) client.set_bearer_token_auth(api_key);
   const auto whole = static_cast<time_t>(timeout_s);
   const auto micros = static_cast<time_t>((timeout_s - static_cast<double>(whole)) * 1e6);
   client.set_connection_timeout(10, 0);
@@ -28,9 +29,9 @@ void configure(httplib::Client& client, double timeout_s) {
   client.set_tcp_nodelay(true);
 }
 
-std::string first_model(const std::string& host, const std::string& prefix, double timeout_s) {
+std::string first_model(const std::string& host, const std::string& prefix, const LoadOptions& o) {
   httplib::Client client(host);
-  configure(client, timeout_s);
+  configure(client, o.timeout_s, o.api_key);
   const auto res = client.Get(prefix + "/v1/models");
   if (res && res->status == 200) {
     const auto j = nlohmann::json::parse(res->body, nullptr, false);
@@ -61,7 +62,7 @@ LoadResult run_load(const LoadOptions& o, const std::function<void(int, int)>& p
   for (const auto& set : o.prompt_sets) prompt_set(set);  // unknown names fail before any request
   const auto [host, prefix] = split_url(o.url);
   LoadResult result;
-  result.model = o.model.empty() ? first_model(host, prefix, o.timeout_s) : o.model;
+  result.model = o.model.empty() ? first_model(host, prefix, o) : o.model;
   result.requests.resize(o.requests);
 
   std::atomic<int> next{0};
@@ -70,7 +71,7 @@ LoadResult run_load(const LoadOptions& o, const std::function<void(int, int)>& p
   const Clock::time_point start = Clock::now();
   auto worker = [&] {
     httplib::Client client(host);
-    configure(client, o.timeout_s);
+    configure(client, o.timeout_s, o.api_key);
     for (int i = next++; i < o.requests; i = next++) {
       const ChatRequest request{.model = result.model,
                                 .prompt = prompt_for_request(o.prompt_sets, i),

@@ -21,6 +21,7 @@ struct LoadOptions {
   double temperature = 0.0;
   bool ignore_eos = false;
   double timeout_s = 600;
+  std::string api_key;  // sent as `Authorization: Bearer <key>` when not empty
 };
 
 struct LoadResult {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -77,6 +78,10 @@ int run(int argc, char** argv) {
     return app.exit(e);
   }
   o.prompt_sets = split_commas(prompts);
+  // The key of a server with authentication, from the environment (never a flag: `ps` would show it).
+  for (const char* name : {"TPSERVE_API_KEY", "OPENAI_API_KEY"})
+    if (const char* key = std::getenv(name); key != nullptr && *key != '\0' && o.api_key.empty())
+      o.api_key = key;
 
   const LoadResult result = run_load(o, [](int done, int total) {
     if (done == total || done % 16 == 0)

@@ -117,9 +117,20 @@ std::string config_to_yaml(const Config& c) {
       << speculative_method_name(c.speculative.method) << YAML::Key << "num_speculative_tokens" << YAML::Value
       << c.speculative.num_speculative_tokens << YAML::EndMap;
 
+  const ServerConfig& sv = c.server;
   out << YAML::Key << "server" << YAML::Value << YAML::BeginMap << YAML::Key << "host" << YAML::Value
-      << c.server.host << YAML::Key << "port" << YAML::Value << c.server.port << YAML::Key << "threads"
-      << YAML::Value << c.server.threads << YAML::EndMap;
+      << sv.host << YAML::Key << "port" << YAML::Value << sv.port << YAML::Key << "threads" << YAML::Value
+      << sv.threads;
+  if (!sv.api_key_file.empty()) out << YAML::Key << "api_key_file" << YAML::Value << sv.api_key_file;
+  out << YAML::Key << "max_connections" << YAML::Value << sv.max_connections << YAML::Key
+      << "max_queued_requests" << YAML::Value << sv.max_queued_requests << YAML::Key << "max_body_bytes"
+      << YAML::Value << sv.max_body_bytes << YAML::Key << "max_prompt_tokens" << YAML::Value
+      << sv.max_prompt_tokens << YAML::Key << "max_output_tokens" << YAML::Value << sv.max_output_tokens
+      << YAML::Key << "max_stop_sequences" << YAML::Value << sv.max_stop_sequences << YAML::Key
+      << "max_stop_string_bytes" << YAML::Value << sv.max_stop_string_bytes << YAML::Key << "idle_timeout_s"
+      << YAML::Value << sv.idle_timeout_s << YAML::Key << "request_timeout_s" << YAML::Value
+      << sv.request_timeout_s << YAML::Key << "write_timeout_s" << YAML::Value << sv.write_timeout_s
+      << YAML::EndMap;
 
   out << YAML::Key << "logging" << YAML::Value << YAML::BeginMap << YAML::Key << "level" << YAML::Value
       << log_level_name(c.logging.level) << YAML::EndMap;

@@ -70,10 +70,25 @@ struct SpeculativeConfig {
   int num_speculative_tokens = 0;  // 1..4 with mtp
 };
 
+// The HTTP server on rank 0 (docs/serving.md, "Running in production"). Every resource a client can make
+// the server spend is bounded here; each limit, when hit, is answered with a 4xx/503 and serving goes on.
 struct ServerConfig {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // loopback unless told otherwise
   int port = 8000;
-  int threads = 64;  // HTTP connections served at once (a streaming request holds one)
+  int threads = 64;  // HTTP requests handled at once (a streaming request holds one until it ends)
+  // A file holding the API key (whitespace trimmed). The key itself is never written in a config file (nor
+  // logged); TPSERVE_API_KEY in the environment wins over the file. No key: no authentication.
+  std::string api_key_file;
+  int max_connections = 256;      // open TCP connections (idle ones included); one more: 503 and closed
+  int max_queued_requests = 256;  // generation requests waiting for the engine; one more: 503
+  int max_body_bytes = 8 << 20;
+  int max_prompt_tokens = 0;    // 0 = the context (max_model_len) is the only bound
+  int max_output_tokens = 0;    // max_tokens per request; 0 = the room left in the context
+  int max_stop_sequences = 16;  // entries of `stop` and of `stop_token_ids`, each
+  int max_stop_string_bytes = 256;
+  double idle_timeout_s = 10;     // a connection with no request started is closed after this
+  double request_timeout_s = 30;  // from a request's first byte to its last (head and body): else 408
+  double write_timeout_s = 30;    // a client that accepts no response bytes for this long is dropped
 };
 
 struct LoggingConfig {

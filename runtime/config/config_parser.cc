@@ -295,10 +295,35 @@ void read_speculative(const YAML::Node& root, Config& c, Problems& p) {
 }
 
 void read_server(const YAML::Node& root, Config& c, Problems& p) {
-  Section s(root["server"], "server", p, {"host", "port", "threads"});
-  s.text("host", c.server.host, false);
-  s.integer("port", c.server.port, 0, 65535);
-  s.integer("threads", c.server.threads, 1, 1024);
+  ServerConfig& v = c.server;
+  const YAML::Node server = root["server"];
+  const bool literal_key = server.IsDefined() && server.IsMap() && server["api_key"].IsDefined();
+  if (literal_key)
+    p.push_back(
+        "server.api_key: a key is never written in a config file (nor given with --set, which `ps` shows): "
+        "put it in a file and set server.api_key_file, or set TPSERVE_API_KEY in the environment");
+  auto keys = [literal_key](std::vector<std::string> k) {
+    if (literal_key) k.push_back("api_key");  // reported above, not again as an unknown key
+    return k;
+  };
+  Section s(server, "server", p,
+            keys({"host", "port", "threads", "api_key_file", "max_connections", "max_queued_requests",
+                  "max_body_bytes", "max_prompt_tokens", "max_output_tokens", "max_stop_sequences",
+                  "max_stop_string_bytes", "idle_timeout_s", "request_timeout_s", "write_timeout_s"}));
+  s.text("host", v.host, false);
+  s.integer("port", v.port, 0, 65535);
+  s.integer("threads", v.threads, 1, 1024);
+  s.text("api_key_file", v.api_key_file, false);
+  s.integer("max_connections", v.max_connections, 1, 1 << 20);
+  s.integer("max_queued_requests", v.max_queued_requests, 1, 1 << 20);
+  s.integer("max_body_bytes", v.max_body_bytes, 1024, 1 << 30);
+  s.integer("max_prompt_tokens", v.max_prompt_tokens, 0, 1 << 30);
+  s.integer("max_output_tokens", v.max_output_tokens, 0, 1 << 30);
+  s.integer("max_stop_sequences", v.max_stop_sequences, 1, 1 << 16);
+  s.integer("max_stop_string_bytes", v.max_stop_string_bytes, 1, 1 << 20);
+  s.real("idle_timeout_s", v.idle_timeout_s, 0, 86400, true);
+  s.real("request_timeout_s", v.request_timeout_s, 0, 86400, true);
+  s.real("write_timeout_s", v.write_timeout_s, 0, 86400, true);
 }
 
 void read_logging(const YAML::Node& root, Config& c, Problems& p) {

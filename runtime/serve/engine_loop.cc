@@ -14,7 +14,7 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
 
 }  // namespace
 
-RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer) {
+RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, const ServerConfig& server) {
   RequestLimits limits;
   limits.tokenizer = tokenizer;
   limits.model_name = engine.source().name;
@@ -23,22 +23,30 @@ RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer) {
   limits.max_context_tokens =
       std::min<int64_t>(scheduler.limits().max_seq_len, scheduler.kv_capacity_tokens());
   limits.defaults = engine.source().generation;
+  limits.max_prompt_tokens = server.max_prompt_tokens;
+  limits.max_output_tokens = server.max_output_tokens;
+  limits.max_stop_sequences = server.max_stop_sequences;
+  limits.max_stop_string_bytes = server.max_stop_string_bytes;
   return limits;
 }
 
-EngineLoop::EngineLoop(Engine& engine, const Tokenizer* tokenizer, ServerMetrics& metrics)
-    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics) {}
+EngineLoop::EngineLoop(Engine& engine, const Tokenizer* tokenizer, ServerMetrics& metrics, int max_waiting)
+    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), max_waiting_(max_waiting) {}
 
-std::shared_ptr<RequestStream> EngineLoop::submit(GenerationJob job) {
+Submission EngineLoop::submit(GenerationJob job) {
   auto stream = std::make_shared<RequestStream>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (draining_) return nullptr;
+    if (draining_) return {nullptr, Submission::Refusal::kDraining};
+    // waiting_ is the scheduler's queue at the last step plus what was submitted since (refresh_gauges
+    // recounts both under this lock), so the check and the increment are one step for every submitter.
+    if (max_waiting_ > 0 && waiting_.load() >= max_waiting_)
+      return {nullptr, Submission::Refusal::kQueueFull};
     incoming_.push_back({next_id_++, std::move(job), stream});
     waiting_.fetch_add(1);
   }
   wake_.notify_one();
-  return stream;
+  return {stream, Submission::Refusal::kNone};
 }
 
 void EngineLoop::drain() {

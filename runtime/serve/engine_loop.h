@@ -25,16 +25,26 @@
 
 namespace tpserve::serve {
 
-// What request validation needs to know of the engine: model name, vocabulary, context, defaults.
-RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer);
+// What request validation needs to know of the engine (model name, vocabulary, context, defaults) and the
+// server's per-request limits.
+RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, const ServerConfig& server);
+
+// What submit() did with a job: accepted (stream set) or refused, and why.
+struct Submission {
+  enum class Refusal { kNone, kDraining, kQueueFull };
+  std::shared_ptr<RequestStream> stream;  // null when refused
+  Refusal refusal = Refusal::kNone;
+};
 
 class EngineLoop {
  public:
-  // tokenizer may be null (token ids only: text stays empty).
-  EngineLoop(Engine& engine, const Tokenizer* tokenizer, ServerMetrics& metrics);
+  // tokenizer may be null (token ids only: text stays empty). max_waiting: jobs waiting to be scheduled
+  // (submitted or queued in the scheduler, preempted ones included) beyond which submit() refuses; 0 = no
+  // limit.
+  EngineLoop(Engine& engine, const Tokenizer* tokenizer, ServerMetrics& metrics, int max_waiting = 0);
 
-  // Thread-safe. nullptr once draining (the caller answers 503).
-  std::shared_ptr<RequestStream> submit(GenerationJob job);
+  // Thread-safe. Refused once draining, or when max_waiting jobs already wait (the caller answers 503).
+  Submission submit(GenerationJob job);
   // Runs on the engine's thread until drain() and every admitted request has finished. An engine failure
   // fails every open request and is rethrown.
   void run();
@@ -70,6 +80,7 @@ class EngineLoop {
   Engine& engine_;
   const Tokenizer* tokenizer_;
   ServerMetrics& metrics_;
+  const int max_waiting_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

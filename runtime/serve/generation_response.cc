@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <chrono>
+
 #include "runtime/serve/api_error.h"
 
 namespace tpserve::serve {
@@ -25,9 +27,14 @@ std::function<void(bool)> releaser(std::shared_ptr<RequestStream> stream, std::f
 
 void respond_whole(httplib::Response& res, GenerationResponse g) {
   StreamUpdate all;
+  auto next_check = std::chrono::steady_clock::now() + kPollInterval;
   while (!all.finished) {
     StreamUpdate u;
     if (g.stream->next(u, kPollInterval)) all.merge(std::move(u));
+    if (g.client_gone && !g.stream->cancelled() && std::chrono::steady_clock::now() >= next_check) {
+      if (g.client_gone()) g.stream->cancel();  // nobody will read the answer: free the sequence now
+      next_check = std::chrono::steady_clock::now() + kPollInterval;
+    }
   }
   std::string body;
   if (!all.error.empty()) {

@@ -1,6 +1,6 @@
 // Writing the answer to a generation request that the engine loop accepted: either one JSON body once the
 // request finished, or server-sent events as tokens arrive (`data: {chunk}\n\n` ... `data: [DONE]\n\n`).
-// A failed write (the client went away) cancels the request, which the engine loop then aborts.
+// A failed write, or a client seen gone while waiting, cancels the request, which the engine loop aborts.
 #pragma once
 
 #include <functional>
@@ -19,10 +19,12 @@ struct GenerationResponse {
   ResponseHeader header;
   std::shared_ptr<RequestStream> stream;
   bool include_usage = false;
-  std::function<void()> on_written;  // called once the response is fully written, or abandoned
+  std::function<void()> on_written;   // called once the response is fully written, or abandoned
+  std::function<bool()> client_gone;  // whether the client has closed its connection (null: never asked)
 };
 
 // Blocks until the request finished, then sets the JSON body (500 with an error body if the engine failed).
+// A client that goes away meanwhile has its request cancelled (the engine aborts it at its next step).
 void respond_whole(httplib::Response& res, GenerationResponse g);
 // Sets a chunked text/event-stream body fed by the request's stream.
 void respond_streaming(httplib::Response& res, GenerationResponse g);

@@ -4,23 +4,26 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "runtime/serve/api_error.h"
+#include "runtime/serve/api_key.h"
+#include "runtime/serve/connection_server.h"
 #include "runtime/serve/engine_loop.h"
 #include "runtime/serve/generation_response.h"
+#include "runtime/serve/tokenize_request.h"
 
 namespace tpserve::serve {
 namespace {
 
 constexpr const char* kJson = "application/json";
-const char* const kRoutes[][2] = {{"/v1/completions", "POST"},
-                                  {"/v1/chat/completions", "POST"},
-                                  {"/v1/models", "GET"},
-                                  {"/health", "GET"},
-                                  {"/metrics", "GET"}};
+const char* const kRoutes[][2] = {{"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+                                  {"/v1/models", "GET"},       {"/health", "GET"},
+                                  {"/metrics", "GET"},         {"/tokenize", "POST"},
+                                  {"/detokenize", "POST"}};
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
@@ -33,6 +36,16 @@ std::string allowed_methods(const std::string& path) {
   for (const auto& route : kRoutes)
     if (path == route[0]) allowed += std::string(allowed.empty() ? "" : ", ") + route[1];
   return allowed;
+}
+
+ConnectionLimits connection_limits(const ServerConfig& c) {
+  auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); };
+  return {c.threads, c.max_connections, ms(c.idle_timeout_s), ms(c.request_timeout_s), ms(c.write_timeout_s)};
+}
+
+// Error codes that mean "a server limit refused this request" (counted in tpserve:requests_refused_total).
+bool is_limit_code(const std::string& code) {
+  return code == "limit_exceeded" || code == "server_overloaded";
 }
 
 std::string status_text(int status) {
@@ -50,14 +63,19 @@ std::string status_text(int status) {
 
 }  // namespace
 
-HttpServer::HttpServer(HttpServerOptions options, ServerMetrics& metrics)
-    : options_(std::move(options)), metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(ServerConfig config, ServerMetrics& metrics, std::string api_key)
+    : config_(std::move(config)),
+      api_key_(std::move(api_key)),
+      metrics_(metrics),
+      server_(std::make_unique<ConnectionServer>(
+          connection_limits(config_), [this](const char* code) { metrics_.count_refusal(code); })) {
   created_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  const size_t threads = static_cast<size_t>(options_.threads);
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_->set_payload_max_length(options_.max_body_bytes);
+  server_->set_payload_max_length(static_cast<size_t>(config_.max_body_bytes));
+  // What the Keep-Alive header of each answer announces (ConnectionServer enforces both).
+  server_->set_keep_alive_timeout(static_cast<time_t>(std::ceil(config_.idle_timeout_s)));
+  server_->set_keep_alive_max_count(ConnectionServer::kMaxRequestsPerConnection);
   server_->set_tcp_nodelay(true);
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and silently
   // share its traffic: keep only SO_REUSEADDR (a restarted server can bind at once).
@@ -74,6 +92,24 @@ HttpServer::~HttpServer() {
 
 void HttpServer::routes() {
   httplib::Server& s = *server_;
+  // Authentication, before anything else is read (the body included): only /health is open to all.
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (api_key_.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string authorization = req.get_header_value("Authorization");
+    if (authorization_matches(authorization, api_key_)) return httplib::Server::HandlerResponse::Unhandled;
+    metrics_.count_refusal("unauthorized");
+    res.set_header("WWW-Authenticate", "Bearer");
+    // The body was not read: the connection cannot carry another request.
+    res.set_header("Connection", "close");
+    ConnectionServer::close_after_answer();
+    send_error(
+        res, authorization.empty()
+                 ? ApiError(401, "missing API key: this server needs an `Authorization: Bearer <key>` header",
+                            "", "missing_api_key")
+                 : ApiError(401, "invalid API key (expected `Authorization: Bearer <key>`)", "",
+                            "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const State state = state_.load();
     res.status = state == State::kReady ? 200 : 503;
@@ -82,12 +118,25 @@ void HttpServer::routes() {
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const SchedulerGauges gauges = state_.load() == State::kLoading ? SchedulerGauges{} : loop_->gauges();
-    res.set_content(metrics_.render(gauges), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(metrics_.render(gauges, server_->open_connections()),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     if (state_.load() == State::kLoading)
       throw ApiError(503, "the model is still loading", "", "model_loading");
     res.set_content(model_list(limits_.model_name, created_, max_model_len_).dump(), kJson);
+  });
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (state_.load() == State::kLoading)
+      throw ApiError(503, "the model is still loading", "", "model_loading");
+    res.set_content(tokenize_response(req.body, limits_).dump(), kJson);
+  });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (state_.load() == State::kLoading)
+      throw ApiError(503, "the model is still loading", "", "model_loading");
+    res.set_content(
+        detokenize_response(req.body, limits_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        kJson);
   });
   s.Post("/v1/completions",
          [this](const httplib::Request& req, httplib::Response& res) { generation(req, res, false); });
@@ -109,10 +158,11 @@ void HttpServer::routes() {
   s.Delete(".*", unrouted);
   s.Options(".*", unrouted);
 
-  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+  s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
     } catch (const ApiError& e) {
+      if (is_limit_code(e.code())) metrics_.count_refusal(e.code());
       send_error(res, e);
     } catch (const std::exception& e) {
       log_error("HTTP ", req.method, " ", req.path, ": internal error: ", e.what());
@@ -123,9 +173,16 @@ void HttpServer::routes() {
   s.set_error_handler(
       httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
         if (!res.body.empty() || res.status < 400) return httplib::Server::HandlerResponse::Unhandled;
+        if (ConnectionServer::request_timed_out()) {  // counted by ConnectionServer, which then closes
+          res.set_header("Connection", "close");
+          send_error(res, ApiError(408, server_->request_timeout_message(), "", "request_timeout"));
+          return httplib::Server::HandlerResponse::Handled;
+        }
         std::string message = status_text(res.status);
-        if (res.status == 413)
-          message += " (the limit is " + std::to_string(options_.max_body_bytes) + " bytes)";
+        if (res.status == 413) {
+          message += " (the limit is " + std::to_string(config_.max_body_bytes) + " bytes)";
+          metrics_.count_refusal("request_too_large");
+        }
         send_error(res, ApiError(res.status, message, "", res.status == 413 ? "request_too_large" : ""));
         return httplib::Server::HandlerResponse::Handled;
       }));
@@ -150,9 +207,18 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
     ++open_responses_;
   }
   g.on_written = [this] { response_done(); };
-  g.stream = loop_->submit(std::move(parsed.job));
+  g.client_gone = [] { return ConnectionServer::client_gone(); };
+  Submission submitted = loop_->submit(std::move(parsed.job));
+  g.stream = std::move(submitted.stream);
   if (g.stream == nullptr) {
     response_done();
+    if (submitted.refusal == Submission::Refusal::kQueueFull) {
+      res.set_header("Retry-After", "1");
+      throw ApiError(503,
+                     "the server is overloaded: " + std::to_string(config_.max_queued_requests) +
+                         " requests are already waiting (server.max_queued_requests); retry later",
+                     "", "server_overloaded");
+    }
     throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
   }
   if (parsed.stream)
@@ -176,10 +242,11 @@ bool HttpServer::wait_responses_done(std::chrono::milliseconds timeout) {
 
 void HttpServer::start() {
   std::signal(SIGPIPE, SIG_IGN);  // a client that goes away mid-write must not end the process
-  port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host) : options_.port;
-  const bool bound = options_.port == 0 ? port_ > 0 : server_->bind_to_port(options_.host, options_.port);
-  TPS_CHECK(bound, "server: cannot listen on ", options_.host, ":", options_.port,
+  port_ = config_.port == 0 ? server_->bind_to_any_port(config_.host) : config_.port;
+  const bool bound = config_.port == 0 ? port_ > 0 : server_->bind_to_port(config_.host, config_.port);
+  TPS_CHECK(bound, "server: cannot listen on ", config_.host, ":", config_.port,
             " (address in use or not available? set server.host / server.port)");
+  server_->raise_listen_backlog();
   thread_ = std::thread([this] {
     server_->listen_after_bind();
     listener_returned_ = true;
@@ -188,9 +255,13 @@ void HttpServer::start() {
   // (a signal during start-up, a test) cannot be lost and leave join() waiting forever.
   while (!server_->is_running() && !listener_returned_)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  TPS_CHECK(server_->is_running(), "server: the HTTP listener on ", options_.host, ":", port_,
+  TPS_CHECK(server_->is_running(), "server: the HTTP listener on ", config_.host, ":", port_,
             " stopped at once");
-  log_info("listening on http://", options_.host, ":", port_, " (", options_.threads, " connection threads)");
+  if (api_key_.empty() && !is_loopback_host(config_.host))
+    log_warn("listening on ", config_.host, " without an API key: anyone who can reach port ", port_,
+             " can use the model (set TPSERVE_API_KEY or server.api_key_file; docs/serving.md)");
+  log_info("listening on http://", config_.host, ":", port_, " (", config_.threads,
+           " request threads, at most ", config_.max_connections, " connections)");
 }
 
 void HttpServer::set_ready(EngineLoop* loop, RequestLimits limits, int64_t max_model_len) {

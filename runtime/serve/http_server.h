@@ -1,8 +1,10 @@
-// HttpServer: the OpenAI-compatible HTTP API on rank 0 (cpp-httplib, one worker thread per open
-// connection): POST /v1/completions and /v1/chat/completions (JSON or server-sent events), GET /v1/models,
-// /health and /metrics. It listens before the model is loaded (health 503 "loading"), serves once
-// set_ready() hands it the engine loop, and answers 503 again while draining. Every refusal is a JSON
-// error naming the field (400), the route (404, 405) or the reason (413, 503).
+// HttpServer: the OpenAI-compatible HTTP API on rank 0 (cpp-httplib's parsing and routing; connections,
+// limits and timeouts by ConnectionServer): POST /v1/completions and /v1/chat/completions (JSON or
+// server-sent events), POST /tokenize and /detokenize, GET /v1/models, /health and /metrics. It listens
+// before the model is loaded (health 503 "loading"), serves once set_ready() hands it the engine loop, and
+// answers 503 again while draining. With an API key, every endpoint but /health needs `Authorization: Bearer
+// <key>`. Every refusal is a JSON error naming the field (400), the route (404, 405) or the reason (401, 408,
+// 413, 503).
 #pragma once
 
 #include <atomic>
@@ -13,29 +15,25 @@
 #include <string>
 #include <thread>
 
+#include "runtime/config/config.h"
 #include "runtime/serve/openai_request.h"
 #include "runtime/serve/server_metrics.h"
 
 namespace httplib {
-class Server;
 struct Request;
 struct Response;
 }  // namespace httplib
 
 namespace tpserve::serve {
 
+class ConnectionServer;
 class EngineLoop;
-
-struct HttpServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8000;   // 0: any free port (see HttpServer::port())
-  int threads = 64;  // open connections served at once (a streaming request holds one)
-  size_t max_body_bytes = 32u << 20;
-};
 
 class HttpServer {
  public:
-  HttpServer(HttpServerOptions options, ServerMetrics& metrics);
+  // config: server.* of the config (host, port 0 = any free port, threads, limits, timeouts). api_key: when
+  // not empty, every endpoint but /health needs `Authorization: Bearer <api_key>` (401 otherwise).
+  HttpServer(ServerConfig config, ServerMetrics& metrics, std::string api_key = "");
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -58,9 +56,10 @@ class HttpServer {
   void generation(const httplib::Request& req, httplib::Response& res, bool chat);
   void response_done();
 
-  HttpServerOptions options_;
+  ServerConfig config_;
+  const std::string api_key_;
   ServerMetrics& metrics_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<ConnectionServer> server_;
   std::thread thread_;
   std::atomic<bool> listener_returned_{false};
   int port_ = 0;

@@ -23,6 +23,14 @@ std::string brief(const nlohmann::ordered_json& v) {
 
 }  // namespace
 
+nlohmann::ordered_json parse_json_body(const std::string& body) {
+  try {
+    return nlohmann::ordered_json::parse(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
+  }
+}
+
 std::string describe_json(const nlohmann::ordered_json& v) {
   switch (v.type()) {
     case nlohmann::json::value_t::null:

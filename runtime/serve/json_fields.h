@@ -11,6 +11,9 @@
 
 namespace tpserve::serve {
 
+// A request body as JSON; 400 invalid_json when it is not JSON.
+nlohmann::ordered_json parse_json_body(const std::string& body);
+
 // "a string", "an integer", "null", ... for messages.
 std::string describe_json(const nlohmann::ordered_json& value);
 

@@ -1,11 +1,12 @@
 #include "runtime/serve/openai_request.h"
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <random>
 
 #include "runtime/serve/api_error.h"
-#include "runtime/serve/chat_template.h"
+#include "runtime/serve/chat_request.h"
 #include "runtime/serve/json_fields.h"
 
 namespace tpserve::serve {
@@ -13,22 +14,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-
-Json parse_body(const std::string& body) {
-  try {
-    return Json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
-  }
-}
-
-void check_model(const JsonFields& f, const RequestLimits& limits) {
-  const auto model = f.string("model");
-  if (model && *model != limits.model_name)
-    throw ApiError(404,
-                   "model '" + *model + "' does not exist; this server serves '" + limits.model_name + "'",
-                   "model", "model_not_found");
-}
 
 // A seed for a request that gave none: distinct per request, so that sampling differs between requests.
 int64_t fresh_seed() {
@@ -88,22 +73,43 @@ std::vector<int32_t> parse_prompt(const JsonFields& f, const RequestLimits& limi
   return token_id_list(*prompt, "prompt", limits.vocab_size);
 }
 
-std::vector<std::string> parse_stop(const JsonFields& f) {
+// A list longer than the server's max_stop_sequences: 400 limit_exceeded.
+void check_list_length(const Json& list, const std::string& field, const RequestLimits& limits) {
+  if (limits.max_stop_sequences > 0 && list.size() > static_cast<size_t>(limits.max_stop_sequences))
+    bad_request(field,
+                "has " + std::to_string(list.size()) + " entries; this server accepts at most " +
+                    std::to_string(limits.max_stop_sequences),
+                "limit_exceeded");
+}
+
+void check_stop_string(const Json& stop, const std::string& item, const RequestLimits& limits) {
+  const auto& text = stop.get_ref<const std::string&>();
+  if (text.empty()) bad_request(item, "must not be an empty string");
+  if (limits.max_stop_string_bytes > 0 && text.size() > static_cast<size_t>(limits.max_stop_string_bytes))
+    bad_request(item,
+                "is " + std::to_string(text.size()) +
+                    " bytes long; this server accepts stop strings of at most " +
+                    std::to_string(limits.max_stop_string_bytes) + " bytes",
+                "limit_exceeded");
+}
+
+std::vector<std::string> parse_stop(const JsonFields& f, const RequestLimits& limits) {
   const Json* stop = f.get("stop");
   if (stop == nullptr) return {};
   if (stop->is_string()) {
-    if (stop->get_ref<const std::string&>().empty()) bad_request("stop", "must not be an empty string");
+    check_stop_string(*stop, "stop", limits);
     return {stop->get<std::string>()};
   }
   if (!stop->is_array())
     bad_request("stop", "expected a string or a list of strings, got " + describe_json(*stop),
                 "invalid_type");
+  check_list_length(*stop, "stop", limits);
   std::vector<std::string> out;
   for (size_t i = 0; i < stop->size(); ++i) {
     const std::string item = "stop[" + std::to_string(i) + "]";
     if (!(*stop)[i].is_string())
       bad_request(item, "expected a string, got " + describe_json((*stop)[i]), "invalid_type");
-    if ((*stop)[i].get_ref<const std::string&>().empty()) bad_request(item, "must not be an empty string");
+    check_stop_string((*stop)[i], item, limits);
     out.push_back((*stop)[i].get<std::string>());
   }
   return out;
@@ -125,11 +131,12 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
   if (f.integer("n", 1, 128).value_or(1) != 1)
     bad_request("n", "only n = 1 is supported (send several requests for several completions)",
                 "unsupported_parameter");
-  out.job.stop = parse_stop(f);
+  out.job.stop = parse_stop(f, limits);
   if (const Json* ids = f.get("stop_token_ids")) {
     if (!ids->is_array())
       bad_request("stop_token_ids", "expected a list of token ids, got " + describe_json(*ids),
                   "invalid_type");
+    check_list_length(*ids, "stop_token_ids", limits);
     out.job.stop_token_ids = token_id_list(*ids, "stop_token_ids", limits.vocab_size);
   }
   out.job.ignore_eos = f.boolean("ignore_eos").value_or(false);
@@ -159,10 +166,22 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
   f.string("user");  // accepted and ignored
 }
 
-// max_tokens absent: all the room left. Too long: a 400 that says by how much.
+// max_tokens absent: all the room left (at most the server's max_output_tokens). Too long: a 400 that says
+// by how much.
 void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& field,
                         const std::string& prompt_field, const RequestLimits& limits, ParsedRequest& out) {
   const int64_t prompt = static_cast<int64_t>(out.job.prompt.size());
+  if (limits.max_prompt_tokens > 0 && prompt > limits.max_prompt_tokens)
+    bad_request(prompt_field,
+                "the prompt has " + std::to_string(prompt) +
+                    " tokens; this server accepts prompts of at most " +
+                    std::to_string(limits.max_prompt_tokens) + " tokens",
+                "limit_exceeded");
+  if (max_tokens && limits.max_output_tokens > 0 && *max_tokens > limits.max_output_tokens)
+    bad_request(field,
+                "is " + std::to_string(*max_tokens) + "; this server generates at most " +
+                    std::to_string(limits.max_output_tokens) + " tokens per request",
+                "limit_exceeded");
   const int64_t room = limits.max_context_tokens - prompt;
   if (room < 1)
     bad_request(prompt_field,
@@ -177,119 +196,23 @@ void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& fi
                     std::to_string(limits.max_context_tokens) + " tokens (at most " + std::to_string(room) +
                     " can be generated)",
                 "context_length_exceeded");
-  out.job.max_tokens = static_cast<int>(max_tokens.value_or(room));
-}
-
-std::string message_content(const Json* content, const std::string& path) {
-  if (content == nullptr) return {};
-  if (content->is_string()) return content->get<std::string>();
-  if (!content->is_array())
-    bad_request(path, "expected a string or a list of content parts, got " + describe_json(*content),
-                "invalid_type");
-  std::string text;  // text parts joined by newlines, as vLLM does
-  for (size_t i = 0; i < content->size(); ++i) {
-    JsonFields part((*content)[i], path + "[" + std::to_string(i) + "]");
-    const auto type = part.string("type");
-    if (!type) bad_request(part.path("type"), "is required", "missing_required_parameter");
-    if (*type != "text")
-      bad_request(part.path("type"), "'" + *type + "' is not supported (text parts only)",
-                  "unsupported_parameter");
-    const auto t = part.string("text");
-    if (!t) bad_request(part.path("text"), "is required", "missing_required_parameter");
-    text += (i ? "\n" : "") + *t;
-  }
-  return text;
-}
-
-std::vector<ChatToolCall> tool_calls(const Json& calls, const std::string& path) {
-  if (!calls.is_array()) bad_request(path, "expected a list, got " + describe_json(calls), "invalid_type");
-  std::vector<ChatToolCall> out;
-  for (size_t i = 0; i < calls.size(); ++i) {
-    JsonFields call(calls[i], path + "[" + std::to_string(i) + "]");
-    const Json* function = call.get("function");
-    if (function == nullptr) bad_request(call.path("function"), "is required", "missing_required_parameter");
-    JsonFields f(*function, call.path("function"));
-    const auto name = f.string("name");
-    if (!name) bad_request(f.path("name"), "is required", "missing_required_parameter");
-    const Json* args = f.get("arguments");
-    if (args != nullptr && !args->is_string() && !args->is_object())
-      bad_request(f.path("arguments"), "expected a JSON string or an object, got " + describe_json(*args),
-                  "invalid_type");
-    out.push_back({*name, args == nullptr     ? "{}"
-                          : args->is_string() ? args->get<std::string>()
-                                              : template_json(*args)});
-  }
-  return out;
-}
-
-std::vector<ChatMessage> parse_messages(const JsonFields& f) {
-  const Json* messages = f.get("messages");
-  if (messages == nullptr) bad_request("messages", "is required", "missing_required_parameter");
-  if (!messages->is_array())
-    bad_request("messages", "expected a list of messages, got " + describe_json(*messages), "invalid_type");
-  if (messages->empty()) bad_request("messages", "must contain at least one message");
-  std::vector<ChatMessage> out;
-  for (size_t i = 0; i < messages->size(); ++i) {
-    JsonFields m((*messages)[i], "messages[" + std::to_string(i) + "]");
-    ChatMessage msg;
-    const auto role = m.string("role");
-    if (!role) bad_request(m.path("role"), "is required", "missing_required_parameter");
-    msg.role = *role == "developer" ? "system" : *role;
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
-      bad_request(m.path("role"), "'" + *role + "' is not one of system, developer, user, assistant, tool");
-    if (msg.role != "assistant" && m.get("content") == nullptr)
-      bad_request(m.path("content"), "is required for a " + *role + " message", "missing_required_parameter");
-    msg.content = message_content(m.get("content"), m.path("content"));
-    if (msg.role == "assistant") {
-      msg.reasoning_content = m.string("reasoning_content");
-      if (const Json* calls = m.get("tool_calls")) msg.tool_calls = tool_calls(*calls, m.path("tool_calls"));
-    }
-    out.push_back(std::move(msg));
-  }
-  return out;
-}
-
-ChatTemplateOptions parse_template_options(const JsonFields& f) {
-  ChatTemplateOptions options;
-  options.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
-  f.boolean("continue_final_message");
-  f.refuse_unless_neutral("continue_final_message", false, "continuing the final message is not implemented");
-  f.string("chat_template");
-  f.refuse_unless_neutral("chat_template", nullptr, "the model's own chat template is used");
-  if (const Json* kwargs = f.get("chat_template_kwargs"))
-    options.enable_thinking = JsonFields(*kwargs, "chat_template_kwargs").boolean("enable_thinking");
-  if (const Json* tools = f.get("tools")) {
-    if (!tools->is_array())
-      bad_request("tools", "expected a list of tools, got " + describe_json(*tools), "invalid_type");
-    for (size_t i = 0; i < tools->size(); ++i) {
-      JsonFields tool((*tools)[i], "tools[" + std::to_string(i) + "]");
-      if (tool.string("type").value_or("function") != "function")
-        bad_request(tool.path("type"), "only 'function' tools are supported", "unsupported_parameter");
-      const Json* function = tool.get("function");
-      if (function == nullptr)
-        bad_request(tool.path("function"), "is required", "missing_required_parameter");
-      if (!JsonFields(*function, tool.path("function")).string("name"))
-        bad_request(tool.path("function") + ".name", "is required", "missing_required_parameter");
-      options.tools.push_back(template_json((*tools)[i]));
-    }
-  }
-  if (const Json* choice = f.get("tool_choice");
-      choice && !(choice->is_string() && (*choice == "auto" || *choice == "none")))
-    bad_request("tool_choice", "only \"auto\" and \"none\" are supported (tool calls come back as text)",
-                "unsupported_parameter");
-  if (const Json* format = f.get("response_format")) {
-    if (JsonFields(*format, "response_format").string("type").value_or("text") != "text")
-      bad_request("response_format.type", "only \"text\" is supported (no structured output)",
-                  "unsupported_parameter");
-  }
-  f.boolean("parallel_tool_calls");  // accepted and ignored: tool calls are not parsed out of the text
-  return options;
+  const int64_t default_tokens =
+      limits.max_output_tokens > 0 ? std::min(room, limits.max_output_tokens) : room;
+  out.job.max_tokens = static_cast<int>(max_tokens.value_or(default_tokens));
 }
 
 }  // namespace
 
+void check_model(const JsonFields& f, const RequestLimits& limits) {
+  const auto model = f.string("model");
+  if (model && *model != limits.model_name)
+    throw ApiError(404,
+                   "model '" + *model + "' does not exist; this server serves '" + limits.model_name + "'",
+                   "model", "model_not_found");
+}
+
 ParsedRequest parse_completion_request(const std::string& body, const RequestLimits& limits) {
-  const Json doc = parse_body(body);
+  const Json doc = parse_json_body(body);
   const JsonFields f(doc, "");
   ParsedRequest out;
   parse_common(f, limits, out);
@@ -308,7 +231,7 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
 }
 
 ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits) {
-  const Json doc = parse_body(body);
+  const Json doc = parse_json_body(body);
   const JsonFields f(doc, "");
   ParsedRequest out;
   parse_common(f, limits, out);
@@ -318,9 +241,7 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   f.refuse_unless_neutral("top_logprobs", 0, "log probabilities are not returned");
   f.boolean("echo");
   f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
-  const std::vector<ChatMessage> messages = parse_messages(f);
-  const ChatTemplateOptions options = parse_template_options(f);
-  out.job.prompt = tokenize(render_chat_prompt(messages, options), "messages", limits);
+  out.job.prompt = tokenize(parse_chat_prompt(f), "messages", limits);
   const auto max_tokens = f.integer("max_tokens", 1, kInt32Max);
   const auto max_completion_tokens = f.integer("max_completion_tokens", 1, kInt32Max);
   resolve_max_tokens(max_completion_tokens ? max_completion_tokens : max_tokens,

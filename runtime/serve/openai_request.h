@@ -8,6 +8,7 @@
 
 #include "runtime/model/model_spec.h"
 #include "runtime/serve/generation_job.h"
+#include "runtime/serve/json_fields.h"
 #include "runtime/serve/tokenizer.h"
 
 namespace tpserve::serve {
@@ -18,6 +19,11 @@ struct RequestLimits {
   int32_t vocab_size = 0;                // of the model: prompt and stop ids must be below it
   int64_t max_context_tokens = 0;        // prompt + generated: min(runtime.max_seq_len, KV cache capacity)
   GenerationDefaults defaults;           // sampling defaults (generation_config.json)
+  // The server's limits (server.* in the config); 0 = none beyond the context.
+  int64_t max_prompt_tokens = 0;
+  int64_t max_output_tokens = 0;
+  int max_stop_sequences = 0;  // entries of stop and of stop_token_ids, each
+  int max_stop_string_bytes = 0;
 };
 
 struct ParsedRequest {
@@ -26,6 +32,9 @@ struct ParsedRequest {
   bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
   bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
 };
+
+// The optional `model` field: absent, or the served model's name (else 404 model_not_found).
+void check_model(const JsonFields& f, const RequestLimits& limits);
 
 ParsedRequest parse_completion_request(const std::string& body, const RequestLimits& limits);
 ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits);

@@ -106,7 +106,12 @@ void ServerMetrics::add_spec_decode(int64_t drafts, int64_t draft_tokens, int64_
   spec_accepted_tokens_ += accepted_tokens;
 }
 
-std::string ServerMetrics::render(const SchedulerGauges& g) const {
+void ServerMetrics::count_refusal(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++refused_[reason];
+}
+
+std::string ServerMetrics::render(const SchedulerGauges& g, int open_connections) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out;
   const std::string& l = model_label_;
@@ -140,6 +145,16 @@ std::string ServerMetrics::render(const SchedulerGauges& g) const {
           spec_draft_tokens_);
   counter("tpserve:spec_decode_num_accepted_tokens_total", "Speculative decoding: draft tokens accepted.",
           spec_accepted_tokens_);
+  gauge("tpserve:http_connections_open", "HTTP connections open (idle keep-alive ones included).",
+        open_connections);
+  header(out, "tpserve:requests_refused_total", "counter",
+         "Requests and connections refused by a server limit, by reason (the error code).");
+  for (const char* reason : {"unauthorized", "too_many_connections", "server_overloaded", "request_timeout",
+                             "request_too_large", "limit_exceeded"}) {
+    auto it = refused_.find(reason);
+    out += std::string("tpserve:requests_refused_total{") + l + ",reason=\"" + reason + "\"} " +
+           std::to_string(it == refused_.end() ? 0 : it->second) + "\n";
+  }
   histogram("tpserve:time_to_first_token_seconds", "Time from arrival to the first generated token.", ttft_);
   histogram("tpserve:inter_token_latency_seconds", "Time between consecutive generated tokens.", itl_);
   histogram("tpserve:e2e_request_latency_seconds", "Time from arrival to the last token.", e2e_);

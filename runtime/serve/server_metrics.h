@@ -1,7 +1,8 @@
 // ServerMetrics: the Prometheus metrics of GET /metrics, named as vLLM names them (with the tpserve: prefix)
 // so that existing dashboards apply: latency histograms (time to first token, inter-token latency,
 // end-to-end latency, queue time), token and request counters, gauges of the scheduler's state, and the
-// speculative decoding counters. Thread-safe: the engine loop records, HTTP threads render.
+// speculative decoding counters, and what the server's limits refused. Thread-safe: the engine loop records,
+// HTTP threads render.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +53,12 @@ class ServerMetrics {
   // the engine runs MTP; the counters are exported anyway so that dashboards find them.
   void add_spec_decode(int64_t drafts, int64_t draft_tokens, int64_t accepted_tokens);
 
-  // The whole /metrics page.
-  std::string render(const SchedulerGauges& gauges) const;
+  // A request or connection refused by a server limit; reason is its error code (unauthorized,
+  // too_many_connections, server_overloaded, request_timeout, request_too_large, limit_exceeded).
+  void count_refusal(const std::string& reason);
+
+  // The whole /metrics page; open_connections: HTTP connections open now.
+  std::string render(const SchedulerGauges& gauges, int open_connections = 0) const;
 
  private:
   std::string model_label_;
@@ -62,6 +67,7 @@ class ServerMetrics {
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   std::map<std::string, int64_t> success_;  // by finish reason
   int64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
+  std::map<std::string, int64_t> refused_;  // by reason
 };
 
 }  // namespace tpserve::serve

@@ -17,9 +17,23 @@ void add_subcommands(CLI::App& app, CommandLine& cl) {
   g->add_option("--min-p", cl.gen.min_p)->check(CLI::Range(0.0, 1.0));
   g->add_option("--seed", cl.gen.seed);
   g->add_flag("--ignore-eos", cl.gen.ignore_eos, "keep generating past end-of-sequence tokens");
+
+  cl.tokenize = app.add_subcommand(
+      "tokenize",
+      "print the token ids of a text as JSON ({\"tokens\": [...], \"count\": N}); no model, no MPI");
+  cl.tokenize->add_option("--text", cl.tok.text, "the text to tokenize")->required();
+  cl.tokenize->fallthrough();  // `tpserve tokenize --config X --text ...` works too
 }
 
 int run_command(const CommandLine& cl, const Config& config, int argc, char** argv) {
+  if (cl.tokenize->parsed()) {
+#if TPSERVE_HAVE_SERVER
+    return run_tokenize(cl.tok, config);
+#else
+    log_error("this tpserve was built without the HTTP server and its tokenizer (-DTPSERVE_SERVER=OFF)");
+    return 2;
+#endif
+  }
   parallel::MpiSession mpi(&argc, &argv);
   if (cl.report_pdl || cl.report_graphs) return run_reports(cl, config);
   if (cl.generate->parsed()) return run_generate(cl.gen, config);

@@ -21,6 +21,10 @@ struct GenerateArgs {
   bool ignore_eos = false;
 };
 
+struct TokenizeArgs {
+  std::string text;
+};
+
 struct CommandLine {
   std::string config_path;
   std::vector<std::string> overrides;
@@ -29,6 +33,8 @@ struct CommandLine {
   bool report_graphs = false;
   CLI::App* generate = nullptr;
   GenerateArgs gen;
+  CLI::App* tokenize = nullptr;
+  TokenizeArgs tok;
 };
 
 void add_subcommands(CLI::App& app, CommandLine& cl);
@@ -39,5 +45,6 @@ int run_command(const CommandLine& cl, const Config& config, int argc, char** ar
 int run_generate(const GenerateArgs& args, const Config& config);
 int run_reports(const CommandLine& cl, const Config& config);
 int run_serve(const Config& config);
+int run_tokenize(const TokenizeArgs& args, const Config& config);
 
 }  // namespace tpserve

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "runtime/engine/engine.h"
+#include "runtime/serve/api_key.h"
 #include "runtime/serve/engine_loop.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/termination_signals.h"
@@ -47,23 +48,25 @@ int run_serve(const Config& config) {
 
   serve::TerminationSignals signals;
   serve::ServerMetrics metrics;
-  serve::HttpServer http({config.server.host, config.server.port, config.server.threads}, metrics);
+  const serve::ApiKey api_key = serve::load_api_key(config.server);  // rank 0 only: it alone serves HTTP
+  serve::HttpServer http(config.server, metrics, api_key.key);
   http.start();
   signals.on_first_signal([&http] { http.begin_drain(); });
 
   const std::unique_ptr<serve::Tokenizer> tokenizer = load_tokenizer(config);
   std::unique_ptr<Engine> engine_ptr = rt.make_engine();
   Engine& engine = *engine_ptr;
-  serve::EngineLoop loop(engine, tokenizer.get(), metrics);
+  serve::EngineLoop loop(engine, tokenizer.get(), metrics, config.server.max_queued_requests);
   metrics.set_model_name(engine.source().name);
-  const serve::RequestLimits limits = serve::request_limits_for(engine, tokenizer.get());
+  const serve::RequestLimits limits = serve::request_limits_for(engine, tokenizer.get(), config.server);
   http.set_ready(&loop, limits, limits.max_context_tokens);
   signals.on_first_signal([&http, &loop] {
     http.begin_drain();
     loop.drain();
   });
   log_info("serving model '", limits.model_name, "' on http://", config.server.host, ":", http.port(),
-           " (context ", limits.max_context_tokens, " tokens, max_batch ", config.runtime.max_batch, ")");
+           " (context ", limits.max_context_tokens, " tokens, max_batch ", config.runtime.max_batch, "; ",
+           api_key.key.empty() ? std::string("no API key") : "API key from " + api_key.source, ")");
 
   loop.run();  // returns after a signal, once every admitted request has finished
   if (!http.wait_responses_done(std::chrono::seconds(10)))

@@ -1,6 +1,7 @@
 // tpserve: the one executable. `tpserve --config X.yaml` serves; `tpserve generate ...` runs the model on
-// token ids; `--check-config` prints the resolved config. Every error reaches this file, is logged with the
-// rank, and brings every rank down (MPI_Abort) instead of leaving one waiting in a collective.
+// token ids; `tpserve tokenize --text ...` prints token ids; `--check-config` prints the resolved config.
+// Every error reaches this file, is logged with the rank, and brings every rank down (MPI_Abort) instead of
+// leaving one waiting in a collective.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>

@@ -273,7 +273,7 @@ TEST(HttpApi, ModelsHealthMetricsAndDraining) {
 
 TEST(HttpApi, HealthIsUnavailableWhileLoadingAndDraining) {
   ServerMetrics metrics;
-  HttpServer http(HttpServerOptions{"127.0.0.1", 0, 4, 1 << 20}, metrics);
+  HttpServer http(local_server_config(4), metrics);
   http.start();
   httplib::Client cli("127.0.0.1", http.port());
   auto health = cli.Get("/health");
@@ -292,7 +292,7 @@ TEST(HttpApi, HealthIsUnavailableWhileLoadingAndDraining) {
       load_config_file(std::string(TPSERVE_SOURCE_DIR) + "/configs/tiny.yaml", {"runtime.backend=cpu"}),
       *comm, make_cpu_backend());
   EngineLoop loop(engine, nullptr, metrics);
-  http.set_ready(&loop, request_limits_for(engine, nullptr), 512);
+  http.set_ready(&loop, request_limits_for(engine, nullptr, ServerConfig{}), 512);
   std::thread runner([&loop] { loop.run(); });
   EXPECT_EQ(cli.Get("/health")->status, 200);
   http.begin_drain();
@@ -309,9 +309,11 @@ TEST(HttpApi, HealthIsUnavailableWhileLoadingAndDraining) {
 
 TEST(HttpApi, APortInUseIsAClearError) {
   ServerMetrics metrics;
-  HttpServer first(HttpServerOptions{"127.0.0.1", 0, 2, 1024}, metrics);
+  HttpServer first(local_server_config(2), metrics);
   first.start();
-  HttpServer second(HttpServerOptions{"127.0.0.1", first.port(), 2, 1024}, metrics);
+  ServerConfig same_port = local_server_config(2);
+  same_port.port = first.port();
+  HttpServer second(same_port, metrics);
   try {
     second.start();
     ADD_FAILURE() << "a second server bound port " << first.port();

@@ -1,5 +1,6 @@
 // Continuous batching under load: 64 concurrent streaming clients each get exactly the text they get when
-// alone (max_batch 8, so most of them queue), a client that disconnects mid-stream has its sequence freed,
+// alone (max_batch 8, so most of them queue), a client that disconnects mid-stream (or while it waits for a
+// whole answer) has its sequence freed,
 // and a KV cache too small for the offered load queues (and preempts) but completes every request.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <thread>
 
+#include "tests/serve/raw_socket.h"
 #include "tests/serve/test_server.h"
 
 namespace tpserve::serve::testing {
@@ -130,6 +132,33 @@ TEST(HttpLoad, ClientDisconnectFreesItsSequence) {
   EXPECT_EQ(metric_value(page, "tpserve:e2e_request_latency_seconds_count{model_name=\"synthetic-tiny\"}"),
             0);
   // And the server goes on serving.
+  EXPECT_EQ(post(server, "/v1/completions", greedy("Still there?", 4, false)).status, 200);
+}
+
+TEST(HttpLoad, NonStreamingClientDisconnectFreesItsSequence) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server;
+  constexpr int kMaxTokens = 480;
+  const std::string body = greedy("Hang up before the answer", kMaxTokens, false).dump();
+  {
+    RawSocket client(server.port());
+    ASSERT_TRUE(
+        client.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                    "application/json\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body));
+    const auto running_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (gauge(server, "num_requests_running") != 1 && std::chrono::steady_clock::now() < running_by)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }  // hangs up while the request runs
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (gauge(server, "num_requests_running") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(gauge(server, "kv_cache_usage_perc"), 0);
+  const std::string page = metrics_page(server);
+  EXPECT_LT(metric_value(page, "tpserve:generation_tokens_total{model_name=\"synthetic-tiny\"}"), kMaxTokens)
+      << "the request ran to the end instead of being aborted";
+  EXPECT_EQ(metric_value(page, "tpserve:e2e_request_latency_seconds_count{model_name=\"synthetic-tiny\"}"),
+            0);
   EXPECT_EQ(post(server, "/v1/completions", greedy("Still there?", 4, false)).status, 200);
 }
 

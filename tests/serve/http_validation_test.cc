@@ -183,7 +183,7 @@ std::vector<Case> cases() {
 TEST(HttpValidation, MalformedRequestsGetAnErrorNamingTheField) {
   if (qwen3_tokenizer() == nullptr)
     GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer";
-  TestServer server({}, true, /*max_body_bytes=*/1 << 16);
+  TestServer server({"server.max_body_bytes=65536"});
   const std::vector<Case> all = cases();
   ASSERT_GE(all.size(), 100u);
   for (const Case& c : all) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Serving under MPI with tensor parallelism: starts `mpirun -np 2 tpserve --config configs/tiny.yaml
-# --set parallel.tp=2` on an ephemeral port, waits for /health, sends a completion and a streaming chat
-# request, then sends SIGTERM to both ranks (rank 0 drains and releases rank 1, which ignores the signal
-# itself) and checks that the job, and so every rank, exits 0 and that the answers match a 1-rank server.
+# --set parallel.tp=2` on an ephemeral port with an API key (TPSERVE_API_KEY, read by rank 0 only), waits
+# for /health, checks that a request without the key gets 401, sends a completion and a streaming chat
+# request with it, then sends SIGTERM to both ranks (rank 0 drains and releases rank 1, which ignores the
+# signal itself) and checks that the job, and so every rank, exits 0, that the answers match a 1-rank
+# server, and that the key never reached the log.
 #   serve_mpi_test.sh MPIEXEC TPSERVE SOURCE_DIR
 set -uo pipefail
 mpiexec=$1 tpserve=$2 src=$3
@@ -35,11 +37,12 @@ start_server() {
   fail "no healthy server after 60 s"
 }
 
+auth=()  # curl arguments that authenticate (when the server has an API key)
 ask() {
-  curl -sS --max-time 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+  curl -sS --max-time 60 "${auth[@]}" "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
     -d '{"prompt": "Hello, my name is", "max_tokens": 16, "temperature": 0, "ignore_eos": true}' >"$work/$1.json" ||
     fail "completion request failed"
-  curl -sSN --max-time 60 "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
+  curl -sSN --max-time 60 "${auth[@]}" "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
     -d '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0, "stream": true}' \
     >"$work/$1.sse" || fail "streaming chat request failed"
   grep -q '"object":"text_completion"' "$work/$1.json" || fail "not a completion: $(cat "$work/$1.json")"
@@ -66,11 +69,18 @@ ask single
 kill -TERM "$server_pid"
 wait "$server_pid" || fail "the 1-rank server exited with $?"
 
-# Two ranks, tensor parallel.
+# Two ranks, tensor parallel, with an API key from the environment (only rank 0 serves HTTP and reads it).
+key=sk-mpi-test-4e1d9a
 tp_args=(--set parallel.tp=2)
+export TPSERVE_API_KEY=$key
 start_server "$mpiexec" -np 2 --oversubscribe --allow-run-as-root --bind-to none
+unset TPSERVE_API_KEY
 mpirun_pid=$server_pid
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/models")
+[[ $code == 401 ]] || fail "a request without the API key got $code, expected 401"
+auth=(-H "Authorization: Bearer $key")
 ask tp2
+grep -q "$key" "$work/server.log" && fail "the API key appears in the server log"
 [[ "$(text_of "$work/single.json")" == "$(text_of "$work/tp2.json")" ]] ||
   fail "tp=2 answered differently: $(cat "$work/tp2.json") vs $(cat "$work/single.json")"
 [[ "$(text_of "$work/single.sse")" == "$(text_of "$work/tp2.sse")" ]] || fail "tp=2 streamed differently: $(cat "$work/tp2.sse") vs $(cat "$work/single.sse")"

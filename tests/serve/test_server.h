@@ -25,19 +25,23 @@ using Json = nlohmann::json;
 
 class TestServer {
  public:
-  // overrides: config keys over configs/tiny.yaml (backend cpu). Without a tokenizer: token ids only.
-  explicit TestServer(std::vector<std::string> overrides = {}, bool with_tokenizer = true,
-                      size_t max_body_bytes = 1u << 20)
+  // overrides: config keys over configs/tiny.yaml (backend cpu; server on 127.0.0.1, any free port, 96
+  // threads, 1 MiB bodies unless overridden). Without a tokenizer: token ids only. api_key: see HttpServer.
+  explicit TestServer(const std::vector<std::string>& overrides = {}, bool with_tokenizer = true,
+                      const std::string& api_key = "")
       : comm_(parallel::make_single_rank_communicator()) {
-    overrides.push_back("runtime.backend=cpu");
-    config_ = load_config_file(std::string(TPSERVE_SOURCE_DIR) + "/configs/tiny.yaml", overrides);
+    std::vector<std::string> all = {"server.host=127.0.0.1", "server.port=0", "server.threads=96",
+                                    "server.max_body_bytes=1048576"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    all.push_back("runtime.backend=cpu");
+    config_ = load_config_file(std::string(TPSERVE_SOURCE_DIR) + "/configs/tiny.yaml", all);
     tokenizer_ = with_tokenizer ? qwen3_tokenizer() : nullptr;
-    http_ = std::make_unique<HttpServer>(HttpServerOptions{"127.0.0.1", 0, 96, max_body_bytes}, metrics_);
+    http_ = std::make_unique<HttpServer>(config_.server, metrics_, api_key);
     http_->start();
     engine_ = std::make_unique<Engine>(config_, *comm_, make_cpu_backend());
-    loop_ = std::make_unique<EngineLoop>(*engine_, tokenizer_, metrics_);
+    loop_ = std::make_unique<EngineLoop>(*engine_, tokenizer_, metrics_, config_.server.max_queued_requests);
     metrics_.set_model_name(engine_->source().name);
-    const RequestLimits limits = request_limits_for(*engine_, tokenizer_);
+    const RequestLimits limits = request_limits_for(*engine_, tokenizer_, config_.server);
     http_->set_ready(loop_.get(), limits, limits.max_context_tokens);
     loop_thread_ = std::thread([this] { loop_->run(); });
   }
@@ -69,6 +73,14 @@ class TestServer {
   std::thread loop_thread_;
 };
 
+// server.* for an HttpServer made by hand: 127.0.0.1, any free port.
+inline ServerConfig local_server_config(int threads) {
+  ServerConfig c;
+  c.port = 0;
+  c.threads = threads;
+  return c;
+}
+
 struct Reply {
   int status = 0;  // 0: no HTTP response at all
   Json body;       // parsed JSON (null when the body was not JSON)
@@ -76,14 +88,16 @@ struct Reply {
 };
 
 inline Reply send(const TestServer& server, const std::string& method, const std::string& path,
-                  const std::string& body = "", const std::string& content_type = "application/json") {
+                  const std::string& body = "", const std::string& content_type = "application/json",
+                  const httplib::Headers& headers = {}) {
   auto cli = server.client();
-  httplib::Result r = method == "GET"      ? cli->Get(path.c_str())
-                      : method == "POST"   ? cli->Post(path.c_str(), body, content_type.c_str())
-                      : method == "PUT"    ? cli->Put(path.c_str(), body, content_type.c_str())
-                      : method == "DELETE" ? cli->Delete(path.c_str())
-                      : method == "PATCH"  ? cli->Patch(path.c_str(), body, content_type.c_str())
-                                           : cli->Options(path.c_str());
+  const char* type = content_type.c_str();
+  httplib::Result r = method == "GET"      ? cli->Get(path.c_str(), headers)
+                      : method == "POST"   ? cli->Post(path.c_str(), headers, body, type)
+                      : method == "PUT"    ? cli->Put(path.c_str(), headers, body, type)
+                      : method == "DELETE" ? cli->Delete(path.c_str(), headers)
+                      : method == "PATCH"  ? cli->Patch(path.c_str(), headers, body, type)
+                                           : cli->Options(path.c_str(), headers);
   Reply reply;
   if (!r) return reply;
   reply.status = r->status;

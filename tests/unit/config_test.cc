@@ -113,6 +113,26 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"port_too_big", M + "server: {port: 70000}\n", "server.port: got '70000'"},
         Malformed{"threads_zero", M + "server: {threads: 0}\n", "server.threads: got '0'"},
         Malformed{"host_list", M + "server: {host: [a, b]}\n", "server.host: got a list"},
+        Malformed{"api_key_literal", M + "server: {api_key: sk-secret}\n",
+                  "server.api_key: a key is never written in a config file"},
+        Malformed{"api_key_file_empty", M + "server: {api_key_file: ''}\n",
+                  "server.api_key_file: got '', expected a non-empty string"},
+        Malformed{"max_connections_zero", M + "server: {max_connections: 0}\n",
+                  "server.max_connections: got '0', expected an integer in [1, 1048576]"},
+        Malformed{"max_queued_word", M + "server: {max_queued_requests: lots}\n",
+                  "server.max_queued_requests: got 'lots'"},
+        Malformed{"body_limit_tiny", M + "server: {max_body_bytes: 10}\n",
+                  "server.max_body_bytes: got '10', expected an integer in [1024, 1073741824]"},
+        Malformed{"prompt_limit_negative", M + "server: {max_prompt_tokens: -1}\n",
+                  "server.max_prompt_tokens: got '-1'"},
+        Malformed{"stop_sequences_zero", M + "server: {max_stop_sequences: 0}\n",
+                  "server.max_stop_sequences: got '0'"},
+        Malformed{"idle_timeout_zero", M + "server: {idle_timeout_s: 0}\n",
+                  "server.idle_timeout_s: got '0', expected a number in (0, 86400]"},
+        Malformed{"request_timeout_list", M + "server: {request_timeout_s: [1]}\n",
+                  "server.request_timeout_s: got a list"},
+        Malformed{"server_key_typo", M + "server: {max_conections: 5}\n",
+                  "server.max_conections: unknown key (did you mean 'max_connections'?)"},
         Malformed{"log_level_bad", M + "logging: {level: verbose}\n",
                   "logging.level: got 'verbose', expected one of debug|info|warn|error|off"}),
     [](const testing::TestParamInfo<Malformed>& p) { return std::string(p.param.name); });
@@ -125,6 +145,37 @@ TEST(Config, MinimalGetsDefaults) {
   EXPECT_EQ(c.runtime.backend, BackendKind::kAuto);
   EXPECT_EQ(c.server.host, "127.0.0.1");
   EXPECT_EQ(c.launch.pdl.default_mode, kernels::PdlMode::kAuto);
+}
+
+TEST(Config, ServerLimitsDefaultsAndOverrides) {
+  const Config d = parse_config(M, "x");
+  EXPECT_EQ(d.server.host, "127.0.0.1");
+  EXPECT_TRUE(d.server.api_key_file.empty());
+  EXPECT_EQ(d.server.max_connections, 256);
+  EXPECT_EQ(d.server.max_queued_requests, 256);
+  EXPECT_EQ(d.server.max_body_bytes, 8 << 20);
+  EXPECT_EQ(d.server.max_prompt_tokens, 0);
+  EXPECT_EQ(d.server.max_output_tokens, 0);
+  EXPECT_EQ(d.server.max_stop_sequences, 16);
+  EXPECT_EQ(d.server.max_stop_string_bytes, 256);
+  EXPECT_EQ(d.server.idle_timeout_s, 10);
+  EXPECT_EQ(d.server.request_timeout_s, 30);
+  EXPECT_EQ(d.server.write_timeout_s, 30);
+  const Config c =
+      parse_config(M + "server: {api_key_file: /run/secrets/key, max_connections: 8, idle_timeout_s: 0.5}\n",
+                   "x", {"server.max_prompt_tokens=100", "server.max_stop_sequences=2"});
+  EXPECT_EQ(c.server.api_key_file, "/run/secrets/key");
+  EXPECT_EQ(c.server.max_connections, 8);
+  EXPECT_EQ(c.server.idle_timeout_s, 0.5);
+  EXPECT_EQ(c.server.max_prompt_tokens, 100);
+  EXPECT_EQ(c.server.max_stop_sequences, 2);
+  // The resolved config names the key file, and parses back to the same limits.
+  const std::string yaml = config_to_yaml(c);
+  EXPECT_NE(yaml.find("api_key_file: /run/secrets/key"), std::string::npos) << yaml;
+  EXPECT_EQ(config_to_yaml(parse_config(yaml, "resolved")), yaml);
+  // A key given with --set is refused like one in the file.
+  EXPECT_NE(error_of(M, {"server.api_key=sk-123"}).find("server.api_key: a key is never written"),
+            std::string::npos);
 }
 
 TEST(Config, ReportsEveryProblemNotOnlyTheFirst) {

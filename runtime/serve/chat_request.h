@@ -1,0 +1,15 @@
+// The chat fields of a request body (messages, tools, tool_choice, response_format, chat_template_kwargs,
+// add_generation_prompt, ...) validated and rendered by Qwen3's chat template into prompt text. Shared by
+// POST /v1/chat/completions and POST /tokenize; every problem is an ApiError naming the field.
+#pragma once
+
+#include <string>
+
+#include "runtime/serve/json_fields.h"
+
+namespace tpserve::serve {
+
+// The prompt text of the conversation in `f` (the request body).
+std::string parse_chat_prompt(const JsonFields& f);
+
+}  // namespace tpserve::serve

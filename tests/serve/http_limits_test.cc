@@ -1,0 +1,138 @@
+// The server's request limits (server.* in the config): prompt, output and stop limits (400) and the queue
+// limit (503): each one, when hit, gets its documented status and error code, the requests just inside it
+// are served, and the server keeps serving afterwards. Connection limits: http_connection_test.cc.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/serve/raw_socket.h"
+#include "tests/serve/test_server.h"
+
+namespace tpserve::serve::testing {
+namespace {
+
+const std::string kC = "/v1/completions";
+const std::string kChat = "/v1/chat/completions";
+
+Json ids_prompt(int n, Json extra = Json::object()) {
+  Json body = {{"prompt", std::vector<int>(n, 100)}, {"max_tokens", 2}, {"temperature", 0}};
+  body.update(extra);
+  return body;
+}
+
+void expect_refused(const Reply& r, int status, const std::string& param, const std::string& code) {
+  EXPECT_EQ(r.status, status) << r.raw;
+  ASSERT_TRUE(r.body.is_object() && r.body.contains("error")) << r.raw;
+  EXPECT_EQ(r.body["error"]["code"], code) << r.raw;
+  if (param.empty())
+    EXPECT_TRUE(r.body["error"]["param"].is_null()) << r.raw;
+  else
+    EXPECT_EQ(r.body["error"]["param"], param) << r.raw;
+}
+
+TEST(HttpLimits, PromptOutputAndStopLimitsAre400s) {
+  TestServer server({"server.max_prompt_tokens=8", "server.max_output_tokens=16",
+                     "server.max_stop_sequences=2", "server.max_stop_string_bytes=8"});
+  // Prompt length: 8 tokens pass, 9 do not.
+  EXPECT_EQ(post(server, kC, ids_prompt(8)).status, 200);
+  expect_refused(post(server, kC, ids_prompt(9)), 400, "prompt", "limit_exceeded");
+  expect_refused(post(server, kC, {{"prompt", {std::vector<int>(9, 7)}}}), 400, "prompt", "limit_exceeded");
+  // max_tokens: 16 passes, 17 does not; absent means min(16, room).
+  EXPECT_EQ(post(server, kC, ids_prompt(4, {{"max_tokens", 16}})).status, 200);
+  const Reply over = post(server, kC, ids_prompt(4, {{"max_tokens", 17}}));
+  expect_refused(over, 400, "max_tokens", "limit_exceeded");
+  EXPECT_NE(over.body["error"]["message"].get<std::string>().find("at most 16"), std::string::npos)
+      << over.raw;
+  Json no_max = ids_prompt(4, {{"ignore_eos", true}});
+  no_max.erase("max_tokens");
+  const Reply fill = post(server, kC, no_max);
+  ASSERT_EQ(fill.status, 200) << fill.raw;
+  EXPECT_EQ(fill.body["usage"]["completion_tokens"], 16);
+  // stop and stop_token_ids: at most 2 entries, stop strings of at most 8 bytes.
+  EXPECT_EQ(post(server, kC, ids_prompt(4, {{"stop", {"ab", "12345678"}}})).status, 200);
+  expect_refused(post(server, kC, ids_prompt(4, {{"stop", {"a", "b", "c"}}})), 400, "stop", "limit_exceeded");
+  expect_refused(post(server, kC, ids_prompt(4, {{"stop", {"ok", "123456789"}}})), 400, "stop[1]",
+                 "limit_exceeded");
+  expect_refused(post(server, kC, ids_prompt(4, {{"stop", "123456789"}})), 400, "stop", "limit_exceeded");
+  EXPECT_EQ(post(server, kC, ids_prompt(4, {{"stop_token_ids", {1, 2}}})).status, 200);
+  expect_refused(post(server, kC, ids_prompt(4, {{"stop_token_ids", {1, 2, 3}}})), 400, "stop_token_ids",
+                 "limit_exceeded");
+  // Still serving, and the refusals are counted.
+  EXPECT_EQ(send(server, "GET", "/health").status, 200);
+  EXPECT_EQ(post(server, kC, ids_prompt(3)).status, 200);
+  EXPECT_EQ(
+      metric_value(send(server, "GET", "/metrics").raw,
+                   "tpserve:requests_refused_total{model_name=\"synthetic-tiny\",reason=\"limit_exceeded\"}"),
+      7);
+}
+
+double metric(const TestServer& server, const std::string& sample) {
+  return metric_value(send(server, "GET", "/metrics").raw, sample);
+}
+
+// Waits (up to 60 s) until the gauge tpserve:<name> reads `value`.
+bool wait_for_gauge(const TestServer& server, const std::string& name, double value) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (metric(server, "tpserve:" + name + "{model_name=\"synthetic-tiny\"}") == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+TEST(HttpLimits, AFullQueueGets503AndServingGoesOn) {
+  // One sequence runs at a time and one may wait: the third concurrent request is refused.
+  TestServer server({"runtime.max_batch=1", "runtime.max_seq_len=4096", "server.max_queued_requests=1"},
+                    /*with_tokenizer=*/false);
+  RawSocket running(server.port());  // a long streaming request, ended below by hanging up
+  const std::string long_body =
+      ids_prompt(3, {{"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}}).dump();
+  ASSERT_TRUE(
+      running.send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                   "Content-Length: " +
+                   std::to_string(long_body.size()) + "\r\n\r\n" + long_body));
+  ASSERT_TRUE(wait_for_gauge(server, "num_requests_running", 1));
+  Reply waiting;
+  std::thread waiter([&] { waiting = post(server, kC, ids_prompt(3)); });
+  ASSERT_TRUE(wait_for_gauge(server, "num_requests_waiting", 1));
+
+  auto cli = server.client();
+  const auto refused = cli->Post(kC.c_str(), ids_prompt(3).dump(), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  const Json error = Json::parse(refused->body);
+  EXPECT_EQ(error["error"]["code"], "server_overloaded") << refused->body;
+  EXPECT_EQ(error["error"]["type"], "service_unavailable_error");
+
+  running.close();  // its client goes away: aborted, and the waiting request runs
+  waiter.join();
+  EXPECT_EQ(waiting.status, 200) << waiting.raw;
+  EXPECT_EQ(post(server, kC, ids_prompt(3)).status, 200);
+  EXPECT_EQ(
+      metric(server,
+             "tpserve:requests_refused_total{model_name=\"synthetic-tiny\",reason=\"server_overloaded\"}"),
+      1);
+}
+
+TEST(HttpLimits, ChatPromptsAndMaxCompletionTokensAreLimitedToo) {
+  if (qwen3_tokenizer() == nullptr)
+    GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer";
+  TestServer server({"server.max_prompt_tokens=20", "server.max_output_tokens=4"});
+  const Json short_chat = {{{"role", "user"}, {"content", "hi"}}};
+  const Json long_chat = {
+      {{"role", "user"},
+       {"content", "a question that takes many more than twenty tokens: " + std::string(200, 'x')}}};
+  EXPECT_EQ(post(server, kChat, {{"messages", short_chat}, {"max_completion_tokens", 4}}).status, 200);
+  expect_refused(post(server, kChat, {{"messages", long_chat}, {"max_tokens", 2}}), 400, "messages",
+                 "limit_exceeded");
+  expect_refused(post(server, kChat, {{"messages", short_chat}, {"max_completion_tokens", 5}}), 400,
+                 "max_completion_tokens", "limit_exceeded");
+  expect_refused(post(server, kChat, {{"messages", short_chat}, {"max_tokens", 5}}), 400, "max_tokens",
+                 "limit_exceeded");
+  EXPECT_EQ(post(server, kChat, {{"messages", short_chat}, {"max_tokens", 3}}).status, 200);
+}
+
+}  // namespace
+}  // namespace tpserve::serve::testing
