@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/backend/tensor.h"
@@ -87,6 +88,9 @@ class Backend {
   virtual void zero(Tensor t) = 0;
   virtual void synchronize() = 0;
   virtual size_t allocated_bytes() const = 0;
+  // Bytes alloc() can still hand out, where the backend has a fixed budget (the CUDA arena); nullopt where
+  // it has none (host memory). The KV cache is sized from it.
+  virtual std::optional<size_t> memory_left() const { return std::nullopt; }
 
   // Captures the ops `body` issues into a replayable graph; nullptr where the backend has no graphs (the
   // caller then runs `body` eagerly every step). Nothing in `body` may synchronise or copy to the host.

@@ -47,7 +47,8 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
   mo.kv_block_size = rt.kv_block_size;
   // Speculation looks 2k tokens ahead (verified rows + MTP draft steps).
   mo.max_blocks_per_seq = (rt.max_seq_len + 2 * k + rt.kv_block_size - 1) / rt.kv_block_size;
-  mo.num_kv_blocks = rt.num_kv_blocks > 0 ? rt.num_kv_blocks : mo.max_blocks_per_seq * rt.max_batch;
+  mo.num_kv_blocks = rt.num_kv_blocks;  // 0: the model sizes it from memory, up to the cap
+  mo.max_kv_blocks = mo.max_blocks_per_seq * rt.max_batch;
   mo.max_seqs = rt.max_batch;
   mo.max_tokens = std::max(rt.max_num_batched_tokens, rt.max_batch * (1 + k));
   mo.max_samples = rt.max_batch * (1 + k);
@@ -85,7 +86,8 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
       speculative.device_draft = [model](int slot, int j) { return model->device_draft_token(slot, j); };
     }
     speculative.script = options.draft_script;
-    scheduler_ = std::make_unique<Scheduler>(limits, mo.num_kv_blocks, mo.kv_block_size, eos, speculative);
+    scheduler_ = std::make_unique<Scheduler>(limits, model_->options().num_kv_blocks, mo.kv_block_size, eos,
+                                             speculative);
   }
 }
 

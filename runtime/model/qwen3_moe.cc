@@ -38,24 +38,7 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   TPS_CHECK(comm_.size() == layout_.tp_size, "communicator of ", comm_.size(), " ranks for tp ",
             layout_.tp_size);
 
-  // Paged KV cache, one pair of tensors per layer, plus one block (index num_kv_blocks) for the KV of graph
-  // padding rows.
   const DType act = backend_.activation_dtype();
-  for (int l = 0; l < spec_.num_layers; ++l) {
-    KvCacheLayer c{
-        backend_.alloc(act, {options_.num_kv_blocks + 1, options_.kv_block_size, kv_heads_, spec_.head_dim}),
-        backend_.alloc(act, {options_.num_kv_blocks + 1, options_.kv_block_size, kv_heads_, spec_.head_dim})};
-    kv_bytes_ += c.k.nbytes() + c.v.nbytes();
-    kv_.push_back(c);
-  }
-
-  if (weights_.mtp.present) {
-    mtp_kv_ = {
-        backend_.alloc(act, {options_.num_kv_blocks + 1, options_.kv_block_size, kv_heads_, spec_.head_dim}),
-        backend_.alloc(act, {options_.num_kv_blocks + 1, options_.kv_block_size, kv_heads_, spec_.head_dim})};
-    kv_bytes_ += mtp_kv_.k.nbytes() + mtp_kv_.v.nbytes();
-  }
-
   // Step-input layout: fixed offsets for the largest step.
   const size_t t = options_.max_tokens, s = options_.max_seqs, r = options_.max_samples;
   const size_t kspec = std::max(options_.num_speculative_tokens, 1);
@@ -143,6 +126,7 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
     a2a_origin_ = backend_.alloc(DType::kI32, {slice, k});
     a2a_slice_out_ = backend_.alloc(act, {slice, h});
   }
+  allocate_kv_cache();
   log_info("model ready: ", spec_.summary(), "; KV cache ", options_.num_kv_blocks, " blocks x ",
            options_.kv_block_size, " tokens (", static_cast<double>(kv_bytes_) / 1e6, " MB); ",
            backend_.name(), " backend holds ", static_cast<double>(backend_.allocated_bytes()) / 1e6, " MB");

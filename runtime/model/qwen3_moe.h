@@ -24,7 +24,8 @@ struct ModelOptions {
   int max_seqs = 16;            // sequences per step
   int max_samples = 16;         // rows sampled per step
   int max_blocks_per_seq = 64;  // block-table width
-  int num_kv_blocks = 64;       // paged KV cache size
+  int num_kv_blocks = 64;       // paged KV cache size; 0 = from the backend's memory left (kv_cache_sizing.h)
+  int max_kv_blocks = 0;        // the cap of that (0: max_seqs x max_blocks_per_seq)
   int kv_block_size = 16;
   int sampling_candidates = 256;   // per rank and row; top-p works within the best of these
   int num_speculative_tokens = 0;  // k drafts per sequence and step (MTP or scripted drafts)
@@ -57,6 +58,7 @@ class Qwen3MoeModel {
 
   const ModelSpec& spec() const { return spec_; }
   const ShardLayout& layout() const { return layout_; }
+  // num_kv_blocks is the count allocated (resolved when the options asked for 0).
   const ModelOptions& options() const { return options_; }
   size_t weight_bytes() const { return weights_.bytes; }
   size_t kv_cache_bytes() const { return kv_bytes_; }
@@ -88,6 +90,9 @@ class Qwen3MoeModel {
   Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out);
   void mtp_input(Tensor tokens, Tensor hidden, int n);
   void mtp_forward(const StepShape& shape, const AttentionMeta& meta);
+  // Sizes (options_.num_kv_blocks == 0: from memory, the same count on every rank) and allocates the KV
+  // cache: last in the constructor, after everything else the model allocates.
+  void allocate_kv_cache();
   // routing_layer: the row of the routing record (ModelOptions::record_routing) this layer writes; -1: none.
   void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
                      bool first, int routing_layer);

@@ -1,0 +1,65 @@
+// KV-cache sizing: a fixed count, a count from the memory left (capped, with the reserve and the padding
+// block taken off), no budget (host memory: the cap), and the errors that name what to change.
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "runtime/model/kv_cache_sizing.h"
+
+namespace tpserve {
+namespace {
+
+KvCacheSizing sizing(int requested) {
+  return KvCacheSizing{.bytes_per_block = 1000,
+                       .requested = requested,
+                       .cap = 64,
+                       .min_blocks = 8,
+                       .reserve_bytes = 500,
+                       .extra_blocks = 1};
+}
+
+TEST(KvCacheSizing, FromMemoryLeftCappedAndWithoutReserveAndPadding) {
+  // 20.5 blocks' worth, 500 bytes reserved: 20 blocks fit, one is the padding block.
+  EXPECT_EQ(kv_blocks_to_allocate(sizing(0), 20'500), 19);
+  EXPECT_EQ(kv_blocks_to_allocate(sizing(0), 20'499), 18);
+  EXPECT_EQ(kv_blocks_to_allocate(sizing(0), 1'000'000), 64);     // never more than max_batch sequences use
+  EXPECT_EQ(kv_blocks_to_allocate(sizing(0), std::nullopt), 64);  // no budget: the cap
+  EXPECT_EQ(kv_blocks_to_allocate(sizing(0), 9'500), 8);          // exactly one max_seq_len sequence
+}
+
+TEST(KvCacheSizing, TooLittleMemoryForOneSequenceNamesTheSettings) {
+  try {
+    kv_blocks_to_allocate(sizing(0), 9'499);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("7 blocks"), std::string::npos) << what;
+    EXPECT_NE(what.find("needs 8"), std::string::npos) << what;
+    EXPECT_NE(what.find("runtime.max_seq_len"), std::string::npos) << what;
+    EXPECT_NE(what.find("runtime.gpu_memory_fraction"), std::string::npos) << what;
+  }
+  EXPECT_THROW(kv_blocks_to_allocate(sizing(0), 0), Error);
+}
+
+TEST(KvCacheSizing, ARequestedCountIsKeptOrRefusedWhenItCannotFit) {
+  EXPECT_EQ(kv_blocks_to_allocate(sizing(5), std::nullopt), 5);
+  EXPECT_EQ(kv_blocks_to_allocate(sizing(5), 6'000), 5);          // 5 + the padding block, no reserve
+  EXPECT_EQ(kv_blocks_to_allocate(sizing(100), 1'000'000), 100);  // above the cap when asked for
+  try {
+    kv_blocks_to_allocate(sizing(5), 5'999);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("runtime.num_kv_blocks=5"), std::string::npos) << e.what();
+  }
+}
+
+TEST(KvCacheSizing, InconsistentInputsAreErrors) {
+  KvCacheSizing s = sizing(0);
+  s.bytes_per_block = 0;
+  EXPECT_THROW(kv_blocks_to_allocate(s, 1'000'000), Error);
+  s = sizing(0);
+  s.min_blocks = 65;  // more than the cap
+  EXPECT_THROW(kv_blocks_to_allocate(s, 1'000'000), Error);
+}
+
+}  // namespace
+}  // namespace tpserve
