@@ -1,7 +1,7 @@
 // The CUDA probe: HBM read bandwidth measured on the engine's GPU in the same run, with the kernel and the
 // method of bench/ops (a read-only reduction over a buffer far larger than L2, median of timed repetitions),
-// so that the floor of tp_decode and the op shares of bench/ops use the same yardstick. The device's busy
-// time per step is not measured (it needs CUPTI kernel activity): the report prints n/a for it.
+// so that the floor of tp_decode and the op shares of bench/ops use the same yardstick. With --gpu-busy, the
+// device's busy time per step from CUPTI activity records (cupti_busy_tracer.h); else n/a.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -12,6 +12,9 @@
 #include "common/cuda_check.h"
 #include "common/log.h"
 #include "runtime/backend/cuda/cuda_backend.h"
+#if TPSERVE_HAVE_CUPTI
+#include "bench/tp_decode/cupti_busy_tracer.h"
+#endif
 
 namespace tpserve::bench {
 namespace {
@@ -21,9 +24,16 @@ constexpr int kReps = 9;
 
 class CudaProbe final : public DeviceProbe {
  public:
-  explicit CudaProbe(CudaBackend& backend) : backend_(backend) {}
+  CudaProbe(CudaBackend& backend, bool gpu_busy) : backend_(backend), gpu_busy_(gpu_busy) {
+#if TPSERVE_HAVE_CUPTI
+    if (gpu_busy_) CuptiBusyTracer::instance().start();
+#else
+    TPS_CHECK(!gpu_busy_, "--gpu-busy needs CUPTI, which this build did not find (CUDA::cupti)");
+#endif
+  }
   std::string name() const override {
-    return "cuda device " + std::to_string(backend_.device_index()) + " (HBM read, 2 GiB reduction)";
+    return "cuda device " + std::to_string(backend_.device_index()) + " (HBM read, 2 GiB reduction" +
+           (gpu_busy_ ? "; busy time from CUPTI activity)" : ")");
   }
 
   // Outside steps only (it allocates): after an engine is built.
@@ -65,8 +75,24 @@ class CudaProbe final : public DeviceProbe {
     return gbps;
   }
 
-  void step_begin() override {}
-  std::optional<double> step_end_busy_seconds() override { return std::nullopt; }
+  void step_begin() override {
+#if TPSERVE_HAVE_CUPTI
+    if (gpu_busy_) {
+      CUDA_CHECK(cudaStreamSynchronize(backend_.stream()));  // earlier work must not count
+      since_ns_ = CuptiBusyTracer::instance().now_ns();
+    }
+#endif
+  }
+  std::optional<double> step_end_busy_seconds() override {
+#if TPSERVE_HAVE_CUPTI
+    if (gpu_busy_) {
+      const uint64_t ns = CuptiBusyTracer::instance().busy_ns_since(
+          since_ns_, static_cast<uint32_t>(backend_.device_index()));
+      return static_cast<double>(ns) * 1e-9;
+    }
+#endif
+    return std::nullopt;
+  }
 
  private:
   static void release(void* data, float* partial, cudaEvent_t start, cudaEvent_t stop) {
@@ -77,13 +103,15 @@ class CudaProbe final : public DeviceProbe {
   }
 
   CudaBackend& backend_;
+  bool gpu_busy_ = false;
+  [[maybe_unused]] uint64_t since_ns_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend) {
+std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy) {
   auto* cuda = dynamic_cast<CudaBackend*>(&backend);
-  return cuda == nullptr ? nullptr : std::make_unique<CudaProbe>(*cuda);
+  return cuda == nullptr ? nullptr : std::make_unique<CudaProbe>(*cuda, gpu_busy);
 }
 
 }  // namespace tpserve::bench

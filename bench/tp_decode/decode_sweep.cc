@@ -32,7 +32,7 @@ std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm,
   rt->engine = rt->setup->make_engine(EngineOptions{.record_routing = driver});
   if (!driver) return rt;
   Engine& e = *rt->engine;
-  rt->probe = make_device_probe(e.backend());
+  rt->probe = make_device_probe(e.backend(), o.gpu_busy);
   rt->cost =
       std::make_unique<StepCostModel>(e.spec(), e.model().layout(), dtype_size(e.backend().weight_dtype()),
                                       dtype_size(e.backend().activation_dtype()));

@@ -20,10 +20,11 @@ class HostProbe final : public DeviceProbe {
 
 }  // namespace
 
-std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend) {
+std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend, bool gpu_busy) {
 #if TPSERVE_HAVE_CUDA
-  if (auto probe = make_cuda_device_probe(backend)) return probe;
+  if (auto probe = make_cuda_device_probe(backend, gpu_busy)) return probe;
 #endif
+  (void)gpu_busy;  // host backends: no device to be busy
   return std::make_unique<HostProbe>(backend.name());
 }
 

@@ -3,9 +3,10 @@
 // backend has neither: its probe answers nullopt and the report prints "n/a".
 //
 // CUDA builds: make_device_probe() returns the CUDA probe (cuda_device_probe.cc) for the CUDA backend: HBM
-// read bandwidth as bench/ops measures it (a 2 GiB reduction, median of 9). Busy time per step is not
-// measured yet (it needs CUPTI kernel activity; events cannot time kernels inside a replayed graph), so the
-// busy share reads n/a on every backend.
+// read bandwidth as bench/ops measures it (a 2 GiB reduction, median of 9), and with gpu_busy the device's
+// busy time per step from CUPTI activity records (kernels of replayed graphs included; tracing them costs
+// some launch overhead, hence opt-in). step_begin() and step_end_busy_seconds() bracket one engine.step()
+// outside the host timer.
 #pragma once
 
 #include <memory>
@@ -26,8 +27,9 @@ class DeviceProbe {
 };
 
 // The probe for the backend an engine runs on (the CPU backend: one that measures nothing).
-std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend);
+// gpu_busy: measure the busy time per step (CUDA with CUPTI; elsewhere n/a).
+std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend, bool gpu_busy = false);
 // The CUDA probe, or nullptr when `backend` is not the CUDA backend (CUDA builds only).
-std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend);
+std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy);
 
 }  // namespace tpserve::bench

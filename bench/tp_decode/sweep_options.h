@@ -27,6 +27,7 @@ struct SweepOptions {
   std::optional<double> hbm_gbps;     // memory bandwidth for the floor; else measured where the backend can
   bool one_engine_at_a_time = false;  // build each arm's engine per round instead of all up front
   bool warmup = true;                 // one unrecorded round per engine before measuring
+  bool gpu_busy = false;              // GPU busy time per step (CUPTI on CUDA; adds tracing overhead)
   std::string json_path, csv_path, plot_path;
 };
 

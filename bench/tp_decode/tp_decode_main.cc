@@ -56,6 +56,9 @@ int run(int argc, char** argv) {
   app.add_flag("--one-engine-at-a-time", o.one_engine_at_a_time,
                "build each arm's engine per run (saves memory)");
   app.add_flag("--no-warmup", no_warmup, "skip the unrecorded warm-up round of each engine");
+  app.add_flag(
+      "--gpu-busy", o.gpu_busy,
+      "measure the GPU busy share of each step (CUDA: CUPTI activity; tracing adds overhead to the step)");
   app.add_option("--json", o.json_path, "write every sample and the summary as JSON");
   app.add_option("--csv", o.csv_path, "write the summary table as CSV");
   app.add_option("--plot", o.plot_path, "write the plot as SVG");

@@ -1,0 +1,25 @@
+// GPU busy time per step from CUPTI activity records (kernels, including those of replayed CUDA graphs,
+// memcpys and memsets): the union of their intervals on one device since a timestamp. Tracing every kernel
+// costs some launch overhead, so tp_decode turns it on only with --gpu-busy.
+#pragma once
+
+#include <cstdint>
+
+namespace tpserve::bench {
+
+// Process-wide (CUPTI's activity callbacks are): the first start() enables the activity kinds.
+class CuptiBusyTracer {
+ public:
+  static CuptiBusyTracer& instance();
+  void start();
+  uint64_t now_ns() const;
+  // Flushes the records and returns the busy nanoseconds on `device` of records that began at or after
+  // `since_ns` (records before it are dropped).
+  uint64_t busy_ns_since(uint64_t since_ns, uint32_t device);
+
+ private:
+  CuptiBusyTracer() = default;
+  bool started_ = false;
+};
+
+}  // namespace tpserve::bench
