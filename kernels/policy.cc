@@ -11,7 +11,7 @@ constexpr std::array<std::string_view, kNumSites> kSiteNames = {
     "gemv",        "decode_attention", "prefill_attention", "topk_gating",
     "moe_align",   "moe_experts",      "moe_combine",       "silu_mul",
     "sampling",    "all_reduce",       "mtp_verify",        "add",
-    "gather_rows", "moe_pack",
+    "gather_rows", "moe_pack",         "weight_fill",
 };
 }  // namespace
 

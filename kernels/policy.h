@@ -44,6 +44,7 @@ enum class Site : int {
   kAdd,
   kGatherRows,
   kMoePack,
+  kWeightFill,  // synthetic weights generated on the device at load (not part of a step)
   kCount
 };
 inline constexpr int kNumSites = static_cast<int>(Site::kCount);

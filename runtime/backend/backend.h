@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "common/synthetic_value.h"
 #include "runtime/backend/tensor.h"
 
 namespace tpserve {
@@ -91,6 +92,12 @@ class Backend {
   // Bytes alloc() can still hand out, where the backend has a fixed budget (the CUDA arena); nullopt where
   // it has none (host memory). The KV cache is sized from it.
   virtual std::optional<size_t> memory_left() const { return std::nullopt; }
+  // Generates a slice of a synthetic weight into `dst` (weight dtype, slice.numel() elements) where the
+  // backend can do it faster than the host (a GPU); false: the caller reads the slice on the host instead.
+  virtual bool fill_synthetic(Tensor dst, const SyntheticSlice& slice) {
+    (void)dst, (void)slice;
+    return false;
+  }
 
   // Captures the ops `body` issues into a replayable graph; nullptr where the backend has no graphs (the
   // caller then runs `body` eagerly every step). Nothing in `body` may synchronise or copy to the host.

@@ -80,6 +80,10 @@ class Loader {
       total += static_cast<size_t>(n) * dtype_size(dtype_);
     }
     TPS_CHECK(total == dst.nbytes(), "weight pieces ", total, " bytes for a tensor of ", dst.nbytes());
+    if (fill_in_place(dst, pieces)) {
+      progress_.add(total);
+      return;
+    }
     staging_.resize(total);
     size_t offset = 0;
     for (const auto& p : pieces) {
@@ -90,6 +94,29 @@ class Loader {
     }
     backend_.copy_from_host(dst, staging_.data());
     progress_.add(total);
+  }
+
+  // Generated weights: the backend generates each piece where it lives (no host pass, no copy), when it
+  // can. All or nothing: false leaves `dst` to the host path.
+  bool fill_in_place(Tensor dst, const std::vector<Piece>& pieces) {
+    if (!device_fill_) return false;
+    std::vector<SyntheticSlice> slices;
+    for (const auto& p : pieces) {
+      std::optional<SyntheticSlice> s = source_.synthetic_slice(p.name, p.ranges);
+      if (!s) return false;
+      slices.push_back(*s);
+    }
+    size_t offset = 0;
+    for (const SyntheticSlice& s : slices) {
+      Tensor part(static_cast<char*>(dst.data) + offset, dtype_, dst.device, {s.numel()});
+      if (!backend_.fill_synthetic(part, s)) {
+        TPS_CHECK(offset == 0, "internal: a backend generated part of a weight only");
+        device_fill_ = false;  // this backend cannot: never ask again
+        return false;
+      }
+      offset += part.nbytes();
+    }
+    return true;
   }
 
   const std::vector<int64_t>& checked_shape(const std::string& name) {
@@ -119,7 +146,8 @@ class Loader {
   std::set<std::string> checked_;
   std::vector<char> staging_;
   size_t bytes_ = 0;
-  LoadProgress progress_;  // logs every ~2 s on long loads
+  bool device_fill_ = true;  // until the backend says it cannot generate weights
+  LoadProgress progress_;    // logs every ~2 s on long loads
 };
 
 LayerWeights load_layer(const ModelSpec& s, const ShardLayout& lay, Loader& ld, const WeightSource& source,

@@ -8,21 +8,14 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/synthetic_value.h"
 #include "runtime/model/weight_names.h"
 
 namespace tpserve {
 namespace {
 
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 constexpr int64_t kParallelThreshold = int64_t(1) << 20;  // elements; smaller reads stay on one thread
 constexpr int64_t kMinPerThread = int64_t(1) << 18;
-
-// The splitmix64 output function.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 uint64_t fnv1a64(std::string_view s) {
   uint64_t h = 0xCBF29CE484222325ull;
@@ -31,12 +24,6 @@ uint64_t fnv1a64(std::string_view s) {
     h *= 0x100000001B3ull;
   }
   return h;
-}
-
-// Uniform in [-1, 1) from the top 24 bits of the hashed counter (exact in float).
-inline float uniform(uint64_t key, int64_t index) {
-  const uint64_t z = mix64(key + (static_cast<uint64_t>(index) + 1) * kGolden);
-  return static_cast<float>(z >> 40) * (1.0f / 8388608.0f) - 1.0f;
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {
@@ -72,7 +59,7 @@ Scale scale_for(const std::string& name, const std::vector<int64_t>& shape, int 
 SyntheticWeights::SyntheticWeights(const ModelSpec& spec, uint64_t seed) : spec_(spec), seed_(seed) {
   TPS_CHECK(spec.hidden_size > 0 && spec.num_layers > 0 && spec.vocab_size > 0 && spec.head_dim > 0,
             "synthetic weights: the spec needs positive hidden_size, num_layers, vocab_size and head_dim");
-  const uint64_t seed_key = mix64(seed + kGolden);
+  const uint64_t seed_key = synthetic_mix64(seed + kSyntheticGolden);
   std::vector<ExpectedTensor> tensors = expected_tensors(spec, ExpertLayout::kPerExpert);
   names_.reserve(tensors.size());
   entries_.reserve(tensors.size());
@@ -81,7 +68,7 @@ SyntheticWeights::SyntheticWeights(const ModelSpec& spec, uint64_t seed) : spec_
     const Scale s = scale_for(t.name, t.shape, spec.num_layers);
     e.offset = s.offset;
     e.scale = s.scale;
-    e.key = mix64(seed_key ^ fnv1a64(t.name));
+    e.key = synthetic_mix64(seed_key ^ fnv1a64(t.name));
     e.shape = std::move(t.shape);
     names_.push_back(t.name);
     entries_.emplace(std::move(t.name), std::move(e));
@@ -111,6 +98,27 @@ std::vector<std::string> SyntheticWeights::names() const {
 
 std::string SyntheticWeights::describe() const {
   return "synthetic " + spec_.summary() + " seed " + std::to_string(seed_);
+}
+
+std::optional<SyntheticSlice> SyntheticWeights::synthetic_slice(const std::string& name,
+                                                                std::span<const Range> ranges) const {
+  const Entry& e = entry(name);
+  const size_t ndim = e.shape.size();
+  if (ndim < 1 || ndim > 3 || ranges.size() != ndim) return std::nullopt;
+  SyntheticSlice s;
+  s.key = e.key;
+  s.offset = e.offset;
+  s.scale = e.scale;
+  s.ndim = static_cast<int>(ndim);
+  for (size_t d = 0; d < ndim; ++d) {
+    TPS_CHECK(ranges[d].begin >= 0 && ranges[d].begin <= ranges[d].end && ranges[d].end <= e.shape[d],
+              "tensor '", name, "': range [", ranges[d].begin, ", ", ranges[d].end,
+              ") is out of bounds for dimension ", d, " of size ", e.shape[d]);
+    s.shape[d] = e.shape[d];
+    s.begin[d] = ranges[d].begin;
+    s.size[d] = ranges[d].size();
+  }
+  return s;
 }
 
 void SyntheticWeights::read(const std::string& name, std::span<const Range> ranges, DType out_dtype,
@@ -150,11 +158,11 @@ void SyntheticWeights::read(const std::string& name, std::span<const Range> rang
       if (out_dtype == DType::kBF16) {
         uint16_t* o = static_cast<uint16_t*>(dst) + out;
         for (int64_t j = 0; j < row_len; ++j)
-          o[j] = f32_to_bf16(e.offset + e.scale * uniform(e.key, base + j));
+          o[j] = f32_to_bf16(synthetic_value(e.key, e.offset, e.scale, base + j));
       } else {
         float* o = static_cast<float*>(dst) + out;
         for (int64_t j = 0; j < row_len; ++j)
-          o[j] = bf16_to_f32(f32_to_bf16(e.offset + e.scale * uniform(e.key, base + j)));
+          o[j] = bf16_to_f32(f32_to_bf16(synthetic_value(e.key, e.offset, e.scale, base + j)));
       }
     }
   };

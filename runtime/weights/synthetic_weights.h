@@ -45,6 +45,8 @@ class SyntheticWeights : public WeightSource {
   void read(const std::string& name, std::span<const Range> ranges, DType out_dtype,
             void* dst) const override;
   std::string describe() const override;
+  std::optional<SyntheticSlice> synthetic_slice(const std::string& name,
+                                                std::span<const Range> ranges) const override;
 
   const ModelSpec& spec() const { return spec_; }
   uint64_t seed() const { return seed_; }

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/synthetic_value.h"
 
 namespace tpserve {
 
@@ -42,6 +44,13 @@ class WeightSource {
   // bounds.
   virtual void read(const std::string& name, std::span<const Range> ranges, DType out_dtype,
                     void* dst) const = 0;
+  // For generated weights: the slice as a SyntheticSlice, so that a backend can generate it in place
+  // (Backend::fill_synthetic); nullopt for weights read from files.
+  virtual std::optional<SyntheticSlice> synthetic_slice(const std::string& name,
+                                                        std::span<const Range> ranges) const {
+    (void)name, (void)ranges;
+    return std::nullopt;
+  }
   // A short description for logs ("checkpoint /x (3 shards)", "synthetic tiny seed 1").
   virtual std::string describe() const = 0;
 

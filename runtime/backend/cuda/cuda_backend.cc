@@ -18,6 +18,7 @@
 #include "kernels/launch.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/silu_mul.h"
+#include "kernels/synthetic_fill.h"
 #include "runtime/backend/cuda/cublaslt_gemm.h"
 #include "runtime/backend/cuda/device_memory.h"
 #include "runtime/backend/cuda/tensor_checks.h"
@@ -142,6 +143,15 @@ void CudaBackend::copy_to_host(void* dst, Tensor src) {
 
 void CudaBackend::zero(Tensor t) {
   if (t.nbytes() > 0) CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
+}
+
+bool CudaBackend::fill_synthetic(Tensor dst, const SyntheticSlice& slice) {
+  expect(dst, DType::kBF16, "fill_synthetic", "dst");
+  TPS_CHECK(dst.numel() == slice.numel(), "fill_synthetic: ", dst.shape_string(), " for a slice of ",
+            slice.numel(), " elements");
+  kernels::launch_synthetic_fill(kernels::make_synthetic_fill_params(bf16_mut(dst), slice), stream_,
+                                 *policy_);
+  return true;
 }
 
 void CudaBackend::synchronize() {

@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* dst, Tensor src) override;
   void zero(Tensor t) override;
   void synchronize() override;
+  bool fill_synthetic(Tensor dst, const SyntheticSlice& slice) override;
   size_t allocated_bytes() const override;
 
   void embedding(Tensor ids, Tensor table, int64_t vocab_begin, Tensor out) override;
