@@ -68,6 +68,8 @@ void EngineLoop::refresh_gauges() {
   waiting_ = s.num_waiting() + static_cast<int>(incoming_.size());
   kv_usage_ = s.kv_usage();
   preemptions_ = s.preemptions();
+  const SpeculativeMetrics& spec = s.speculative_metrics();
+  metrics_.set_spec_decode(spec.drafts, spec.draft_tokens, spec.accepted_tokens, spec.accepted_at);
 }
 
 void EngineLoop::admit(Submitted s) {

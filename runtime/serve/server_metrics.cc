@@ -99,11 +99,13 @@ void ServerMetrics::count_success(const std::string& finish_reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++success_[finish_reason];
 }
-void ServerMetrics::add_spec_decode(int64_t drafts, int64_t draft_tokens, int64_t accepted_tokens) {
+void ServerMetrics::set_spec_decode(int64_t drafts, int64_t draft_tokens, int64_t accepted_tokens,
+                                    const std::vector<int64_t>& accepted_at) {
   std::lock_guard<std::mutex> lock(mutex_);
-  spec_drafts_ += drafts;
-  spec_draft_tokens_ += draft_tokens;
-  spec_accepted_tokens_ += accepted_tokens;
+  spec_drafts_ = drafts;
+  spec_draft_tokens_ = draft_tokens;
+  spec_accepted_tokens_ = accepted_tokens;
+  spec_accepted_at_ = accepted_at;
 }
 
 void ServerMetrics::count_refusal(const std::string& reason) {
@@ -145,6 +147,15 @@ std::string ServerMetrics::render(const SchedulerGauges& g, int open_connections
           spec_draft_tokens_);
   counter("tpserve:spec_decode_num_accepted_tokens_total", "Speculative decoding: draft tokens accepted.",
           spec_accepted_tokens_);
+  header(out, "tpserve:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Speculative decoding: verifications that accepted the draft at each position (0 = first draft).");
+  for (size_t j = 0; j < spec_accepted_at_.size(); ++j)
+    out += "tpserve:spec_decode_num_accepted_tokens_per_pos_total{" + l + ",position=\"" + std::to_string(j) +
+           "\"} " + std::to_string(spec_accepted_at_[j]) + "\n";
+  gauge("tpserve:spec_decode_mean_accepted_length",
+        "Speculative decoding: tokens emitted per verification (accepted drafts + 1); 0 before any.",
+        spec_drafts_ ? 1.0 + static_cast<double>(spec_accepted_tokens_) / static_cast<double>(spec_drafts_)
+                     : 0.0);
   gauge("tpserve:http_connections_open", "HTTP connections open (idle keep-alive ones included).",
         open_connections);
   header(out, "tpserve:requests_refused_total", "counter",

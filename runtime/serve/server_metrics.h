@@ -49,9 +49,11 @@ class ServerMetrics {
   void add_generation_tokens(int64_t n);
   // A request that completed (finish_reason stop or length); aborted ones are not successes.
   void count_success(const std::string& finish_reason);
-  // Speculative decoding (MTP) hook: the engine reports drafts proposed and accepted per step. Zero until
-  // the engine runs MTP; the counters are exported anyway so that dashboards find them.
-  void add_spec_decode(int64_t drafts, int64_t draft_tokens, int64_t accepted_tokens);
+  // Speculative decoding (MTP): the scheduler's running totals, set after every step (zero without
+  // speculation; exported anyway so that dashboards find them). accepted_at[j]: verifications that
+  // accepted the draft at position j.
+  void set_spec_decode(int64_t drafts, int64_t draft_tokens, int64_t accepted_tokens,
+                       const std::vector<int64_t>& accepted_at);
 
   // A request or connection refused by a server limit; reason is its error code (unauthorized,
   // too_many_connections, server_overloaded, request_timeout, request_too_large, limit_exceeded).
@@ -67,6 +69,7 @@ class ServerMetrics {
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   std::map<std::string, int64_t> success_;  // by finish reason
   int64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
+  std::vector<int64_t> spec_accepted_at_;
   std::map<std::string, int64_t> refused_;  // by reason
 };
 

@@ -271,6 +271,37 @@ TEST(HttpApi, ModelsHealthMetricsAndDraining) {
   EXPECT_NE(page.find("# TYPE tpserve:time_to_first_token_seconds histogram"), std::string::npos);
 }
 
+// With MTP speculation the /metrics page counts what the scheduler verified: a draft round per sequence
+// and step, k draft tokens each, acceptances per draft position adding up to the accepted total.
+TEST(HttpApi, SpeculativeDecodingMetricsCountDraftsAndAcceptances) {
+  TestServer server(
+      {"model.synthetic.mtp=true", "speculative.method=mtp", "speculative.num_speculative_tokens=2"});
+  for (int i = 0; i < 2; ++i)
+    post(server, "/v1/completions", completion(i ? "Two" : "One", 12, {{"ignore_eos", true}}));
+  const std::string page = send(server, "GET", "/metrics").raw;
+  const std::string label = "{model_name=\"synthetic-tiny\"";
+  const double drafts = metric_value(page, "tpserve:spec_decode_num_drafts_total" + label);
+  const double draft_tokens = metric_value(page, "tpserve:spec_decode_num_draft_tokens_total" + label);
+  const double accepted = metric_value(page, "tpserve:spec_decode_num_accepted_tokens_total" + label);
+  EXPECT_GT(drafts, 0) << page;
+  EXPECT_EQ(draft_tokens, 2 * drafts);
+  EXPECT_GE(accepted, 0);
+  EXPECT_LE(accepted, draft_tokens);
+  const std::string pos = "tpserve:spec_decode_num_accepted_tokens_per_pos_total" + label + ",position=";
+  const double at0 = metric_value(page, pos + "\"0\""), at1 = metric_value(page, pos + "\"1\"");
+  EXPECT_GE(at0, at1);  // the second draft counts only after the first was accepted
+  EXPECT_EQ(at0 + at1, accepted);
+  EXPECT_EQ(metric_value(page, pos + "\"2\""), -1) << "k = 2: two positions";
+  EXPECT_DOUBLE_EQ(metric_value(page, "tpserve:spec_decode_mean_accepted_length" + label),
+                   1 + accepted / drafts);
+  // Every emitted token is a verification's accepted draft or its correction/bonus token.
+  EXPECT_EQ(metric_value(page, "tpserve:generation_tokens_total" + label), 24);
+  // Each request: its prefill emits the first token, each verification accepted + 1 more (the last one
+  // possibly past max_tokens, cut: up to k extra per request).
+  EXPECT_GE(drafts + accepted, 24 - 2);
+  EXPECT_LE(drafts + accepted, 24 - 2 + 2 * 2);
+}
+
 TEST(HttpApi, HealthIsUnavailableWhileLoadingAndDraining) {
   ServerMetrics metrics;
   HttpServer http(local_server_config(4), metrics);
