@@ -2,9 +2,11 @@
 // accepted, a corrupted draft stops acceptance exactly there, and the KV cache after the rejections equals
 // the cache of a run that never saw them. With the MTP head (a synthetic model, and a transformers fixture
 // given an MTP head): greedy decoding with k = 1, 2, 3 gives exactly the tokens of greedy decoding without
-// it, and seeded sampling with MTP is reproducible.
+// it, seeded sampling with MTP is reproducible, and it draws from plain sampling's distribution.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -153,6 +155,76 @@ TEST(MtpHead, SeededSamplingIsReproducible) {
   const auto ta = a.engine->generate({1, 2, 3}, p, 32, true);
   EXPECT_EQ(ta.size(), 32u);
   EXPECT_EQ(b.engine->generate({1, 2, 3}, p, 32, true), ta);
+}
+
+// Histogram over the vocabulary of the tokens at positions 1 and 2 of n seeded samples (3 tokens each, all
+// requests in flight together).
+std::vector<int64_t> sampled_histogram(Engine& e, int n, int vocab, uint64_t seed_base) {
+  for (int i = 0; i < n; ++i) {
+    Request r;
+    r.id = i + 1;
+    r.prompt = {1, 2, 3};
+    r.sampling = SamplingParams{.temperature = 1.0f, .seed = seed_base + static_cast<uint64_t>(i)};
+    r.max_tokens = 3;
+    r.ignore_eos = true;
+    e.scheduler().add(r);
+  }
+  std::vector<std::vector<int32_t>> out(n);
+  while (e.scheduler().has_work())
+    for (const auto& ev : e.step())
+      if (ev.token >= 0) out[ev.request_id - 1].push_back(ev.token);
+  std::vector<int64_t> h(vocab);
+  for (const auto& tokens : out) {
+    EXPECT_EQ(tokens.size(), 3u);
+    for (size_t j = 1; j < tokens.size(); ++j) ++h.at(tokens[j]);
+  }
+  return h;
+}
+
+// Two-sample chi-square statistic over the bins with at least 10 counts together (the rest pooled), and
+// its degrees of freedom.
+std::pair<double, int> chi_square(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  double na = 0, nb = 0;
+  for (size_t i = 0; i < a.size(); ++i) na += a[i], nb += b[i];
+  double stat = 0, pooled_a = 0, pooled_b = 0;
+  int bins = 0;
+  auto add = [&](double x, double y) {
+    stat += std::pow(x * std::sqrt(nb / na) - y * std::sqrt(na / nb), 2) / (x + y);
+    ++bins;
+  };
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] + b[i] >= 10) {
+      add(static_cast<double>(a[i]), static_cast<double>(b[i]));
+    } else {
+      pooled_a += static_cast<double>(a[i]);
+      pooled_b += static_cast<double>(b[i]);
+    }
+  }
+  if (pooled_a + pooled_b > 0) add(pooled_a, pooled_b);
+  return {stat, bins - 1};
+}
+
+// Sampling with MTP drafts (verification by rejection sampling) draws from the same distribution as plain
+// sampling: a two-sample chi-square test on a 32-token vocabulary, 3000 requests each, fixed seeds (so the
+// outcome is deterministic), failing below p = 0.001. Accepting drafts wrongly (e.g. always) would put most
+// mass on the drafts' argmax and fail it by far.
+TEST(MtpHead, SampledTokensFollowPlainSamplingsDistribution) {
+  const int vocab = 32, n = 3000;
+  const std::string model = "model: {synthetic: {preset: tiny, seed: 4, vocab: 32, mtp: true}}";
+  const std::vector<std::string> batch = {"runtime.max_batch=64", "runtime.max_num_batched_tokens=256"};
+  std::vector<std::string> spec = mtp_overrides(1);
+  spec.insert(spec.end(), batch.begin(), batch.end());
+  EngineRun plain(make_config(model, batch)), mtp(make_config(model, spec));
+  const std::vector<int64_t> hp = sampled_histogram(*plain.engine, n, vocab, 1000);
+  const std::vector<int64_t> hm = sampled_histogram(*mtp.engine, n, vocab, 500000);
+  EXPECT_GT(mtp.engine->scheduler().speculative_metrics().accepted_tokens, 0) << "no draft was ever accepted";
+  const auto [stat, df] = chi_square(hp, hm);
+  ASSERT_GE(df, 3) << "too few populated bins for a meaningful test";
+  // Wilson-Hilferty: chi2(df) quantile at p = 0.001 (z = 3.09).
+  const double c = 2.0 / (9.0 * df), critical = df * std::pow(1 - c + 3.09 * std::sqrt(c), 3);
+  EXPECT_LT(stat, critical) << "chi-square " << stat << " with " << df << " degrees of freedom";
+  std::printf("MTP vs plain sampling: chi-square %.1f, df %d, critical (p = 0.001) %.1f\n", stat, df,
+              critical);
 }
 
 TEST(MtpHead, MissingHeadIsAClearError) {
