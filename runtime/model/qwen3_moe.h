@@ -52,6 +52,8 @@ class Qwen3MoeModel {
   // Token id standing for draft j (0-based) of the sequence in draft-table slot `slot`
   // (StepBatch::token_ids).
   int32_t device_draft_token(int slot, int j) const { return -(1 + j * options_.max_seqs + slot); }
+  // The k drafts the MTP head left for a draft-table slot (tests, debugging: copies to the host).
+  std::vector<int32_t> drafts_of_slot(int slot) const;
   // Test access to one layer's KV cache (the main model's; layer -1: the MTP layer's).
   KvCacheLayer kv_cache(int layer) const { return layer < 0 ? mtp_kv_ : kv_[layer]; }
   Backend& backend() { return backend_; }

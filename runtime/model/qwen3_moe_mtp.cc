@@ -12,6 +12,17 @@
 
 namespace tpserve {
 
+std::vector<int32_t> Qwen3MoeModel::drafts_of_slot(int slot) const {
+  TPS_CHECK(slot >= 0 && slot < options_.max_seqs, "draft-table slot ", slot, " outside [0, ",
+            options_.max_seqs, ")");
+  std::vector<int32_t> table(static_cast<size_t>(draft_table_.numel()));
+  backend_.copy_to_host(table.data(), draft_table_);
+  std::vector<int32_t> drafts;
+  for (int j = 0; j < options_.num_speculative_tokens; ++j)
+    drafts.push_back(table[static_cast<size_t>(j) * options_.max_seqs + slot]);
+  return drafts;
+}
+
 void Qwen3MoeModel::mtp_input(Tensor tokens, Tensor hidden, int n) {
   const MtpWeights& m = weights_.mtp;
   const float eps = static_cast<float>(spec_.rms_norm_eps);

@@ -8,15 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "model_test_util.h"
 #include "parallel/communicator.h"
 #include "runtime/engine/engine.h"
-#include "runtime/weights/checkpoint.h"
-#include "runtime/weights/safetensors_writer.h"
-#include "runtime/weights/synthetic_weights.h"
+#include "tests/model/mtp_fixture.h"
 
 namespace tpserve {
 namespace {
@@ -102,35 +98,6 @@ TEST(MtpHead, GreedyEqualsPlainGreedyOnASyntheticModel) {
     EXPECT_EQ(spec.engine->generate(prompt, SamplingParams{}, 64, true), plain) << "k " << k;
     EXPECT_GT(spec.engine->scheduler().speculative_metrics().drafts, 0);
   }
-}
-
-// A transformers fixture plus a synthetic MTP head of its shape, as a two-shard checkpoint.
-std::string fixture_with_mtp(const std::string& fixture) {
-  namespace fs = std::filesystem;
-  const std::string dir =
-      (fs::temp_directory_path() / ("tpserve_mtp_" + fixture + std::to_string(::getpid()))).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string src = fixture_dir(fixture);
-  fs::copy_file(src + "/model.safetensors", dir + "/model-00001-of-00002.safetensors");
-  fs::copy_file(src + "/generation_config.json", dir + "/generation_config.json");
-  nlohmann::json config = nlohmann::json::parse(std::ifstream(src + "/config.json"));
-  config["num_nextn_predict_layers"] = 1;
-  std::ofstream(dir + "/config.json") << config.dump(2);
-  const ModelSpec spec = load_model_spec(dir);
-  SyntheticWeights head(spec, 77);
-  SafetensorsWriter writer;
-  std::map<std::string, std::string> weight_map;
-  for (const auto& name : Checkpoint(src).names()) weight_map[name] = "model-00001-of-00002.safetensors";
-  for (const auto& name : head.names()) {
-    if (name.rfind("mtp.", 0) != 0) continue;
-    const std::vector<float> v = head.read_all_f32(name);
-    writer.add(name, DType::kF32, head.meta(name).shape, v.data(), v.size() * sizeof(float));
-    weight_map[name] = "model-00002-of-00002.safetensors";
-  }
-  writer.write(dir + "/model-00002-of-00002.safetensors");
-  write_index_json(dir, weight_map, 0);
-  return dir;
 }
 
 TEST(MtpHead, GreedyEqualsPlainGreedyOnAFixtureWithAnMtpHead) {
