@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/bench_kernels.h"
+#include "bench/common/tool_main.h"
 #include "common/cuda_check.h"
 #include "runtime/backend/cuda/cublaslt_gemm.h"
 #include "runtime/backend/cuda/cuda_backend.h"
@@ -247,10 +248,5 @@ int run(int argc, char** argv) {
 }  // namespace tpserve::bench
 
 int main(int argc, char** argv) {
-  try {
-    return tpserve::bench::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ops: %s\n", e.what());
-    return 1;
-  }
+  return tpserve::bench::tool_main("ops", [&] { return tpserve::bench::run(argc, argv); });
 }

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "bench/common/tool_main.h"
 #include "bench/op_chain/case_runner.h"
 #include "bench/op_chain/chain_report.h"
 #include "common/cuda_check.h"
@@ -130,10 +131,5 @@ int run(int argc, char** argv) {
 }  // namespace tpserve::bench
 
 int main(int argc, char** argv) {
-  try {
-    return tpserve::bench::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "op_chain: %s\n", e.what());
-    return 1;
-  }
+  return tpserve::bench::tool_main("op_chain", [&] { return tpserve::bench::run(argc, argv); });
 }
