@@ -67,6 +67,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   int size() const override { return size_; }
 
   void all_reduce_sum(void* data, size_t count, DType dtype) override {
+    if (one_shot_ != nullptr && one_shot_->all_reduce_sum(data, count, dtype, stream_)) return;
     NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, stream_));
   }
   void all_gather(const void* send, void* recv, size_t count, DType dtype) override {
@@ -96,6 +97,10 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     }
   }
 
+  void use_one_shot_all_reduce(std::unique_ptr<OneShotAllReduce> one_shot) override {
+    one_shot_ = std::move(one_shot);
+  }
+
   void abort() override {
     if (comm_ != nullptr) ncclCommAbort(comm_);
     comm_ = nullptr;
@@ -107,6 +112,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   int rank_ = 0;
   int size_ = 1;
   void* scratch_ = nullptr;
+  std::unique_ptr<OneShotAllReduce> one_shot_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "parallel/communicator.h"
+#include "parallel/one_shot_all_reduce.h"
 
 namespace tpserve::parallel {
 
@@ -19,6 +20,9 @@ class NcclCommunicator : public Communicator {
   // Throws tpserve::Error when NCCL reported an asynchronous error (after aborting the communicator).
   virtual void check_health() = 0;
   virtual void abort() = 0;
+  // From now on, sums that fit go through the one-shot NVLink kernel instead of ncclAllReduce (every rank
+  // must make the same call).
+  virtual void use_one_shot_all_reduce(std::unique_ptr<OneShotAllReduce> one_shot) = 0;
 };
 
 // `device` is the CUDA device of this rank (already current or made current here); `stream` the stream

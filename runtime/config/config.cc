@@ -12,6 +12,9 @@ const char* moe_parallel_name(MoeParallel v) {
 const char* moe_dispatch_name(MoeDispatch v) {
   return v == MoeDispatch::kAllReduce ? "allreduce" : "alltoall";
 }
+const char* all_reduce_impl_name(AllReduceImpl v) {
+  return v == AllReduceImpl::kNccl ? "nccl" : "one_shot";
+}
 const char* backend_kind_name(BackendKind v) {
   switch (v) {
     case BackendKind::kAuto:
@@ -86,7 +89,8 @@ std::string config_to_yaml(const Config& c) {
       << c.parallel.tp << YAML::Key << "ep" << YAML::Value << c.parallel.ep << YAML::Key << "moe"
       << YAML::Value << YAML::BeginMap << YAML::Key << "parallel" << YAML::Value
       << moe_parallel_name(c.parallel.moe_parallel) << YAML::Key << "dispatch" << YAML::Value
-      << moe_dispatch_name(c.parallel.moe_dispatch) << YAML::EndMap << YAML::EndMap;
+      << moe_dispatch_name(c.parallel.moe_dispatch) << YAML::EndMap << YAML::Key << "all_reduce"
+      << YAML::Value << all_reduce_impl_name(c.parallel.all_reduce) << YAML::EndMap;
 
   const auto& r = c.runtime;
   out << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap << YAML::Key << "backend" << YAML::Value

@@ -34,11 +34,16 @@ struct ModelConfig {
 enum class MoeParallel { kTp, kEp };
 enum class MoeDispatch { kAllReduce, kAllToAll };
 
+// How the GPU data plane sums across ranks: NCCL's all-reduce, or a one-shot kernel over NVLink (IPC peer
+// buffers) for messages up to its buffer size, NCCL above (parallel/one_shot_all_reduce.h).
+enum class AllReduceImpl { kNccl, kOneShot };
+
 struct ParallelConfig {
   int tp = 1;
   int ep = 1;
   MoeParallel moe_parallel = MoeParallel::kTp;
   MoeDispatch moe_dispatch = MoeDispatch::kAllReduce;
+  AllReduceImpl all_reduce = AllReduceImpl::kNccl;
 };
 
 enum class BackendKind { kAuto, kCpu, kCuda };
@@ -109,6 +114,7 @@ struct Config {
 
 const char* moe_parallel_name(MoeParallel v);
 const char* moe_dispatch_name(MoeDispatch v);
+const char* all_reduce_impl_name(AllReduceImpl v);
 const char* backend_kind_name(BackendKind v);
 const char* speculative_method_name(SpeculativeMethod v);
 

@@ -50,10 +50,16 @@ std::unique_ptr<Engine> RuntimeSetup::make_engine(const EngineOptions& options) 
     auto nccl = parallel::make_nccl_communicator(MPI_COMM_WORLD, cuda->device_index(), cuda->stream());
     // A wait on a collective whose peer failed ends with NCCL's error instead of hanging.
     cuda->set_wait_hook([comm = nccl.get()] { comm->check_health(); });
+    if (config_.parallel.all_reduce == AllReduceImpl::kOneShot)
+      nccl->use_one_shot_all_reduce(
+          parallel::make_one_shot_all_reduce(MPI_COMM_WORLD, cuda->device_index(), cuda->launch_policy()));
     data_ = std::move(nccl);
     data = data_.get();
   }
 #endif
+  if (config_.parallel.all_reduce == AllReduceImpl::kOneShot && data == world_.get())
+    log_warn("parallel.all_reduce: one_shot applies to the CUDA backend with several ranks; sums go over ",
+             world_->size() > 1 ? "MPI" : "nothing (one rank)");
   return std::make_unique<Engine>(config_, *world_, *data, std::move(backend), options);
 }
 

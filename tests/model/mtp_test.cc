@@ -126,12 +126,12 @@ TEST(MtpHead, SeededSamplingIsReproducible) {
 
 // Histogram over the vocabulary of the tokens at positions 1 and 2 of n seeded samples (3 tokens each, all
 // requests in flight together).
-std::vector<int64_t> sampled_histogram(Engine& e, int n, int vocab, uint64_t seed_base) {
+std::vector<int64_t> sampled_histogram(Engine& e, int n, int vocab, int64_t seed_base) {
   for (int i = 0; i < n; ++i) {
     Request r;
     r.id = i + 1;
     r.prompt = {1, 2, 3};
-    r.sampling = SamplingParams{.temperature = 1.0f, .seed = seed_base + static_cast<uint64_t>(i)};
+    r.sampling = SamplingParams{.temperature = 1.0f, .seed = static_cast<int64_t>(seed_base) + i};
     r.max_tokens = 3;
     r.ignore_eos = true;
     e.scheduler().add(r);

@@ -10,6 +10,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype.h"
+#include "kernels/launch.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/nccl_communicator.h"
 #include "tests/multigpu/gpu_world.h"
@@ -165,6 +166,44 @@ TEST_P(NcclCollectives, MatchMpiEagerAndInAGraph) {
   nccl_->broadcast(bytes.data(), kCount * 4, p - 1);
   nccl_->barrier();
   expect_near(bytes.download(stream_), random_values(kCount, 7 + p - 1), DType::kF32, 0, "broadcast");
+}
+
+// The one-shot NVLink all-reduce behind the same communicator: every size up to its 1 MiB limit and past it
+// (NCCL takes over), eagerly and replayed from one captured graph with fresh inputs (the kernel alternates
+// buffer halves by call parity, so several replays matter).
+TEST_P(NcclCollectives, OneShotAllReduceMatchesMpiAtEverySize) {
+  const DType dtype = GetParam();
+  const int p = world_size(), r = world_rank();
+  kernels::LaunchPolicy policy;
+  nccl_->use_one_shot_all_reduce(parallel::make_one_shot_all_reduce(MPI_COMM_WORLD, local_gpu(), policy));
+  for (const size_t count :
+       {size_t(1), size_t(7), size_t(2048), size_t(4099), size_t(65536 + 3), size_t(300000)}) {
+    SCOPED_TRACE("count " + std::to_string(count) + " (" + std::to_string(count * dtype_size(dtype)) +
+                 " bytes)");
+    DeviceBuffer sum(count, dtype);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    for (int round = 0; round < 5; ++round) {
+      const auto v = random_values(count, 1000 * round + 10 * r + static_cast<unsigned>(count % 97));
+      sum.upload(v, stream_);
+      if (round < 2) {
+        nccl_->all_reduce_sum(sum.data(), count, dtype);  // eager, twice: both buffer halves
+      } else {
+        if (exec == nullptr) {
+          CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+          nccl_->all_reduce_sum(sum.data(), count, dtype);
+          CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+          CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        }
+        CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+      }
+      std::vector<float> want = v;
+      mpi_->all_reduce_sum(want.data(), count, DType::kF32);
+      expect_near(sum.download(stream_), want, dtype, p, "one-shot all_reduce_sum");
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, NcclCollectives, ::testing::Values(DType::kF32, DType::kBF16),

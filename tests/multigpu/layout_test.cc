@@ -1,8 +1,8 @@
 // Every parallel layout on GPUs, one process per GPU under mpirun, collectives over NCCL: each must give
-// the single-GPU result, with CUDA graphs on and off. Per model: 32 greedy tokens generated freely, and
-// the logits behind each of them (prefill, then 31 decode steps teacher-forced on the single-GPU tokens;
-// bf16 tolerance). A greedy token may differ only where the single-GPU logits are a near-tie; the
-// comparison of tokens stops there.
+// the single-GPU result, with CUDA graphs on and off, and with the one-shot NVLink all-reduce. Per model: 32
+// greedy tokens generated freely, and the logits behind each of them (prefill, then 31 decode steps
+// teacher-forced on the single-GPU tokens; bf16 tolerance). A greedy token may differ only where the
+// single-GPU logits are a near-tie; the comparison of tokens stops there.
 //
 // Models: synthetic presets (tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4),
 // tiny with an MTP head drafting k = 2, the Qwen3-30B-A3B shape with two layers, and a skewed-routing
@@ -123,9 +123,11 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& pr
   auto control = parallel::make_mpi_communicator(MPI_COMM_WORLD);
   for (const Layout& layout : kLayouts) {
     if (num_experts % np != 0 && layout.name != std::string("tp_sharded_moe")) continue;  // ep must divide E
-    for (const bool graphs : {true, false}) {
-      const std::string what =
-          std::string(layout.name) + " np " + std::to_string(np) + (graphs ? " graphs" : " eager");
+    // Graphs on and off with NCCL's all-reduce, and graphs on with the one-shot NVLink all-reduce.
+    for (const auto& [graphs, one_shot] :
+         {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}}) {
+      const std::string what = std::string(layout.name) + " np " + std::to_string(np) +
+                               (graphs ? " graphs" : " eager") + (one_shot ? " one-shot all-reduce" : "");
       SCOPED_TRACE(what);
       std::vector<std::string> overrides = layout.overrides(np);
       overrides.insert(overrides.end(), extra.begin(), extra.end());
@@ -134,6 +136,9 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& pr
       auto data =
           parallel::make_nccl_communicator(MPI_COMM_WORLD, backend->device_index(), backend->stream());
       backend->set_wait_hook([comm = data.get()] { comm->check_health(); });
+      if (one_shot)
+        data->use_one_shot_all_reduce(parallel::make_one_shot_all_reduce(
+            MPI_COMM_WORLD, backend->device_index(), backend->launch_policy()));
       Outcome got;
       {
         Engine engine(gpu_config(model_yaml, overrides), *control, *data, std::move(backend),

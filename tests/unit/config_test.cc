@@ -72,6 +72,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "parallel.moe.dispatch: got 'a2a', expected one of allreduce|alltoall"},
         Malformed{"ep_with_tp_moe", M + "parallel: {tp: 2, ep: 2, moe: {parallel: tp}}\n",
                   "parallel.moe.parallel: 'tp' contradicts parallel.ep=2"},
+        Malformed{"all_reduce_bad", M + "parallel: {all_reduce: custom}\n",
+                  "parallel.all_reduce: got 'custom', expected one of nccl|one_shot"},
         Malformed{"alltoall_without_ep", M + "parallel: {moe: {parallel: tp, dispatch: alltoall}}\n",
                   "parallel.moe.dispatch: 'alltoall' needs parallel.moe.parallel: ep"},
         Malformed{"backend_bad", M + "runtime: {backend: rocm}\n",
@@ -191,6 +193,15 @@ TEST(Config, EpImpliesExpertParallelMoe) {
   const Config c = parse_config(M + "parallel: {tp: 2, ep: 2, moe: {dispatch: alltoall}}\n", "x");
   EXPECT_EQ(c.parallel.moe_parallel, MoeParallel::kEp);
   EXPECT_EQ(c.parallel.moe_dispatch, MoeDispatch::kAllToAll);
+  EXPECT_EQ(c.parallel.all_reduce, AllReduceImpl::kNccl);
+}
+
+TEST(Config, AllReduceImplementation) {
+  const Config c = parse_config(M + "parallel: {tp: 2, all_reduce: one_shot}\n", "x");
+  EXPECT_EQ(c.parallel.all_reduce, AllReduceImpl::kOneShot);
+  EXPECT_NE(config_to_yaml(c).find("all_reduce: one_shot"), std::string::npos) << config_to_yaml(c);
+  EXPECT_EQ(parse_config(M, "x", {"parallel.all_reduce=one_shot"}).parallel.all_reduce,
+            AllReduceImpl::kOneShot);
 }
 
 TEST(Config, PdlSitesAndSpeculative) {

@@ -1,0 +1,99 @@
+// The one-shot all-reduce kernel (see the header for the protocol). One block per region of at most
+// kOneShotRegionBytes; flags are written with st.release.sys and read with ld.acquire.sys, peer data with
+// L1-bypassing loads.
+#include <algorithm>
+#include <type_traits>
+
+#include "common/error.h"
+#include "kernels/launch.h"
+#include "kernels/one_shot_all_reduce.h"
+#include "kernels/pdl.cuh"
+
+namespace tpserve::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr size_t kMinBytesPerBlock = size_t(4) << 10;  // small messages: few blocks, few barriers
+
+__device__ __forceinline__ void store_release_sys(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ float to_f32(T x) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return __bfloat162float(x);
+  else
+    return x;
+}
+template <typename T>
+__device__ __forceinline__ T from_f32(float x) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return __float2bfloat16(x);
+  else
+    return x;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const OneShotAllReduceParams p) {
+  const int b = blockIdx.x;
+  const int64_t per_block = (p.count + gridDim.x - 1) / gridDim.x;
+  const int64_t begin = min(p.count, b * per_block), end = min(p.count, begin + per_block);
+  const uint32_t call = p.counters[b] + 1;  // only this block reads and writes counters[b]
+  const size_t region = (call & 1u) * kOneShotMaxBytes + static_cast<size_t>(b) * kOneShotRegionBytes;
+  T* data = static_cast<T*>(p.data);
+
+  pdl_wait();  // the input is the predecessor's output
+  T* mine = reinterpret_cast<T*>(static_cast<char*>(p.buffers[p.rank]) + region);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) mine[i - begin] = data[i];
+  __syncthreads();
+  if (threadIdx.x < p.ranks) {
+    // Block b of rank `p.rank` has arrived with its region written (release covers the block's writes,
+    // ordered before by the barrier); then wait for block b of every rank.
+    store_release_sys(p.flags[threadIdx.x] + b * kOneShotMaxRanks + p.rank, call);
+    const uint32_t* flag = p.flags[p.rank] + b * kOneShotMaxRanks + threadIdx.x;
+    while (static_cast<int32_t>(load_acquire_sys(flag) - call) < 0) {
+    }
+  }
+  __syncthreads();
+
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int r = 0; r < p.ranks; ++r) {
+      const T* peer = reinterpret_cast<const T*>(static_cast<const char*>(p.buffers[r]) + region);
+      acc += to_f32(__ldcg(peer + (i - begin)));
+    }
+    data[i] = from_f32<T>(acc);
+  }
+  if (threadIdx.x == 0) p.counters[b] = call;
+  pdl_trigger();
+}
+
+}  // namespace
+
+void launch_one_shot_all_reduce(const OneShotAllReduceParams& p, cudaStream_t stream,
+                                const LaunchPolicy& policy) {
+  const size_t esize = p.bf16 ? 2 : 4, bytes = static_cast<size_t>(p.count) * esize;
+  TPS_CHECK(p.ranks >= 1 && p.ranks <= kOneShotMaxRanks && p.rank >= 0 && p.rank < p.ranks,
+            "one-shot all-reduce: rank ", p.rank, " of ", p.ranks);
+  TPS_CHECK(bytes <= kOneShotMaxBytes, "one-shot all-reduce: ", bytes, " bytes (at most ", kOneShotMaxBytes,
+            ")");
+  if (p.count == 0) return;
+  // Blocks: at least kMinBytesPerBlock each, each region within kOneShotRegionBytes.
+  const size_t by_size = (bytes + kMinBytesPerBlock - 1) / kMinBytesPerBlock;
+  const size_t by_region = (bytes + kOneShotRegionBytes - 1) / kOneShotRegionBytes;
+  const int blocks = static_cast<int>(std::clamp<size_t>(std::max(by_size, by_region), 1, kOneShotMaxBlocks));
+  if (p.bf16)
+    launch(policy, Site::kAllReduce, Pdl::kEnrolled, one_shot_all_reduce_kernel<bf16>, dim3(blocks),
+           dim3(kThreads), 0, stream, p);
+  else
+    launch(policy, Site::kAllReduce, Pdl::kEnrolled, one_shot_all_reduce_kernel<float>, dim3(blocks),
+           dim3(kThreads), 0, stream, p);
+}
+
+}  // namespace tpserve::kernels

@@ -1,0 +1,31 @@
+// OneShotAllReduce: the buffers of the one-shot NVLink all-reduce (kernels/one_shot_all_reduce.h) for a group
+// of ranks on one host, one GPU each: every rank allocates its staging buffer and flags, shares them over
+// MPI as CUDA IPC handles, and maps its peers'. Construction is collective; it throws (naming why) when the
+// group spans hosts, has more than 8 ranks, or a pair of GPUs has no peer access.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include <memory>
+
+#include "common/dtype.h"
+
+namespace tpserve::kernels {
+class LaunchPolicy;
+}
+
+namespace tpserve::parallel {
+
+class OneShotAllReduce {
+ public:
+  virtual ~OneShotAllReduce() = default;
+  // Enqueues the in-place sum on `stream` and returns true, or returns false (nothing enqueued) when the
+  // message is too large or of a type it does not sum (the caller uses NCCL then). Every rank decides alike.
+  virtual bool all_reduce_sum(void* data, size_t count, DType dtype, cudaStream_t stream) = 0;
+};
+
+std::unique_ptr<OneShotAllReduce> make_one_shot_all_reduce(MPI_Comm group, int device,
+                                                           const kernels::LaunchPolicy& policy);
+
+}  // namespace tpserve::parallel
