@@ -44,11 +44,13 @@ __global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const One
   const int b = blockIdx.x;
   const int64_t per_block = (p.count + gridDim.x - 1) / gridDim.x;
   const int64_t begin = min(p.count, b * per_block), end = min(p.count, begin + per_block);
-  const uint32_t call = p.counters[b] + 1;  // only this block reads and writes counters[b]
-  const size_t region = (call & 1u) * kOneShotMaxBytes + static_cast<size_t>(b) * kOneShotRegionBytes;
   T* data = static_cast<T*>(p.data);
 
-  pdl_wait();  // the input is the predecessor's output
+  // The input is the predecessor's output, and the counter the previous call's (it may be the predecessor):
+  // neither is read before the predecessor has completed.
+  pdl_wait();
+  const uint32_t call = p.counters[b] + 1;  // only this block reads and writes counters[b]
+  const size_t region = (call & 1u) * kOneShotMaxBytes + static_cast<size_t>(b) * kOneShotRegionBytes;
   T* mine = reinterpret_cast<T*>(static_cast<char*>(p.buffers[p.rank]) + region);
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) mine[i - begin] = data[i];
   __syncthreads();
