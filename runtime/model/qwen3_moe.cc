@@ -277,10 +277,8 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
   backend_.topk_gating(logits, static_cast<int>(k), spec_.norm_topk_prob, weights, ids);
   Tensor send_x = a2a_send_x_.view({P, cap, h}), recv_x = a2a_recv_x_.view({P, cap, h});
   Tensor send_e = a2a_send_expert_.view({P, cap}), recv_e = a2a_recv_expert_.view({P, cap});
-  if (options_.record_routing && routing_layer >= 0) {
+  if (options_.record_routing && routing_layer >= 0)
     recv_e = routing_ids_.rows(routing_layer, routing_layer + 1).view({P, cap});
-    last_routing_ids_ = P * cap;
-  }
   Tensor origin = a2a_origin_.view({n, k});
   backend_.moe_pack(mine, ids, layout_.local_experts(spec_), send_x, send_e, origin);
   comm_.all_to_all(send_x.data, recv_x.data, static_cast<size_t>(cap * h), send_x.dtype);
@@ -309,10 +307,8 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
     const int k = spec_.num_experts_per_tok;
     Tensor logits = router_logits_.rows(0, tokens), weights = topk_w_.rows(0, tokens),
            ids = topk_ids_.rows(0, tokens);
-    if (options_.record_routing && routing_layer >= 0) {
+    if (options_.record_routing && routing_layer >= 0)
       ids = routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k});
-      last_routing_ids_ = static_cast<int64_t>(tokens) * k;
-    }
     backend_.linear(normed, w.router, logits);
     backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
     backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
@@ -383,7 +379,6 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   if (bucket >= 0) {
     graphs_.at(bucket)->replay();
     ++graph_replays_;
-    last_routing_ids_ = graph_routing_ids_.at(bucket);
   } else {
     compute(shape);
   }
@@ -425,11 +420,15 @@ RoutingStats Qwen3MoeModel::last_step_routing() const {
   stats.experts_hit.resize(spec_.num_layers);
   // Under all-to-all dispatch the recorded ids are this rank's local experts (-1 marks unused rows).
   const int32_t offset = layout_.all_to_all ? layout_.first_expert(spec_) : 0;
-  std::vector<int32_t> ids(static_cast<size_t>(last_routing_ids_));
+  // What each layer's row holds after a step of T rows (a replayed graph: its bucket's, padding included).
+  const int64_t P = layout_.tp_size, k = spec_.num_experts_per_tok;
+  const int64_t length =
+      layout_.all_to_all ? P * ((last_tokens_ + P - 1) / P) * k : int64_t(last_tokens_) * k;
+  std::vector<int32_t> ids(static_cast<size_t>(length));
   std::vector<char> hit(static_cast<size_t>(std::max(spec_.num_experts, 1)));
   for (int l = 0; l < spec_.num_layers; ++l) {
     if (!weights_.layers[l].moe || ids.empty()) continue;
-    backend_.copy_to_host(ids.data(), routing_ids_.rows(l, l + 1).view({last_routing_ids_}));
+    backend_.copy_to_host(ids.data(), routing_ids_.rows(l, l + 1).view({length}));
     std::fill(hit.begin(), hit.end(), 0);
     for (int32_t id : ids)
       if (id >= 0) hit.at(static_cast<size_t>(id + offset)) = 1;

@@ -137,10 +137,8 @@ class Qwen3MoeModel {
   Tensor routing_ids_;
   // Graphs by batch size; padding rows write their KV to one extra block.
   std::map<int, std::unique_ptr<StepGraph>> graphs_;
-  std::map<int, int64_t> graph_routing_ids_;  // per bucket: the routing record's length its replay writes
   int64_t graph_replays_ = 0;
-  int last_tokens_ = 0;
-  int64_t last_routing_ids_ = 0;
+  int last_tokens_ = 0;  // rows of the last forward (a replayed graph's: its bucket's)
 };
 
 }  // namespace tpserve

@@ -89,7 +89,6 @@ bool Qwen3MoeModel::capture_graphs(std::vector<int> batch_sizes) {
     }
     log_info("captured decode graph for batch ", size, ": ", graph->report().format());
     graphs_[size] = std::move(graph);
-    graph_routing_ids_[size] = last_routing_ids_;  // set by the captured compute, not by its replays
   }
   return true;
 }
