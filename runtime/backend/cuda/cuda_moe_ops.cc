@@ -56,6 +56,31 @@ int moe_rows_per_chunk(int rows, int per_row, int experts, int hidden, int inter
   return fit;
 }
 
+// Sorts `assignments` expert ids by expert (moe_align) and runs the expert kernels on them. `e` comes with
+// its inputs and outputs set (x, x_row_divisor, weights, sizes, y_f32 or y_bf16); the routing lists and the
+// intermediate are taken from `scratch` here.
+void align_and_run_experts(const int32_t* expert_of, int assignments, int expert_begin, int experts,
+                           kernels::MoeExpertsParams e, ScratchRegion::Cursor& scratch, cudaStream_t stream,
+                           const kernels::LaunchPolicy& policy) {
+  kernels::MoeAlignParams align;
+  align.expert_of = expert_of;
+  align.num_assignments = assignments;
+  align.expert_begin = expert_begin;
+  align.num_experts = experts;
+  align.max_work = kernels::moe_max_work_items(assignments, experts);
+  align.sorted = scratch.take<int32_t>(assignments, "MoE sorted assignments");
+  align.work = scratch.take<int32_t>(size_t(align.max_work) * 3, "MoE work items");
+  align.num_work = scratch.take<int32_t>(1, "MoE work count");
+  kernels::launch_moe_align(align, stream, policy);
+
+  e.sorted = align.sorted;
+  e.work = align.work;
+  e.num_work = align.num_work;
+  e.max_work = align.max_work;
+  e.act = scratch.take<kernels::bf16>(size_t(assignments) * e.inter, "MoE intermediate");
+  kernels::launch_moe_experts(e, stream, policy);
+}
+
 }  // namespace
 
 void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
@@ -102,35 +127,20 @@ void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk
   for (int t0 = 0; t0 < tokens; t0 += chunk) {
     const int n = std::min(chunk, tokens - t0), assignments = n * k;
     ScratchRegion::Cursor scratch(*scratch_);
-    kernels::MoeAlignParams align;
-    align.expert_of = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
-    align.num_assignments = assignments;
-    align.expert_begin = expert_begin;
-    align.num_experts = experts;
-    align.max_work = kernels::moe_max_work_items(assignments, experts);
-    align.sorted = scratch.take<int32_t>(assignments, "MoE sorted assignments");
-    align.work = scratch.take<int32_t>(size_t(align.max_work) * 3, "MoE work items");
-    align.num_work = scratch.take<int32_t>(1, "MoE work count");
-    kernels::launch_moe_align(align, stream_, *policy_);
-
+    const int32_t* ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
     kernels::MoeExpertsParams e;
     e.x = bf16_ptr(x) + int64_t(t0) * hidden;
     e.x_row_divisor = k;
     e.gate_up = bf16_ptr(gate_up);
     e.down = bf16_ptr(down);
-    e.sorted = align.sorted;
-    e.work = align.work;
-    e.num_work = align.num_work;
-    e.max_work = align.max_work;
-    e.act = scratch.take<kernels::bf16>(size_t(assignments) * inter, "MoE intermediate");
     e.y_f32 = scratch.take<float>(size_t(assignments) * hidden, "MoE expert outputs");
     e.hidden = hidden;
     e.inter = inter;
-    kernels::launch_moe_experts(e, stream_, *policy_);
+    align_and_run_experts(ids, assignments, expert_begin, experts, e, scratch, stream_, *policy_);
 
     kernels::MoeCombineParams c;
     c.y_f32 = e.y_f32;
-    c.topk_ids = align.expert_of;
+    c.topk_ids = ids;
     c.expert_begin = expert_begin;
     c.num_experts = experts;
     c.weights = topk_weights.ptr<float>() + int64_t(t0) * k;
@@ -157,30 +167,16 @@ void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_u
   for (int r0 = 0; r0 < n; r0 += chunk) {
     const int count = std::min(chunk, n - r0);
     ScratchRegion::Cursor scratch(*scratch_);
-    kernels::MoeAlignParams align;
-    align.expert_of = expert_ids.ptr<int32_t>() + r0;
-    align.num_assignments = count;
-    align.num_experts = experts;  // ids are local; -1 (unused row) falls outside [0, E)
-    align.max_work = kernels::moe_max_work_items(count, experts);
-    align.sorted = scratch.take<int32_t>(count, "MoE sorted rows");
-    align.work = scratch.take<int32_t>(size_t(align.max_work) * 3, "MoE work items");
-    align.num_work = scratch.take<int32_t>(1, "MoE work count");
-    kernels::launch_moe_align(align, stream_, *policy_);
-
     kernels::MoeExpertsParams e;
     e.x = bf16_ptr(rows) + int64_t(r0) * hidden;
     e.x_row_divisor = 1;
     e.gate_up = bf16_ptr(gate_up);
     e.down = bf16_ptr(down);
-    e.sorted = align.sorted;
-    e.work = align.work;
-    e.num_work = align.num_work;
-    e.max_work = align.max_work;
-    e.act = scratch.take<kernels::bf16>(size_t(count) * inter, "MoE intermediate");
     e.y_bf16 = bf16_mut(out) + int64_t(r0) * hidden;  // rows without an expert stay untouched
     e.hidden = hidden;
     e.inter = inter;
-    kernels::launch_moe_experts(e, stream_, *policy_);
+    // ids are local; -1 (unused row) falls outside [0, E)
+    align_and_run_experts(expert_ids.ptr<int32_t>() + r0, count, 0, experts, e, scratch, stream_, *policy_);
   }
 }
 
