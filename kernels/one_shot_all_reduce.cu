@@ -2,7 +2,6 @@
 // kOneShotRegionBytes; flags are written with st.release.sys and read with ld.acquire.sys, peer data with
 // L1-bypassing loads.
 #include <algorithm>
-#include <type_traits>
 
 #include "common/error.h"
 #include "kernels/launch.h"
@@ -22,21 +21,6 @@ __device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* p) {
   uint32_t v;
   asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
-}
-
-template <typename T>
-__device__ __forceinline__ float to_f32(T x) {
-  if constexpr (std::is_same_v<T, bf16>)
-    return __bfloat162float(x);
-  else
-    return x;
-}
-template <typename T>
-__device__ __forceinline__ T from_f32(float x) {
-  if constexpr (std::is_same_v<T, bf16>)
-    return __float2bfloat16(x);
-  else
-    return x;
 }
 
 template <typename T>
@@ -68,9 +52,9 @@ __global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const One
     float acc = 0.0f;
     for (int r = 0; r < p.ranks; ++r) {
       const T* peer = reinterpret_cast<const T*>(static_cast<const char*>(p.buffers[r]) + region);
-      acc += to_f32(__ldcg(peer + (i - begin)));
+      acc += static_cast<float>(__ldcg(peer + (i - begin)));
     }
-    data[i] = from_f32<T>(acc);
+    data[i] = static_cast<T>(acc);
   }
   if (threadIdx.x == 0) p.counters[b] = call;
   pdl_trigger();
