@@ -6,31 +6,20 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TPS_SYNTH_HD __host__ __device__
-#else
-#define TPS_SYNTH_HD
-#endif
+#include "common/counter_hash.h"
 
 namespace tpserve {
 
 inline constexpr uint64_t kSyntheticGolden = 0x9E3779B97F4A7C15ull;
 
-// The splitmix64 output function.
-TPS_SYNTH_HD inline uint64_t synthetic_mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // Uniform in [-1, 1) from the top 24 bits of the hashed counter (exact in float).
-TPS_SYNTH_HD inline float synthetic_uniform(uint64_t key, int64_t index) {
-  const uint64_t z = synthetic_mix64(key + (static_cast<uint64_t>(index) + 1) * kSyntheticGolden);
+TPS_HOST_DEVICE inline float synthetic_uniform(uint64_t key, int64_t index) {
+  const uint64_t z = mix64(key + (static_cast<uint64_t>(index) + 1) * kSyntheticGolden);
   return static_cast<float>(z >> 40) * (1.0f / 8388608.0f) - 1.0f;
 }
 
 // offset + scale * u in f32, before the rounding to bf16.
-TPS_SYNTH_HD inline float synthetic_value(uint64_t key, float offset, float scale, int64_t index) {
+TPS_HOST_DEVICE inline float synthetic_value(uint64_t key, float offset, float scale, int64_t index) {
   const float u = synthetic_uniform(key, index);
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(offset, __fmul_rn(scale, u));

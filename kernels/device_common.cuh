@@ -41,6 +41,11 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float (&f)[8]) {
                     pack_bf16x2(f[6], f[7]));
 }
 
+// silu(g) = g * sigmoid(g).
+__device__ __forceinline__ float silu(float g) {
+  return g / (1.0f + expf(-g));
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);

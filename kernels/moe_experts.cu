@@ -60,7 +60,7 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
       const int a = assignment(p, w, nt * kMmaCols + 2 * q + i);
       if (a < 0) continue;
       const float gate = acc[nt][i], up = acc[nt][2 + i];
-      p.act[static_cast<int64_t>(a) * p.inter + row] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
+      p.act[static_cast<int64_t>(a) * p.inter + row] = __float2bfloat16(silu(gate) * up);
     }
 }
 

@@ -11,10 +11,6 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__device__ __forceinline__ float silu(float g) {
-  return g / (1.0f + expf(-g));
-}
-
 __global__ void silu_mul_kernel(const SiluMulParams p) {
   pdl_wait();
   const int64_t row = blockIdx.y;

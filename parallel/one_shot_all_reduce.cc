@@ -20,17 +20,18 @@ struct IpcHandles {
 class OneShotAllReduceImpl final : public OneShotAllReduce {
  public:
   OneShotAllReduceImpl(MPI_Comm group, int device, const kernels::LaunchPolicy& policy) : policy_(policy) {
-    MPI_CHECK(MPI_Comm_rank(group, &rank_));
-    MPI_CHECK(MPI_Comm_size(group, &ranks_));
-    TPS_CHECK(ranks_ <= kernels::kOneShotMaxRanks, "parallel.all_reduce: one_shot supports up to ",
-              kernels::kOneShotMaxRanks, " ranks, not ", ranks_);
+    int rank = 0, ranks = 1;
+    MPI_CHECK(MPI_Comm_rank(group, &rank));
+    MPI_CHECK(MPI_Comm_size(group, &ranks));
+    TPS_CHECK(ranks <= kernels::kOneShotMaxRanks, "parallel.all_reduce: one_shot supports up to ",
+              kernels::kOneShotMaxRanks, " ranks, not ", ranks);
     MPI_Comm local = MPI_COMM_NULL;
-    MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+    MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
     int local_size = 0;
     MPI_CHECK(MPI_Comm_size(local, &local_size));
     MPI_CHECK(MPI_Comm_free(&local));
-    TPS_CHECK(local_size == ranks_, "parallel.all_reduce: one_shot needs every rank on one host (",
-              local_size, " of ", ranks_, " here): use nccl");
+    TPS_CHECK(local_size == ranks, "parallel.all_reduce: one_shot needs every rank on one host (", local_size,
+              " of ", ranks, " here): use nccl");
 
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaMalloc(&buffer_, kernels::kOneShotBufferBytes));
@@ -44,23 +45,23 @@ class OneShotAllReduceImpl final : public OneShotAllReduce {
     CUDA_CHECK(cudaIpcGetMemHandle(&mine.buffer, buffer_));
     CUDA_CHECK(cudaIpcGetMemHandle(&mine.flags, flags_));
     mine.device = device;
-    std::vector<IpcHandles> all(static_cast<size_t>(ranks_));
+    std::vector<IpcHandles> all(static_cast<size_t>(ranks));
     MPI_CHECK(
         MPI_Allgather(&mine, sizeof(IpcHandles), MPI_BYTE, all.data(), sizeof(IpcHandles), MPI_BYTE, group));
 
     // Peer access from this GPU to every other: checked before mapping, so the error names the pair.
-    for (int r = 0; r < ranks_; ++r) {
-      if (r == rank_) continue;
+    for (int r = 0; r < ranks; ++r) {
+      if (r == rank) continue;
       int can = 0;
       CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, all[r].device));
       TPS_CHECK(can == 1, "parallel.all_reduce: one_shot needs peer access from GPU ", device, " to GPU ",
                 all[r].device, " (rank ", r, "): use nccl");
     }
-    params_.rank = rank_;
-    params_.ranks = ranks_;
+    params_.rank = rank;
+    params_.ranks = ranks;
     params_.counters = static_cast<uint32_t*>(counters_);
-    for (int r = 0; r < ranks_; ++r) {
-      if (r == rank_) {
+    for (int r = 0; r < ranks; ++r) {
+      if (r == rank) {
         params_.buffers[r] = buffer_;
         params_.flags[r] = static_cast<uint32_t*>(flags_);
         continue;
@@ -76,7 +77,7 @@ class OneShotAllReduceImpl final : public OneShotAllReduce {
     }
     // Nobody signals before every rank has mapped and zeroed.
     MPI_CHECK(MPI_Barrier(group));
-    log_info("one-shot all-reduce: ", ranks_, " ranks over peer memory, up to ", kernels::kOneShotMaxBytes,
+    log_info("one-shot all-reduce: ", ranks, " ranks over peer memory, up to ", kernels::kOneShotMaxBytes,
              " bytes a call (NCCL above)");
   }
 
@@ -100,7 +101,6 @@ class OneShotAllReduceImpl final : public OneShotAllReduce {
 
  private:
   const kernels::LaunchPolicy& policy_;
-  int rank_ = 0, ranks_ = 1;
   void* buffer_ = nullptr;
   void* flags_ = nullptr;
   void* counters_ = nullptr;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "common/counter_hash.h"
 #include "common/error.h"
 
 namespace tpserve::bench {
@@ -17,12 +18,9 @@ double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// splitmix64: decorrelates nearby (seed, concurrency, round, request) tuples.
+// splitmix64 (one step): decorrelates nearby (seed, concurrency, round, request) tuples.
 uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+  return mix64(x + 0x9e3779b97f4a7c15ull);
 }
 
 }  // namespace

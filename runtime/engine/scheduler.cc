@@ -99,7 +99,7 @@ std::optional<StepBatch> Scheduler::schedule() {
 
   last_.clear();
   int budget = limits_.max_step_tokens;
-  const int lookahead = speculating() && spec_.device_draft ? spec_.num_tokens : 0;  // MTP draft steps' KV
+  const int lookahead = mtp_drafting() ? spec_.num_tokens : 0;  // MTP draft steps' KV
   // Running sequences first (decode, or the next chunk of a long prompt).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* s = running_[i].get();
@@ -121,7 +121,7 @@ std::optional<StepBatch> Scheduler::schedule() {
     Sequence* s = waiting_.front().get();
     const int n = std::min(static_cast<int>(s->tokens.size()) - s->num_cached, budget);
     if (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) break;
-    if (speculating() && spec_.device_draft) {
+    if (mtp_drafting()) {
       s->slot = free_slots_.back();
       free_slots_.pop_back();
     }
@@ -147,7 +147,7 @@ std::optional<StepBatch> Scheduler::schedule() {
 
   StepBatch b;
   const int bs = blocks_.block_size();
-  const bool mtp = speculating() && static_cast<bool>(spec_.device_draft);
+  const bool mtp = mtp_drafting();
   b.max_blocks_per_seq = 0;
   for (const auto& sc : last_)
     b.max_blocks_per_seq = std::max<int>(b.max_blocks_per_seq, sc.seq->blocks.size());
@@ -237,7 +237,7 @@ std::vector<TokenEvent> Scheduler::complete(const StepResult& result) {
       spec_metrics_.accepted_tokens += accepted;
       for (int j = 0; j < accepted; ++j) ++spec_metrics_.accepted_at[j];
     }
-    s.has_drafts = speculating() && static_cast<bool>(spec_.device_draft);
+    s.has_drafts = mtp_drafting();
     const size_t rows_of_group = sc.drafts > 0 ? sc.drafts + 1 : 1;
     TPS_CHECK(row + rows_of_group <= result.tokens.size(), "step result has ", result.tokens.size(),
               " tokens");

@@ -126,6 +126,8 @@ class Scheduler {
     int drafts = 0;  // rows after the first that verify drafts
   };
   bool speculating() const { return spec_.num_tokens > 0; }
+  // Drafts come from the MTP head on the device (not from a script).
+  bool mtp_drafting() const { return speculating() && static_cast<bool>(spec_.device_draft); }
   int drafts_for(const Sequence& s) const;
   void release(Sequence& s);
 

@@ -100,7 +100,6 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
     draft_slots_ = backend_.alloc(DType::kI32, {S});
     draft_ctx_ = backend_.alloc(DType::kI32, {S});
     draft_tables_ = backend_.alloc(DType::kI32, {S, options_.max_blocks_per_seq});
-    zeros_i32_ = backend_.alloc(DType::kI32, {S});
     // Greedy sampling parameters for drafting (all zeros: temperature 0).
     greedy_ = {backend_.alloc(DType::kF32, {S}), backend_.alloc(DType::kI32, {S}),
                backend_.alloc(DType::kF32, {S}), backend_.alloc(DType::kF32, {S}),

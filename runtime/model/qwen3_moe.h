@@ -126,7 +126,7 @@ class Qwen3MoeModel {
   Tensor all_logits_;
   // Speculative decoding and the MTP head.
   Tensor row_tokens_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_, draft_rows_,
-      draft_pos_, draft_slots_, draft_ctx_, draft_tables_, zeros_i32_;
+      draft_pos_, draft_slots_, draft_ctx_, draft_tables_;
   SamplingInputs greedy_;
   KvCacheLayer mtp_kv_;
   // Expert-parallel all-to-all dispatch (allocated only for that layout).

@@ -59,7 +59,7 @@ Scale scale_for(const std::string& name, const std::vector<int64_t>& shape, int 
 SyntheticWeights::SyntheticWeights(const ModelSpec& spec, uint64_t seed) : spec_(spec), seed_(seed) {
   TPS_CHECK(spec.hidden_size > 0 && spec.num_layers > 0 && spec.vocab_size > 0 && spec.head_dim > 0,
             "synthetic weights: the spec needs positive hidden_size, num_layers, vocab_size and head_dim");
-  const uint64_t seed_key = synthetic_mix64(seed + kSyntheticGolden);
+  const uint64_t seed_key = mix64(seed + kSyntheticGolden);
   std::vector<ExpectedTensor> tensors = expected_tensors(spec, ExpertLayout::kPerExpert);
   names_.reserve(tensors.size());
   entries_.reserve(tensors.size());
@@ -68,7 +68,7 @@ SyntheticWeights::SyntheticWeights(const ModelSpec& spec, uint64_t seed) : spec_
     const Scale s = scale_for(t.name, t.shape, spec.num_layers);
     e.offset = s.offset;
     e.scale = s.scale;
-    e.key = synthetic_mix64(seed_key ^ fnv1a64(t.name));
+    e.key = mix64(seed_key ^ fnv1a64(t.name));
     e.shape = std::move(t.shape);
     names_.push_back(t.name);
     entries_.emplace(std::move(t.name), std::move(e));

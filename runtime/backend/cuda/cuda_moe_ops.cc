@@ -35,9 +35,7 @@ void expect_experts(const Tensor& gate_up, const Tensor& down, int64_t hidden, c
 // Scratch bytes for `assignments` assignments: sorted list, work items, intermediate and (optionally) the
 // per-assignment f32 outputs, each rounded up to the arena alignment.
 size_t moe_scratch_bytes(int assignments, int experts, int hidden, int inter, bool f32_out) {
-  auto round = [](size_t n) {
-    return (n + DeviceArena::kAlignment - 1) / DeviceArena::kAlignment * DeviceArena::kAlignment;
-  };
+  auto round = [](size_t n) { return align_up(n, DeviceArena::kAlignment); };
   const size_t a = static_cast<size_t>(assignments);
   size_t bytes = round(a * 4) + round(size_t(kernels::moe_max_work_items(assignments, experts)) * 12) +
                  round(4) + round(a * inter * 2);

@@ -12,9 +12,6 @@ namespace {
 std::atomic<uint64_t> g_count{0};
 std::atomic<uint64_t> g_bytes{0};
 
-size_t align_up(size_t n, size_t a) {
-  return (n + a - 1) / a * a;
-}
 }  // namespace
 
 CudaAllocationStats cuda_allocation_stats() {

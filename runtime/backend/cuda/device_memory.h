@@ -8,6 +8,11 @@
 
 namespace tpserve {
 
+// n rounded up to a multiple of a.
+inline size_t align_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
+
 struct CudaAllocationStats {
   uint64_t count = 0;  // cudaMalloc + cudaMallocHost calls made by tpserve in this process
   uint64_t bytes = 0;
