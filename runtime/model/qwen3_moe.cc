@@ -86,8 +86,11 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   all_stats_ = backend_.alloc(DType::kF32, {P, R, 2});
   const int64_t S = options_.max_seqs;
   row_tokens_ = backend_.alloc(DType::kI32, {R});
-  emitted_ = backend_.alloc(DType::kI32, {R});
-  accepted_ = backend_.alloc(DType::kI32, {S});
+  // The step's results in one buffer, so that the host reads them with one copy: tokens, then accepted
+  // counts.
+  step_results_ = backend_.alloc(DType::kI32, {R + S});
+  emitted_ = step_results_.rows(0, R);
+  accepted_ = step_results_.rows(R, R + S);
   // Drafts stay on the device between steps: [k, max_seqs] by draft-table slot, plus one trash entry.
   draft_table_ = backend_.alloc(DType::kI32, {static_cast<int64_t>(kspec) * S + 1});
   if (weights_.mtp.present) {
@@ -386,11 +389,15 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   StepResult result;
   const int rows = batch.num_samples();
   if (rows == 0) return result;
-  result.tokens.resize(rows);
-  backend_.copy_to_host(result.tokens.data(), emitted_.rows(0, rows));
   if (shape.speculative) {
-    result.accepted.resize(batch.num_groups());
-    backend_.copy_to_host(result.accepted.data(), accepted_.rows(0, batch.num_groups()));
+    const int64_t R = emitted_.dim(0), groups = batch.num_groups();
+    std::vector<int32_t> both(static_cast<size_t>(R + groups));
+    backend_.copy_to_host(both.data(), step_results_.rows(0, R + groups));
+    result.tokens.assign(both.begin(), both.begin() + rows);
+    result.accepted.assign(both.begin() + R, both.end());
+  } else {
+    result.tokens.resize(rows);
+    backend_.copy_to_host(result.tokens.data(), emitted_.rows(0, rows));
   }
   if (want_logits) {
     const int64_t v = layout_.local_vocab(spec_), P = layout_.tp_size;

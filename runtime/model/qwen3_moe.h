@@ -125,8 +125,8 @@ class Qwen3MoeModel {
   Tensor sample_hidden_, logits_, cand_vals_, cand_ids_, cand_stats_, all_vals_, all_ids_, all_stats_;
   Tensor all_logits_;
   // Speculative decoding and the MTP head.
-  Tensor row_tokens_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_, draft_rows_,
-      draft_pos_, draft_slots_, draft_ctx_, draft_tables_;
+  Tensor row_tokens_, step_results_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_,
+      draft_rows_, draft_pos_, draft_slots_, draft_ctx_, draft_tables_;
   SamplingInputs greedy_;
   KvCacheLayer mtp_kv_;
   // Expert-parallel all-to-all dispatch (allocated only for that layout).
