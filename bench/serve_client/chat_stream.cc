@@ -121,8 +121,8 @@ StreamTiming stream_chat_completion(httplib::Client& client, const std::string& 
     t.e2e_s = seconds_since(sent);
     if (t.error.empty()) t.error = "stream ended without data: [DONE]";
   }
-  t.ok = t.error.empty() && !t.content_s.empty();
   if (t.error.empty() && t.content_s.empty()) t.error = "no content in the stream";
+  t.ok = t.error.empty();
   return t;
 }
 

@@ -68,8 +68,6 @@ void EngineLoop::refresh_gauges() {
   waiting_ = s.num_waiting() + static_cast<int>(incoming_.size());
   kv_usage_ = s.kv_usage();
   preemptions_ = s.preemptions();
-  const SpeculativeMetrics& spec = s.speculative_metrics();
-  metrics_.set_spec_decode(spec.drafts, spec.draft_tokens, spec.accepted_tokens, spec.accepted_at);
 }
 
 void EngineLoop::admit(Submitted s) {
@@ -188,6 +186,8 @@ void EngineLoop::run() {
       if (scheduler.has_work()) {
         const auto scheduled_at = std::chrono::steady_clock::now();
         const std::vector<TokenEvent> events = engine_.step();
+        const SpeculativeMetrics& spec = scheduler.speculative_metrics();  // running totals, once a step
+        metrics_.set_spec_decode(spec.drafts, spec.draft_tokens, spec.accepted_tokens, spec.accepted_at);
         for (int64_t id :
              scheduler.take_admitted())  // before handle(): a request may finish in its first step
           if (auto it = active_.find(id); it != active_.end())

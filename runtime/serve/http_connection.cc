@@ -1,6 +1,5 @@
 #include "runtime/serve/http_connection.h"
 
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>

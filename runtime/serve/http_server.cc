@@ -122,18 +122,15 @@ void HttpServer::routes() {
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    if (state_.load() == State::kLoading)
-      throw ApiError(503, "the model is still loading", "", "model_loading");
+    require_loaded();
     res.set_content(model_list(limits_.model_name, created_, max_model_len_).dump(), kJson);
   });
   s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    if (state_.load() == State::kLoading)
-      throw ApiError(503, "the model is still loading", "", "model_loading");
+    require_loaded();
     res.set_content(tokenize_response(req.body, limits_).dump(), kJson);
   });
   s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    if (state_.load() == State::kLoading)
-      throw ApiError(503, "the model is still loading", "", "model_loading");
+    require_loaded();
     res.set_content(
         detokenize_response(req.body, limits_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
         kJson);
@@ -191,10 +188,14 @@ void HttpServer::routes() {
   });
 }
 
+void HttpServer::require_loaded() const {
+  if (state_.load() == State::kLoading)
+    throw ApiError(503, "the model is still loading", "", "model_loading");
+}
+
 void HttpServer::generation(const httplib::Request& req, httplib::Response& res, bool chat) {
-  const State state = state_.load();
-  if (state == State::kLoading) throw ApiError(503, "the model is still loading", "", "model_loading");
-  if (state == State::kDraining)
+  require_loaded();
+  if (state_.load() == State::kDraining)
     throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
   ParsedRequest parsed =
       chat ? parse_chat_request(req.body, limits_) : parse_completion_request(req.body, limits_);

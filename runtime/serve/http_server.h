@@ -54,6 +54,8 @@ class HttpServer {
   enum class State { kLoading, kReady, kDraining };
   void routes();
   void generation(const httplib::Request& req, httplib::Response& res, bool chat);
+  // Throws the 503 model_loading error until the engine is ready.
+  void require_loaded() const;
   void response_done();
 
   ServerConfig config_;

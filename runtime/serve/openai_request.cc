@@ -25,27 +25,8 @@ int64_t fresh_seed() {
   return static_cast<int64_t>((z ^ (z >> 31)) >> 1);
 }
 
-std::vector<int32_t> token_id_list(const Json& list, const std::string& path, int32_t vocab_size) {
-  std::vector<int32_t> ids;
-  ids.reserve(list.size());
-  for (size_t i = 0; i < list.size(); ++i) {
-    int64_t id = -1;
-    const std::string item = path + "[" + std::to_string(i) + "]";
-    if (!json_to_int64(list[i], id))
-      bad_request(item, "expected a token id (integer), got " + describe_json(list[i]), "invalid_type");
-    if (id < 0 || id >= vocab_size)
-      bad_request(item, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                            std::to_string(vocab_size) + ")");
-    ids.push_back(static_cast<int32_t>(id));
-  }
-  return ids;
-}
-
 std::vector<int32_t> tokenize(const std::string& text, const std::string& path, const RequestLimits& limits) {
-  if (limits.tokenizer == nullptr)
-    bad_request(path, "this server has no tokenizer (see model.tokenizer in docs/config.md): send token ids",
-                "tokenizer_unavailable");
-  return limits.tokenizer->encode(text);
+  return require_tokenizer(limits, path, ": send token ids").encode(text);
 }
 
 // prompt: a string, a list of one string, a list of token ids, or a list of one list of token ids.
@@ -202,6 +183,31 @@ void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& fi
 }
 
 }  // namespace
+
+const Tokenizer& require_tokenizer(const RequestLimits& limits, const std::string& field, const char* hint) {
+  if (limits.tokenizer == nullptr)
+    bad_request(field,
+                std::string("this server has no tokenizer (see model.tokenizer in docs/config.md)") + hint,
+                "tokenizer_unavailable");
+  return *limits.tokenizer;
+}
+
+std::vector<int32_t> token_id_list(const nlohmann::ordered_json& list, const std::string& path,
+                                   int32_t vocab_size) {
+  std::vector<int32_t> ids;
+  ids.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    int64_t id = -1;
+    const std::string item = path + "[" + std::to_string(i) + "]";
+    if (!json_to_int64(list[i], id))
+      bad_request(item, "expected a token id (integer), got " + describe_json(list[i]), "invalid_type");
+    if (id < 0 || id >= vocab_size)
+      bad_request(item, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                            std::to_string(vocab_size) + ")");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
 
 void check_model(const JsonFields& f, const RequestLimits& limits) {
   const auto model = f.string("model");

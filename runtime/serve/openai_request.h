@@ -33,6 +33,13 @@ struct ParsedRequest {
   bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
 };
 
+// The served tokenizer, or a 400 tokenizer_unavailable naming `field` (hint: appended to the message).
+const Tokenizer& require_tokenizer(const RequestLimits& limits, const std::string& field,
+                                   const char* hint = "");
+// A JSON list of token ids, each checked against [0, vocab_size) (400 naming `path[i]` otherwise).
+std::vector<int32_t> token_id_list(const nlohmann::ordered_json& list, const std::string& path,
+                                   int32_t vocab_size);
+
 // The optional `model` field: absent, or the served model's name (else 404 model_not_found).
 void check_model(const JsonFields& f, const RequestLimits& limits);
 

@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "parallel/mpi_session.h"
+#include "runtime/tools/main_guard.h"
 
 namespace tpserve {
 
@@ -31,7 +32,7 @@ int run_command(const CommandLine& cl, const Config& config, int argc, char** ar
     return run_tokenize(cl.tok, config);
 #else
     log_error("this tpserve was built without the HTTP server and its tokenizer (-DTPSERVE_SERVER=OFF)");
-    return 2;
+    return kExitConfigError;
 #endif
   }
   parallel::MpiSession mpi(&argc, &argv);
@@ -41,7 +42,7 @@ int run_command(const CommandLine& cl, const Config& config, int argc, char** ar
   return run_serve(config);
 #else
   log_error("this tpserve was built without the HTTP server (-DTPSERVE_SERVER=OFF); use `tpserve generate`");
-  return 2;
+  return kExitConfigError;
 #endif
 }
 

@@ -20,9 +20,10 @@ class RuntimeSetup {
   // NCCL on GPUs (one GPU per process, picked by the local rank) and over MPI on the CPU.
   std::unique_ptr<Engine> make_engine(const EngineOptions& options = {});
   const parallel::Topology& topology() const { return topology_; }
-  std::unique_ptr<Backend> make_backend();
 
  private:
+  std::unique_ptr<Backend> make_backend();
+
   Config config_;
   parallel::Topology topology_;
   std::unique_ptr<parallel::Communicator> world_;

@@ -12,10 +12,6 @@
 namespace tpserve::serve::testing {
 namespace {
 
-#define SKIP_WITHOUT_TOKENIZER()    \
-  if (qwen3_tokenizer() == nullptr) \
-  GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer"
-
 const Json kGreedy = {{"temperature", 0}};
 
 Json completion(const std::string& prompt, int max_tokens, Json extra = Json::object()) {

@@ -117,8 +117,7 @@ TEST(HttpLimits, AFullQueueGets503AndServingGoesOn) {
 }
 
 TEST(HttpLimits, ChatPromptsAndMaxCompletionTokensAreLimitedToo) {
-  if (qwen3_tokenizer() == nullptr)
-    GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer";
+  SKIP_WITHOUT_TOKENIZER();
   TestServer server({"server.max_prompt_tokens=20", "server.max_output_tokens=4"});
   const Json short_chat = {{{"role", "user"}, {"content", "hi"}}};
   const Json long_chat = {

@@ -18,10 +18,6 @@
 namespace tpserve::serve::testing {
 namespace {
 
-#define SKIP_WITHOUT_TOKENIZER()    \
-  if (qwen3_tokenizer() == nullptr) \
-  GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer"
-
 Json greedy(const std::string& prompt, int max_tokens, bool stream) {
   return {{"prompt", prompt},
           {"max_tokens", max_tokens},

@@ -10,10 +10,6 @@
 namespace tpserve::serve::testing {
 namespace {
 
-#define SKIP_WITHOUT_TOKENIZER()    \
-  if (qwen3_tokenizer() == nullptr) \
-  GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer"
-
 TEST(HttpTokenize, RoundTripsOnTheGoldenCorpus) {
   SKIP_WITHOUT_TOKENIZER();
   TestServer server;

@@ -181,8 +181,7 @@ std::vector<Case> cases() {
 }
 
 TEST(HttpValidation, MalformedRequestsGetAnErrorNamingTheField) {
-  if (qwen3_tokenizer() == nullptr)
-    GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer";
+  SKIP_WITHOUT_TOKENIZER();
   TestServer server({"server.max_body_bytes=65536"});
   const std::vector<Case> all = cases();
   ASSERT_GE(all.size(), 100u);
@@ -218,8 +217,7 @@ TEST(HttpValidation, MalformedRequestsGetAnErrorNamingTheField) {
 }
 
 TEST(HttpValidation, UnknownFieldsAreIgnoredAndNeutralValuesAccepted) {
-  if (qwen3_tokenizer() == nullptr)
-    GTEST_SKIP() << qwen3_tokenizer_path() << " is missing: run launch/fetch-tokenizer";
+  SKIP_WITHOUT_TOKENIZER();
   TestServer server;
   const Json completion = {{"prompt", "Hi"},
                            {"max_tokens", 3},

@@ -39,3 +39,9 @@ inline nlohmann::json read_fixture(const std::string& relative) {
   GTEST_SKIP()                                                                           \
       << ::tpserve::serve::testing::qwen3_tokenizer_path()                               \
       << " is missing: run launch/fetch-tokenizer (launch/setup does) to test against Qwen3's tokenizer"
+
+// SKIP_WITHOUT_TOKENIZER(); skips the test with the same reason when the tokenizer is absent.
+#define SKIP_WITHOUT_TOKENIZER()                                    \
+  if (::tpserve::serve::testing::qwen3_tokenizer() == nullptr)      \
+  GTEST_SKIP() << ::tpserve::serve::testing::qwen3_tokenizer_path() \
+               << " is missing: run launch/fetch-tokenizer"
