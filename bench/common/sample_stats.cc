@@ -44,6 +44,11 @@ Distribution summarize(const std::vector<double>& values) {
   return d;
 }
 
+nlohmann::json to_json(const Distribution& d) {
+  return {{"count", d.count}, {"mean", d.mean}, {"median", d.median}, {"p10", d.p10},
+          {"p90", d.p90},     {"p99", d.p99},   {"min", d.min},       {"max", d.max}};
+}
+
 PairedDifference paired_difference(const std::vector<double>& a, const std::vector<double>& b) {
   TPS_CHECK(a.size() == b.size(), "paired difference of ", a.size(), " and ", b.size(), " rounds");
   std::vector<double> diffs, firsts;

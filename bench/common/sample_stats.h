@@ -3,6 +3,7 @@
 // per-round differences B - A and the share of rounds whose difference has the sign of that median.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <vector>
 
 namespace tpserve::bench {
@@ -17,6 +18,7 @@ struct Distribution {
   double mean = 0, median = 0, p10 = 0, p90 = 0, p99 = 0, min = 0, max = 0;  // NaN when count is 0
 };
 Distribution summarize(const std::vector<double>& values);
+nlohmann::json to_json(const Distribution& d);
 
 struct PairedDifference {
   int rounds = 0;       // pairs with both values present

@@ -32,11 +32,6 @@ std::string sign_held(const PairedDifference& p, bool baseline) {
   return std::to_string(p.sign_held) + "/" + std::to_string(p.rounds);
 }
 
-nlohmann::json distribution_json(const Distribution& d) {
-  return {{"count", d.count}, {"median", d.median}, {"p10", d.p10},  {"p90", d.p90},
-          {"min", d.min},     {"max", d.max},       {"mean", d.mean}};
-}
-
 nlohmann::json paired_json(const PairedDifference& p) {
   return {
       {"rounds", p.rounds}, {"median_us", p.median}, {"relative", p.relative()}, {"sign_held", p.sign_held}};
@@ -126,8 +121,8 @@ nlohmann::json chain_json(const ChainOptions& o, const std::vector<CaseRun>& run
                                 {"graph", graph_json(m.graph)},
                                 {"replay_us", m.replay_us},
                                 {"eager_us", m.eager_us},
-                                {"replay", distribution_json(s.replay)},
-                                {"eager", distribution_json(s.eager)},
+                                {"replay", to_json(s.replay)},
+                                {"eager", to_json(s.eager)},
                                 {"extra_programmatic_edges", s.extra_edges},
                                 {"replay_vs_base", paired_json(s.replay_vs_base)},
                                 {"eager_vs_base", paired_json(s.eager_vs_base)},

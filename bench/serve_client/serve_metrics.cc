@@ -17,11 +17,6 @@ std::vector<double> scaled(const std::vector<double>& v, double factor) {
   return out;
 }
 
-nlohmann::json distribution_json(const Distribution& d) {
-  return {{"count", d.count}, {"mean", d.mean}, {"median", d.median}, {"p10", d.p10},
-          {"p90", d.p90},     {"p99", d.p99},   {"min", d.min},       {"max", d.max}};
-}
-
 }  // namespace
 
 RequestMetrics request_metrics(const StreamTiming& t) {
@@ -68,11 +63,11 @@ nlohmann::json to_json(const LoadSummary& s) {
           {"output_tokens", s.output_tokens},
           {"output_tps", s.output_tps},
           {"requests_per_s", s.requests_per_s},
-          {"ttft_ms", distribution_json(s.ttft_ms)},
-          {"tpot_ms", distribution_json(s.tpot_ms)},
-          {"itl_ms", distribution_json(s.itl_ms)},
-          {"e2e_ms", distribution_json(s.e2e_ms)},
-          {"request_decode_tps", distribution_json(s.decode_tps)}};
+          {"ttft_ms", to_json(s.ttft_ms)},
+          {"tpot_ms", to_json(s.tpot_ms)},
+          {"itl_ms", to_json(s.itl_ms)},
+          {"e2e_ms", to_json(s.e2e_ms)},
+          {"request_decode_tps", to_json(s.decode_tps)}};
 }
 
 std::string format_load_summary(const LoadSummary& s) {

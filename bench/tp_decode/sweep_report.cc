@@ -26,11 +26,6 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-nlohmann::json distribution_json(const Distribution& d) {
-  return {{"count", d.count}, {"mean", d.mean}, {"median", d.median}, {"p10", d.p10},
-          {"p90", d.p90},     {"p99", d.p99},   {"min", d.min},       {"max", d.max}};
-}
-
 nlohmann::json round_json(const SweepOptions& o, const RoundRecord& r) {
   nlohmann::json steps = {
       {"wall_s", nlohmann::json::array()},         {"tokens", nlohmann::json::array()},
@@ -166,9 +161,9 @@ nlohmann::json sweep_json(const SweepOptions& o, const SweepResult& r, const Swe
                             {"concurrency", s.concurrency},
                             {"rounds", s.rounds},
                             {"requests", s.requests},
-                            {"request_decode_tps", distribution_json(s.request_decode_tps)},
-                            {"decode_step_ms", distribution_json(s.decode_step_ms)},
-                            {"ttft_ms", distribution_json(s.ttft_ms)},
+                            {"request_decode_tps", to_json(s.request_decode_tps)},
+                            {"decode_step_ms", to_json(s.decode_step_ms)},
+                            {"ttft_ms", to_json(s.ttft_ms)},
                             {"output_tps", s.output_tps},
                             {"bytes_per_step", s.bytes_per_step},
                             {"floor_ms", s.floor_ms},

@@ -65,13 +65,11 @@ TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
     for (int n : {1, 3, 8}) {  // 3 runs in the batch-4 graph with a padding sequence
       SCOPED_TRACE(std::string(spec) + ", " + std::to_string(n) + " sequences");
       const int64_t before = graphs.engine->model().graph_replays();
-      const CudaAllocationStats alloc_before = cuda_allocation_stats();
       const auto want = decode_together(*eager.engine, n, 32);
       const auto got = decode_together(*graphs.engine, n, 32);
       EXPECT_EQ(got, want);
       EXPECT_GT(graphs.engine->model().graph_replays(), before);
       EXPECT_EQ(eager.engine->model().graph_replays(), 0);
-      (void)alloc_before;
     }
     // Replays allocate nothing: only the eager engine's first use could have.
     const CudaAllocationStats a = cuda_allocation_stats();

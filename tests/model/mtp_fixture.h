@@ -1,4 +1,5 @@
-// Test checkpoints with an MTP head: a transformers fixture plus a synthetic mtp.* head of its shape.
+// MTP tests: checkpoints with an MTP head (a transformers fixture plus a synthetic mtp.* head of its shape),
+// CPU engines and KV-cache reads.
 #pragma once
 
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "parallel/communicator.h"
+#include "runtime/engine/engine.h"
 #include "runtime/model/model_spec.h"
 #include "runtime/weights/checkpoint.h"
 #include "runtime/weights/safetensors_writer.h"
@@ -16,6 +19,25 @@
 #include "tests/model/model_test_util.h"
 
 namespace tpserve::testing_util {
+
+// An engine on the CPU backend with a communicator of one.
+struct EngineRun {
+  std::unique_ptr<parallel::Communicator> comm = parallel::make_single_rank_communicator();
+  std::unique_ptr<Engine> engine;
+  explicit EngineRun(const Config& config, EngineOptions options = {}) {
+    engine = std::make_unique<Engine>(config, *comm, make_cpu_backend(), std::move(options));
+  }
+};
+
+// The first n positions of a KV cache layer (one sequence in blocks 0, 1, ...: slot == position).
+inline std::vector<float> kv_positions(KvCacheLayer c, int n) {
+  std::vector<float> out;
+  for (Tensor t : {c.k, c.v}) {
+    const int64_t per_slot = t.dim(2) * t.dim(3);
+    out.insert(out.end(), t.ptr<float>(), t.ptr<float>() + n * per_slot);
+  }
+  return out;
+}
 
 // A transformers fixture plus a synthetic MTP head of its shape, as a two-shard checkpoint.
 inline std::string fixture_with_mtp(const std::string& fixture) {

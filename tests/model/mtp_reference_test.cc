@@ -54,23 +54,6 @@ std::vector<float> rmsnorm(const float* x, const std::vector<float>& w, double e
   return y;
 }
 
-struct CpuRun {
-  std::unique_ptr<parallel::Communicator> comm = parallel::make_single_rank_communicator();
-  std::unique_ptr<Engine> engine;
-  explicit CpuRun(const Config& c)
-      : engine(std::make_unique<Engine>(c, *comm, make_cpu_backend(), EngineOptions{.keep_logits = true})) {}
-};
-
-// The first n positions of a KV cache layer (one sequence in blocks 0, 1, ...: slot == position).
-std::vector<float> kv_positions(KvCacheLayer c, int n) {
-  std::vector<float> out;
-  for (Tensor t : {c.k, c.v}) {
-    const int64_t per_slot = t.dim(2) * t.dim(3);
-    out.insert(out.end(), t.ptr<float>(), t.ptr<float>() + n * per_slot);
-  }
-  return out;
-}
-
 TEST(MtpReference, KvCacheAndFirstDraftFollowTheFormula) {
   const std::string dir = fixture_with_mtp("gqa4");
   const Checkpoint ckpt(dir);
@@ -81,8 +64,8 @@ TEST(MtpReference, KvCacheAndFirstDraftFollowTheFormula) {
   const std::string model = "model: {path: " + dir + "}";
 
   // The main model's first greedy token, and the MTP head's state after the prefill.
-  const int32_t g0 = CpuRun(make_config(model)).engine->generate(prompt, SamplingParams{}, 1, true).at(0);
-  CpuRun mtp(make_config(model, {"speculative.method=mtp", "speculative.num_speculative_tokens=1"}));
+  const int32_t g0 = EngineRun(make_config(model)).engine->generate(prompt, SamplingParams{}, 1, true).at(0);
+  EngineRun mtp(make_config(model, {"speculative.method=mtp", "speculative.num_speculative_tokens=1"}));
   ASSERT_EQ(mtp.engine->generate(prompt, SamplingParams{}, 1, true).at(0), g0);
   const std::vector<float> mtp_kv = kv_positions(mtp.engine->model().kv_cache(-1), n);
   const int32_t draft = mtp.engine->model().drafts_of_slot(0).at(0);
@@ -96,9 +79,11 @@ TEST(MtpReference, KvCacheAndFirstDraftFollowTheFormula) {
   main_tensors["lm_head.weight"].second = eye;
   const std::string dir_h =
       write_checkpoint(dir, "h", main_tensors, [](nlohmann::json& c) { c["num_nextn_predict_layers"] = 0; });
-  const StepResult hidden = CpuRun(make_config("model: {path: " + dir_h + "}",
-                                               {"runtime.max_num_batched_tokens=64", "runtime.max_batch=32"}))
-                                .engine->run_batch(sequence_step(prompt, 0, n, 4, true), true);
+  const StepResult hidden =
+      EngineRun(make_config("model: {path: " + dir_h + "}",
+                            {"runtime.max_num_batched_tokens=64", "runtime.max_batch=32"}),
+                EngineOptions{.keep_logits = true})
+          .engine->run_batch(sequence_step(prompt, 0, n, 4, true), true);
   ASSERT_EQ(hidden.logits.size(), static_cast<size_t>(n * V));
 
   // u_i by the formula.
@@ -139,8 +124,9 @@ TEST(MtpReference, KvCacheAndFirstDraftFollowTheFormula) {
   });
   std::vector<int32_t> ids(n);
   for (int i = 0; i < n; ++i) ids[i] = i;
-  CpuRun layer(make_config("model: {path: " + dir_r + "}",
-                           {"runtime.max_num_batched_tokens=64", "runtime.max_batch=32"}));
+  EngineRun layer(make_config("model: {path: " + dir_r + "}",
+                              {"runtime.max_num_batched_tokens=64", "runtime.max_batch=32"}),
+                  EngineOptions{.keep_logits = true});
   const StepResult ref = layer.engine->run_batch(sequence_step(ids, 0, n, 4, true), true);
   const std::vector<float> ref_kv = kv_positions(layer.engine->model().kv_cache(0), n);
 

@@ -19,22 +19,13 @@ namespace {
 
 using namespace testing_util;
 
-struct EngineRun {
-  std::unique_ptr<parallel::Communicator> comm = parallel::make_single_rank_communicator();
-  std::unique_ptr<Engine> engine;
-  EngineRun(const Config& config, EngineOptions options = {}) {
-    engine = std::make_unique<Engine>(config, *comm, make_cpu_backend(), std::move(options));
-  }
-};
-
 // All of the first `positions` KV entries of every layer (single sequence: slot == position).
 std::vector<float> kv_prefix(Engine& e, int positions) {
   std::vector<float> out;
-  for (int l = 0; l < e.spec().num_layers; ++l)
-    for (Tensor t : {e.model().kv_cache(l).k, e.model().kv_cache(l).v}) {
-      const int64_t per_slot = t.dim(2) * t.dim(3);
-      out.insert(out.end(), t.ptr<float>(), t.ptr<float>() + positions * per_slot);
-    }
+  for (int l = 0; l < e.spec().num_layers; ++l) {
+    const std::vector<float> layer = kv_positions(e.model().kv_cache(l), positions);
+    out.insert(out.end(), layer.begin(), layer.end());
+  }
   return out;
 }
 

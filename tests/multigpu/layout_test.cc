@@ -122,7 +122,7 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& pr
 
   auto control = parallel::make_mpi_communicator(MPI_COMM_WORLD);
   for (const Layout& layout : kLayouts) {
-    if (num_experts % np != 0 && layout.name != std::string("tp_sharded_moe")) continue;  // ep must divide E
+    if (!layout.fits(np, num_experts)) continue;
     // Graphs on and off with NCCL's all-reduce, and graphs on with the one-shot NVLink all-reduce.
     for (const auto& [graphs, one_shot] :
          {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}}) {

@@ -62,7 +62,7 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& se
   auto world = parallel::make_mpi_communicator(MPI_COMM_WORLD);
   for (const Layout& layout : kLayouts) {
     if (np == 1 && layout.name != std::string("tp_sharded_moe")) continue;  // the same layout at np 1
-    if (num_experts % np != 0 && layout.name != std::string("tp_sharded_moe")) continue;  // ep must divide E
+    if (!layout.fits(np, num_experts)) continue;
     SCOPED_TRACE(std::string(layout.name) + " np " + std::to_string(np));
     std::vector<std::string> overrides = layout.overrides(np);
     overrides.insert(overrides.end(), extra.begin(), extra.end());

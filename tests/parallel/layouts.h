@@ -10,6 +10,10 @@ namespace tpserve::testing_util {
 struct Layout {
   const char* name;
   std::vector<std::string> (*overrides)(int np);
+  // Whether it applies to np ranks and a model of num_experts experts (expert parallelism divides them).
+  bool fits(int np, int num_experts) const {
+    return num_experts % np == 0 || name == std::string("tp_sharded_moe");
+  }
 };
 inline const Layout kLayouts[] = {
     {"tp_sharded_moe", [](int np) { return std::vector<std::string>{"parallel.tp=" + std::to_string(np)}; }},
