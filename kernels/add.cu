@@ -13,6 +13,7 @@ constexpr int kThreads = 256;
 
 __global__ void add_kernel(const AddParams p) {
   pdl_wait();
+  pdl_trigger();
   const int64_t vectors = p.n / kBf16PerVec;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -26,7 +27,6 @@ __global__ void add_kernel(const AddParams p) {
   }
   for (int64_t i = vectors * kBf16PerVec + first; i < p.n; i += stride)
     p.inout[i] = __float2bfloat16(__bfloat162float(p.inout[i]) + __bfloat162float(p.x[i]));
-  pdl_trigger();
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ namespace {
 
 __global__ void embedding_kernel(const EmbeddingParams p) {
   pdl_wait();
+  pdl_trigger();
   const int token = blockIdx.x;
   const int64_t row = static_cast<int64_t>(p.ids[token]) - p.vocab_begin;
   const bool held = row >= 0 && row < p.vocab_rows;
@@ -17,7 +18,6 @@ __global__ void embedding_kernel(const EmbeddingParams p) {
   bf16* dst = p.out + static_cast<int64_t>(token) * p.hidden;
   for (int v = threadIdx.x; v < vectors; v += blockDim.x)
     store_vec(dst + v * kBf16PerVec, held ? load_vec(src + v * kBf16PerVec) : make_uint4(0, 0, 0, 0));
-  pdl_trigger();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ constexpr int kThreads = 128;
 
 __global__ void gather_rows_kernel(const GatherRowsParams p) {
   pdl_wait();
+  pdl_trigger();
   const int64_t src_row = p.rows[blockIdx.x];
   const char* src = static_cast<const char*>(p.x) + src_row * p.row_bytes;
   char* dst = static_cast<char*>(p.out) + static_cast<int64_t>(blockIdx.x) * p.row_bytes;
@@ -21,7 +22,6 @@ __global__ void gather_rows_kernel(const GatherRowsParams p) {
   } else {
     for (int64_t i = threadIdx.x; i < p.row_bytes; i += blockDim.x) dst[i] = src[i];
   }
-  pdl_trigger();
 }
 
 }  // namespace

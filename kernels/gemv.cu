@@ -50,7 +50,6 @@ __global__ void __launch_bounds__(kMaxWarps* kWarpSize) gemv_kernel(const GemvPa
         }
       }
   }
-  pdl_trigger();
 }
 
 template <int NT>

@@ -15,6 +15,7 @@ __global__ void __launch_bounds__(kThreads) moe_align_kernel(const MoeAlignParam
   __shared__ int count_s[kMoeMaxExperts], cursor_s[kMoeMaxExperts];
   __shared__ int warp_totals[kThreads / kWarpSize];
   pdl_wait();
+  pdl_trigger();
   const int tid = threadIdx.x;
   for (int e = tid; e < p.num_experts; e += kThreads) count_s[e] = 0;
   __syncthreads();
@@ -43,7 +44,6 @@ __global__ void __launch_bounds__(kThreads) moe_align_kernel(const MoeAlignParam
     const int e = p.expert_of[a] - p.expert_begin;
     if (e >= 0 && e < p.num_experts) p.sorted[atomicAdd(&cursor_s[e], 1)] = a;
   }
-  pdl_trigger();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ constexpr int kThreads = 128;
 
 __global__ void moe_combine_kernel(const MoeCombineParams p) {
   pdl_wait();
+  pdl_trigger();
   const int token = blockIdx.y;
   const int vec = blockIdx.x * blockDim.x + threadIdx.x;
   if (vec * kBf16PerVec >= p.hidden) return;
@@ -39,7 +40,6 @@ __global__ void moe_combine_kernel(const MoeCombineParams p) {
     for (int i = 0; i < kBf16PerVec; ++i) sum[i] += w * y[i];
   }
   store_vec(p.out + static_cast<int64_t>(token) * p.hidden + vec * kBf16PerVec, pack_bf16x8(sum));
-  pdl_trigger();
 }
 
 }  // namespace

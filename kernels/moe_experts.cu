@@ -101,25 +101,25 @@ __device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* s
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
   pdl_wait();
+  pdl_trigger();
   if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
   const WorkItem w = work_item(p);
   if (w.count <= kMmaCols)
     gate_up_tile<1>(p, w, scratch);
   else
     gate_up_tile<2>(p, w, scratch);
-  pdl_trigger();
 }
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
   pdl_wait();
+  pdl_trigger();
   if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
   const WorkItem w = work_item(p);
   if (w.count <= kMmaCols)
     down_tile<1>(p, w, scratch);
   else
     down_tile<2>(p, w, scratch);
-  pdl_trigger();
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ constexpr int kCopyThreads = 128;
 __global__ void __launch_bounds__(kRouteThreads) moe_pack_route_kernel(const MoePackParams p) {
   __shared__ int fill_s[kMoePackMaxPeers];
   pdl_wait();
+  pdl_trigger();
   const int tid = threadIdx.x, lane = tid % kWarpSize;
   const int64_t rows = static_cast<int64_t>(p.peers) * p.capacity;
   for (int64_t r = tid; r < rows; r += kRouteThreads) p.send_expert[r] = -1;
@@ -43,11 +44,11 @@ __global__ void __launch_bounds__(kRouteThreads) moe_pack_route_kernel(const Moe
       __syncwarp();
     }
   }
-  pdl_trigger();
 }
 
 __global__ void moe_pack_copy_kernel(const MoePackParams p) {
   pdl_wait();
+  pdl_trigger();
   const int slot = blockIdx.x;
   const int dest = p.origin[slot];
   if (dest >= 0) {
@@ -56,7 +57,6 @@ __global__ void moe_pack_copy_kernel(const MoePackParams p) {
     for (int v = threadIdx.x; v < p.hidden / kBf16PerVec; v += blockDim.x)
       store_vec(dst + v * kBf16PerVec, load_vec(src + v * kBf16PerVec));
   }
-  pdl_trigger();
 }
 
 }  // namespace

@@ -51,9 +51,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   __shared__ float s_s[kRows][kKeys];
   __shared__ float alpha_s[kRows], max_s[kRows], sum_s[kRows];
   __shared__ int limit_s[kRows];
-  __shared__ int kv_len_s;
 
   pdl_wait();
+  pdl_trigger();
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int seq = blockIdx.y, kv_head = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads, tokens_per_block = kRows / group;
@@ -65,9 +65,18 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   auto token_of = [&](int r) { return q_begin + t0 + r / group; };
   auto head_of = [&](int r) { return kv_head * group + r % group; };
 
-  // Rows: key limit (causal) and q, pre-scaled so that softmax runs in exp2.
-  const float q_scale = p.scale * kLog2e;
+  // Rows' key limits (causal), then this block's key range: empty ranges leave before reading q.
   if (tid < kRows) limit_s[tid] = tid < rows ? p.positions[token_of(tid)] + 1 : 0;
+  __syncthreads();
+  int kv_len = 0;
+  for (int r = 0; r < rows; r += group) kv_len = max(kv_len, limit_s[r]);
+  const int per_split = attention_keys_per_split(kv_len, p.num_splits);
+  const int key_begin = split * per_split;
+  const int key_end = min(kv_len, key_begin + per_split);
+  if (key_begin >= key_end) return;  // past the context: the reduce skips this split
+
+  // q, pre-scaled so that softmax runs in exp2.
+  const float q_scale = p.scale * kLog2e;
   for (int c = tid; c < kRows * T::kChunksPerRow; c += kThreads) {
     const int r = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
     float v[kBf16PerVec] = {};
@@ -78,17 +87,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
     for (int j = 0; j < kBf16PerVec; ++j) q_s[r][d0 + j] = v[j] * q_scale;
   }
   __syncthreads();
-  if (tid == 0) {
-    int kv_len = 0;
-    for (int r = 0; r < rows; r += group) kv_len = max(kv_len, limit_s[r]);
-    kv_len_s = kv_len;
-  }
-  __syncthreads();
-  const int key_begin = split * p.keys_per_split;
-  // The last split takes every remaining key, should a position exceed the planned context length.
-  const bool last = split == p.num_splits - 1;
-  const int key_end = last ? kv_len_s : min(kv_len_s, key_begin + p.keys_per_split);
-  if (key_begin >= key_end) return;  // an empty range of a split: the reduce skips it
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   float run_max[T::kSoftmaxRowsPerWarp], run_sum[T::kSoftmaxRowsPerWarp];
@@ -240,17 +238,18 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
         *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(max_s[r], sum_s[r]);
     }
   }
-  pdl_trigger();
 }
 
 // Merges the splits of one (decode token, query head): block of D threads, one dim each.
 __global__ void attention_reduce_kernel(const PagedAttentionParams p) {
   pdl_wait();
+  pdl_trigger();
   const int seq = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
   const int token = p.query_start[seq];
   if (p.query_start[seq + 1] - token != 1) return;
   const int kv_len = p.positions[token] + 1;
-  const int splits = min(p.num_splits, (kv_len + p.keys_per_split - 1) / p.keys_per_split);
+  const int per_split = attention_keys_per_split(kv_len, p.num_splits);
+  const int splits = (kv_len + per_split - 1) / per_split;
   const int64_t base = (static_cast<int64_t>(token) * p.num_q_heads + head) * p.num_splits;
   float max_all = -INFINITY;
   for (int s = 0; s < splits; ++s) max_all = fmaxf(max_all, p.partial_max_sum[(base + s) * 2]);
@@ -261,7 +260,6 @@ __global__ void attention_reduce_kernel(const PagedAttentionParams p) {
     den += w * p.partial_max_sum[(base + s) * 2 + 1];
   }
   p.out[(static_cast<int64_t>(token) * p.num_q_heads + head) * p.head_dim + d] = __float2bfloat16(num / den);
-  pdl_trigger();
 }
 
 template <int D, int kRows, int kKeys, int kStages>
@@ -293,24 +291,19 @@ size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, in
 
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
                         size_t max_partial_bytes) {
-  constexpr int kMinKeysPerSplit = 256;
   constexpr int kMaxSplits = 128;
   // Decode blocks take ~45 KB of shared memory (5 fit on an SM); 4 per SM keep loads in flight.
   constexpr int kTargetBlocksPerSm = 4;
   p.num_splits = 1;
-  p.keys_per_split = std::max(max_context_len, 1);
   if (p.max_query_len != 1) return;
   const int blocks = std::max(1, p.num_seqs * p.num_kv_heads);
-  int splits = std::min((kTargetBlocksPerSm * num_sms + blocks - 1) / blocks,
-                        (max_context_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
-  splits = std::min(splits, kMaxSplits);
+  const int q = kAttentionKeysPerSplitQuantum;
+  int splits = std::min({(kTargetBlocksPerSm * num_sms + blocks - 1) / blocks,
+                         (std::max(max_context_len, 1) + q - 1) / q, kMaxSplits});
   while (splits > 1 &&
          attention_partial_bytes(num_tokens, p.num_q_heads, p.head_dim, splits) > max_partial_bytes)
     --splits;
-  if (splits <= 1) return;
-  const int q = kAttentionKeysPerSplitQuantum;
-  p.keys_per_split = ((max_context_len + splits - 1) / splits + q - 1) / q * q;
-  p.num_splits = (max_context_len + p.keys_per_split - 1) / p.keys_per_split;
+  p.num_splits = std::max(splits, 1);
 }
 
 void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {

@@ -30,15 +30,24 @@ struct PagedAttentionParams {
   int block_size = 0;                     // tokens per cache block
   int max_blocks_per_seq = 0;
   int max_query_len = 0;   // longest query of the step (1 = decode)
-  int num_splits = 1;      // context ranges per (token, KV head); > 1 only in decode
-  int keys_per_split = 0;  // keys per range, a multiple of kAttentionKeysPerSplitQuantum
-  float scale = 1.0f;      // softmax scale (head_dim^-0.5)
+  int num_splits = 1;  // most context ranges per (token, KV head); > 1 only in decode
+  float scale = 1.0f;  // softmax scale (head_dim^-0.5)
 };
 
-inline constexpr int kAttentionKeysPerSplitQuantum = 64;
+// Keys per context range are a multiple of the kernels' key tile.
+inline constexpr int kAttentionKeysPerSplitQuantum = 32;
 
-// The split for decode: enough blocks to give each of `num_sms` SMs about four, ranges of at least 256 keys,
-// and partial buffers within `max_partial_bytes`. Fills num_splits and keys_per_split.
+// The range length for a context of kv_len keys cut into at most `num_splits` ranges. Computed on the
+// device from the sequence's actual length, so that a step planned (or captured in a graph) for the longest
+// context still spreads a short context over several blocks: with 128 planned ranges a 160-key context
+// runs as 5 ranges of 32 keys, not as one block walking all of it.
+__host__ __device__ inline int attention_keys_per_split(int kv_len, int num_splits) {
+  const int q = kAttentionKeysPerSplitQuantum;
+  return ((kv_len + num_splits - 1) / num_splits + q - 1) / q * q;
+}
+
+// The split for decode: up to enough blocks to give each of `num_sms` SMs about four at `max_context_len`
+// (ranges of at least one key tile), within `max_partial_bytes` of partial buffers. Fills num_splits.
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
                         size_t max_partial_bytes);
 size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits);

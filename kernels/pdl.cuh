@@ -3,9 +3,13 @@
 // pdl_wait(): blocks until the grids this launch depends on have completed and their writes are visible.
 // Every enrolled kernel calls it before its first read of anything a predecessor wrote (activations,
 // routing, step inputs). Weights may be read before it: nothing in a step writes them.
-// pdl_trigger(): lets the next launch in the stream start its prologue; called after the kernel's last
-// global write (exiting triggers too). Dependents still wait for this grid's completion in pdl_wait(), so
-// the position of the trigger never changes results, only overlap.
+// pdl_trigger(): lets the next launch in the stream start: its blocks become resident and run up to their
+// own pdl_wait() (issuing their weight loads) while this grid still runs. tpserve's kernels call it right
+// after pdl_wait(): dependents wait in pdl_wait() for this grid's completion and memory flush whatever the
+// trigger's position, so an early trigger changes overlap, never results. What it requires: every block
+// calls pdl_wait() before it exits (an early `return` included), or this grid could complete before its
+// predecessor and a dependent read the predecessor's output too soon. (NCCL 2.28's symmetric-window
+// kernels break the "dependents wait" half; tpserve registers no symmetric windows, see REFERENCE.md.)
 //
 // Both compile to nothing below SM90, where the host never sets the attribute for `auto` (kernels/policy.h);
 // `on` below SM90 is honoured by the host and is harmless here (no overlap, see DESIGN.md).

@@ -16,6 +16,7 @@ constexpr int kMaxPerLane = kRopeMaxHeadDim / 2 / kWarpSize;
 
 __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
   pdl_wait();
+  pdl_trigger();
   const int lane = threadIdx.x % kWarpSize;
   const int head = blockIdx.y * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int token = blockIdx.x;
@@ -52,7 +53,6 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
       dst[i] = src[i];
       dst[i + half] = src[i + half];
     }
-    pdl_trigger();
     return;
   }
   sum_sq = warp_sum(sum_sq);
@@ -70,7 +70,6 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
     dst[i] = __float2bfloat16(y1 * c - y2 * s);
     dst[i + half] = __float2bfloat16(y2 * c + y1 * s);
   }
-  pdl_trigger();
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ static_assert(kMaxThreads * kMaxVecPerThread * kBf16PerVec >= kRmsNormMaxHidden)
 __global__ void rmsnorm_kernel(const RmsNormParams p) {
   __shared__ float scratch[kMaxThreads / kWarpSize];
   pdl_wait();
+  pdl_trigger();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.hidden;
   const int vectors = p.hidden / kBf16PerVec;
   float v[kMaxVecPerThread][kBf16PerVec];
@@ -49,7 +50,6 @@ __global__ void rmsnorm_kernel(const RmsNormParams p) {
     for (int j = 0; j < kBf16PerVec; ++j) y[j] = w[j] * (v[i][j] * inv);
     store_vec(p.out + base + vec * kBf16PerVec, pack_bf16x8(y));
   }
-  pdl_trigger();
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
   __shared__ double best_key_s[kThreads / kWarpSize];
   __shared__ int best_j_s[kThreads / kWarpSize];
   pdl_wait();
+  pdl_trigger();
   const int row = blockIdx.x, tid = threadIdx.x;
   const float temp = p.temperature[row];
   auto list = [&](int r) { return (static_cast<int64_t>(r) * p.rows + row) * c; };
@@ -48,7 +49,6 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
       p.tokens[row] = id;  // a rejected greedy draft is never the best: the residual draw is the best too
       if (p.accept != nullptr) p.accept[row] = draft >= 0 && draft == id ? 1 : 0;
     }
-    pdl_trigger();
     return;
   }
 
@@ -154,12 +154,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
         best = best_key_s[w], best_j = best_j_s[w];
     p.tokens[row] = merged_id[best_j == INT_MAX ? 0 : best_j];
   }
-  pdl_trigger();
 }
 
 // One thread per row: the draft of row r is the input token of row r + 1 when both are in one group.
 __global__ void verify_drafts_kernel(const VerifyGroupsParams p, int rows) {
   pdl_wait();
+  pdl_trigger();
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r < rows) {
     int lo = 0, hi = p.groups;  // the group holding row r: the last g with group_start[g] <= r
@@ -172,12 +172,12 @@ __global__ void verify_drafts_kernel(const VerifyGroupsParams p, int rows) {
     }
     p.drafts[r] = r + 1 < p.group_start[lo + 1] ? p.row_tokens[r + 1] : -1;
   }
-  pdl_trigger();
 }
 
 // One thread per group: accepted drafts left to right, then the row's draw (the residual or the bonus).
 __global__ void verify_groups_kernel(const VerifyGroupsParams p) {
   pdl_wait();
+  pdl_trigger();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g < p.groups) {
     const int begin = p.group_start[g], end = p.group_start[g + 1];
@@ -198,7 +198,6 @@ __global__ void verify_groups_kernel(const VerifyGroupsParams p) {
     }
     p.accepted[g] = taken;
   }
-  pdl_trigger();
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ __global__ void __launch_bounds__(kChunkThreads) candidates_chunk_kernel(const S
   __shared__ int hist[256], found[2], warp_totals[kChunkThreads / kWarpSize];
   __shared__ float reduce_s[kChunkThreads / kWarpSize];
   pdl_wait();
+  pdl_trigger();
   const int row = blockIdx.y, chunk = blockIdx.x;
   const int begin = chunk * p.chunk_size, len = min(p.chunk_size, p.vocab - begin);
   const float* logits = p.logits + static_cast<int64_t>(row) * p.vocab + begin;
@@ -66,7 +67,6 @@ __global__ void __launch_bounds__(kChunkThreads) candidates_chunk_kernel(const S
     const SelectThreshold t = radix_select<kChunkThreads>(key_at, len, p.candidates, hist, found);
     compact_selected<kChunkThreads>(key_at, len, t, warp_totals, emit);
   }
-  pdl_trigger();
 }
 
 __global__ void __launch_bounds__(kMergeThreads) candidates_merge_kernel(const SamplingCandidatesParams p) {
@@ -77,6 +77,7 @@ __global__ void __launch_bounds__(kMergeThreads) candidates_merge_kernel(const S
   auto* vals = reinterpret_cast<float*>(keys + sort_n);
   auto* ids = reinterpret_cast<int32_t*>(vals + p.candidates);
   pdl_wait();
+  pdl_trigger();
   const int row = blockIdx.x, c = p.candidates;
   const int64_t base = static_cast<int64_t>(row) * p.num_chunks * c;
   auto key_at = [&](int i, uint32_t& key) {
@@ -112,7 +113,6 @@ __global__ void __launch_bounds__(kMergeThreads) candidates_merge_kernel(const S
     p.stats[2 * row] = row_max;
     p.stats[2 * row + 1] = row_sum;
   }
-  pdl_trigger();
 }
 
 }  // namespace

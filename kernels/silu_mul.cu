@@ -13,6 +13,7 @@ constexpr int kThreads = 128;
 
 __global__ void silu_mul_kernel(const SiluMulParams p) {
   pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.y;
   const bf16* gate = p.gate_up + row * 2 * p.inter;
   const bf16* up = gate + p.inter;
@@ -31,7 +32,6 @@ __global__ void silu_mul_kernel(const SiluMulParams p) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.inter; i += gridDim.x * blockDim.x)
       out[i] = __float2bfloat16(silu(__bfloat162float(gate[i])) * __bfloat162float(up[i]));
   }
-  pdl_trigger();
 }
 
 }  // namespace

@@ -13,33 +13,34 @@ dim3 grid_for(int n) {
 
 __global__ void resolve_tokens_kernel(const ResolveTokensParams p) {
   pdl_wait();
+  pdl_trigger();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n && p.ids[i] < 0) {
     const int t = -p.ids[i] - 1;
     p.ids[i] = t < p.table_size ? p.table[t] : -1;
   }
-  pdl_trigger();
 }
 
 __global__ void add_i32_kernel(const AddI32Params p) {
   pdl_wait();
+  pdl_trigger();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n) p.out[i] = p.a[i] + p.b[i] + p.c;
-  pdl_trigger();
 }
 
 __global__ void scatter_i32_kernel(const ScatterI32Params p) {
   pdl_wait();
+  pdl_trigger();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n) {
     const int at = p.index[i];
     if (at >= 0 && at < p.table_size) p.table[at] = p.values[i];
   }
-  pdl_trigger();
 }
 
 __global__ void draft_step_meta_kernel(const DraftStepMetaParams p) {
   pdl_wait();
+  pdl_trigger();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n) {
     const int pos = p.positions[i];
@@ -49,7 +50,6 @@ __global__ void draft_step_meta_kernel(const DraftStepMetaParams p) {
         block < p.width ? p.block_tables[i * p.width + block] * p.block_size + pos % p.block_size : -1;
     p.context_lens[i] = pos + 1;
   }
-  pdl_trigger();
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ constexpr int kPerLane = kGatingMaxExperts / kWarpSize;
 
 __global__ void topk_gating_kernel(const TopkGatingParams p) {
   pdl_wait();
+  pdl_trigger();
   const int lane = threadIdx.x % kWarpSize;
   const int token = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (token >= p.tokens) return;
@@ -73,7 +74,6 @@ __global__ void topk_gating_kernel(const TopkGatingParams p) {
       ids[j] = picked_id[j];
     }
   }
-  pdl_trigger();
 }
 
 }  // namespace

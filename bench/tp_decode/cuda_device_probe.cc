@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "bench/bench_kernels.h"
@@ -83,15 +85,23 @@ class CudaProbe final : public DeviceProbe {
     }
 #endif
   }
-  std::optional<double> step_end_busy_seconds() override {
+  std::optional<double> step_end_busy_seconds([[maybe_unused]] bool keep_kernel_times) override {
 #if TPSERVE_HAVE_CUPTI
     if (gpu_busy_) {
       const uint64_t ns = CuptiBusyTracer::instance().busy_ns_since(
-          since_ns_, static_cast<uint32_t>(backend_.device_index()));
+          since_ns_, static_cast<uint32_t>(backend_.device_index()), keep_kernel_times ? &kernels_ : nullptr);
       return static_cast<double>(ns) * 1e-9;
     }
 #endif
     return std::nullopt;
+  }
+  std::vector<KernelTime> take_kernel_times() override {
+    std::vector<KernelTime> out;
+    for (auto& [name, k] : kernels_) out.push_back(std::move(k));
+    kernels_.clear();
+    std::sort(out.begin(), out.end(),
+              [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
+    return out;
   }
 
  private:
@@ -105,6 +115,7 @@ class CudaProbe final : public DeviceProbe {
   CudaBackend& backend_;
   bool gpu_busy_ = false;
   [[maybe_unused]] uint64_t since_ns_ = 0;
+  std::map<std::string, KernelTime> kernels_;  // kept steps since the last take_kernel_times()
 };
 
 }  // namespace

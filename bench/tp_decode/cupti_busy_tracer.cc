@@ -1,6 +1,7 @@
 #include "bench/tp_decode/cupti_busy_tracer.h"
 
 #include <cupti.h>
+#include <cxxabi.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -27,7 +28,23 @@ constexpr size_t kBufferBytes = size_t(8) << 20;
 struct Record {
   uint32_t device;
   BusyInterval interval;
+  std::string kernel;  // empty for copies and sets
 };
+
+// "void ns::(anonymous namespace)::gemv_kernel<...>(Params)" -> "gemv_kernel".
+std::string short_kernel_name(const char* mangled) {
+  if (mangled == nullptr) return "?";
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled != nullptr ? demangled : mangled;
+  std::free(demangled);
+  const std::string anonymous = "(anonymous namespace)::";
+  for (size_t at; (at = name.find(anonymous)) != std::string::npos;) name.erase(at, anonymous.size());
+  if (name.rfind("void ", 0) == 0) name.erase(0, 5);  // a template's return type
+  name = name.substr(0, name.find_first_of("<("));
+  const size_t colon = name.rfind("::");
+  return colon == std::string::npos ? name : name.substr(colon + 2);
+}
 
 std::mutex g_mutex;
 std::vector<Record> g_records;  // completed records not yet consumed
@@ -46,17 +63,17 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
       case CUPTI_ACTIVITY_KIND_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        got.push_back({k->deviceId, {k->start, k->end}});
+        got.push_back({k->deviceId, {k->start, k->end}, short_kernel_name(k->name)});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        got.push_back({m->deviceId, {m->start, m->end}});
+        got.push_back({m->deviceId, {m->start, m->end}, {}});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        got.push_back({m->deviceId, {m->start, m->end}});
+        got.push_back({m->deviceId, {m->start, m->end}, {}});
         break;
       }
       default:
@@ -90,7 +107,8 @@ uint64_t CuptiBusyTracer::now_ns() const {
   return t;
 }
 
-uint64_t CuptiBusyTracer::busy_ns_since(uint64_t since_ns, uint32_t device) {
+uint64_t CuptiBusyTracer::busy_ns_since(uint64_t since_ns, uint32_t device,
+                                        std::map<std::string, KernelTime>* kernels) {
   TPS_CHECK(started_, "CUPTI busy tracer: start() first");
   CUPTI_CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   std::vector<BusyInterval> mine;
@@ -98,9 +116,15 @@ uint64_t CuptiBusyTracer::busy_ns_since(uint64_t since_ns, uint32_t device) {
     std::lock_guard<std::mutex> lock(g_mutex);
     std::vector<Record> keep;
     for (const Record& r : g_records) {
-      if (r.device == device && r.interval.start_ns >= since_ns)
+      if (r.device == device && r.interval.start_ns >= since_ns) {
         mine.push_back(r.interval);
-      else if (r.device != device)
+        if (kernels != nullptr && !r.kernel.empty()) {
+          KernelTime& k = (*kernels)[r.kernel];
+          k.name = r.kernel;
+          ++k.launches;
+          k.seconds += static_cast<double>(r.interval.end_ns - r.interval.start_ns) * 1e-9;
+        }
+      } else if (r.device != device)
         keep.push_back(r);  // another device's (another probe may ask for it)
     }
     g_records.swap(keep);

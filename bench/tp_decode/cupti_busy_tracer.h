@@ -4,6 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
+
+#include "bench/tp_decode/device_probe.h"
 
 namespace tpserve::bench {
 
@@ -14,8 +18,9 @@ class CuptiBusyTracer {
   void start();
   uint64_t now_ns() const;
   // Flushes the records and returns the busy nanoseconds on `device` of records that began at or after
-  // `since_ns` (records before it are dropped).
-  uint64_t busy_ns_since(uint64_t since_ns, uint32_t device);
+  // `since_ns` (records before it are dropped). kernels: when not null, each kernel record is added to its
+  // name's entry (names demangled, template arguments and parameters dropped).
+  uint64_t busy_ns_since(uint64_t since_ns, uint32_t device, std::map<std::string, KernelTime>* kernels);
 
  private:
   CuptiBusyTracer() = default;

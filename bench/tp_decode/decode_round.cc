@@ -76,7 +76,7 @@ RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCo
     const Clock::time_point t0 = Clock::now();
     const std::vector<TokenEvent> events = engine.step();
     const Clock::time_point t1 = Clock::now();
-    const std::optional<double> busy = probe.step_end_busy_seconds();
+    const std::optional<double> busy = probe.step_end_busy_seconds(!engine.last_step_stats().has_prefill());
 
     StepSample step{.wall_s = seconds(t1 - t0),
                     .stats = engine.last_step_stats(),
@@ -99,6 +99,8 @@ RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCo
     }
   }
   rec.wall_s = seconds(Clock::now() - start);
+  rec.kernels = probe.take_kernel_times();
+  for (const auto& s : rec.steps) rec.kernel_steps += s.stats.has_prefill() ? 0 : 1;
   TPS_CHECK(!rec.steps.empty(), "a round ran no step");
   for (const auto& r : rec.requests)
     TPS_CHECK(r.tokens == spec.output_len, "a request produced ", r.tokens, " tokens instead of ",

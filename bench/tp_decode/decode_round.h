@@ -38,6 +38,8 @@ struct RoundRecord {
   double wall_s = 0;   // submission to the last token
   std::vector<StepSample> steps;
   std::vector<RequestSample> requests;
+  std::vector<KernelTime> kernels;  // decode-only steps, longest first (with --gpu-busy on a GPU)
+  int kernel_steps = 0;             // the decode-only steps they sum over
 };
 
 struct RoundSpec {

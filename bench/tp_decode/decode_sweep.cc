@@ -78,6 +78,18 @@ void print_progress(const SweepOptions& o, const ArmRecord& arm, const RoundReco
                "%.1f tok/s per request, %.1f s elapsed\n",
                rec.concurrency, rec.round + 1, o.rounds, arm.spec.name.c_str(), run, runs, rec.steps.size(),
                median(step_ms), median(tps), elapsed_s);
+  if (rec.kernels.empty() || rec.kernel_steps == 0) return;
+  // Where the device time of a decode step goes (--gpu-busy): the kernels summed over the round's
+  // decode-only steps, per step.
+  double total = 0;
+  for (const KernelTime& k : rec.kernels) total += k.seconds;
+  const double steps = rec.kernel_steps;
+  std::fprintf(stderr, "  %-28s %9s %10s %10s %7s   (kernel time %.3f ms per decode step)\n", "kernel",
+               "per step", "us/launch", "us/step", "share", total / steps * 1e3);
+  for (const KernelTime& k : rec.kernels)
+    std::fprintf(stderr, "  %-28s %9.1f %10.2f %10.1f %6.1f%%\n", k.name.substr(0, 28).c_str(),
+                 double(k.launches) / steps, k.seconds / double(k.launches) * 1e6, k.seconds / steps * 1e6,
+                 k.seconds / total * 100);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ class HostProbe final : public DeviceProbe {
   std::string name() const override { return backend_ + " backend (no device probe)"; }
   std::optional<double> measure_memory_bandwidth_gbps() override { return std::nullopt; }
   void step_begin() override {}
-  std::optional<double> step_end_busy_seconds() override { return std::nullopt; }
+  std::optional<double> step_end_busy_seconds(bool) override { return std::nullopt; }
 
  private:
   std::string backend_;

@@ -9,13 +9,22 @@
 // outside the host timer.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/backend/backend.h"
 
 namespace tpserve::bench {
+
+// Device time of one kernel (by name, template arguments dropped) summed over the steps kept.
+struct KernelTime {
+  std::string name;
+  int64_t launches = 0;
+  double seconds = 0;
+};
 
 class DeviceProbe {
  public:
@@ -23,7 +32,11 @@ class DeviceProbe {
   virtual std::string name() const = 0;
   virtual std::optional<double> measure_memory_bandwidth_gbps() = 0;
   virtual void step_begin() = 0;
-  virtual std::optional<double> step_end_busy_seconds() = 0;
+  // keep_kernel_times: add this step's kernels to the table take_kernel_times() returns (tp_decode keeps
+  // decode-only steps, so that one prefill does not weigh on the table).
+  virtual std::optional<double> step_end_busy_seconds(bool keep_kernel_times) = 0;
+  // The kernels kept since the last call, longest total first (empty without --gpu-busy or a device).
+  virtual std::vector<KernelTime> take_kernel_times() { return {}; }
 };
 
 // The probe for the backend an engine runs on (the CPU backend: one that measures nothing).

@@ -50,8 +50,13 @@ nlohmann::json round_json(const SweepOptions& o, const RoundRecord& r) {
     requests["last_token_s"].push_back(q.last_token_s);
     requests["tokens"].push_back(q.tokens);
   }
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelTime& k : r.kernels)
+    kernels.push_back({{"name", k.name}, {"launches", k.launches}, {"seconds", k.seconds}});
   return {{"arm", o.arms[r.arm].name},
           {"concurrency", r.concurrency},
+          {"kernel_steps", r.kernel_steps},
+          {"kernels", kernels},
           {"round", r.round},
           {"position", r.position},
           {"start_s", r.start_s},
