@@ -11,7 +11,7 @@
 namespace tpserve::kernels {
 namespace {
 
-constexpr int kMaxWarps = 8;
+constexpr int kMaxWarps = 16;
 constexpr int kUnroll = 4;
 
 template <int NT, typename Out>

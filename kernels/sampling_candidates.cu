@@ -27,6 +27,23 @@ __device__ __forceinline__ float row_temperature(const SamplingCandidatesParams&
   return t > 0.0f ? t : 1.0f;
 }
 
+// Greedy rows (temperature <= 0) are sampled from their best candidate alone.
+__device__ __forceinline__ bool greedy_row(const SamplingCandidatesParams& p, int row) {
+  return !(p.temperature[row] > 0.0f);
+}
+
+// Minimum over the block; scratch: one int per warp. Every thread gets the result.
+__device__ __forceinline__ int block_min(int v, int* scratch) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v = min(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int warps = blockDim.x / kWarpSize;
+  __syncthreads();  // scratch may still be read by an earlier reduction
+  if (threadIdx.x % kWarpSize == 0) scratch[threadIdx.x / kWarpSize] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int w = 1; w < warps; ++w) v = min(v, scratch[w]);
+  return v;
+}
+
 __global__ void __launch_bounds__(kChunkThreads) candidates_chunk_kernel(const SamplingCandidatesParams p) {
   __shared__ int hist[256], found[2], warp_totals[kChunkThreads / kWarpSize];
   __shared__ float reduce_s[kChunkThreads / kWarpSize];
@@ -57,7 +74,16 @@ __global__ void __launch_bounds__(kChunkThreads) candidates_chunk_kernel(const S
     p.chunk_values[out_base + pos] = logits[i];
     p.chunk_ids[out_base + pos] = static_cast<int32_t>(p.vocab_begin + begin + i);
   };
-  if (len <= p.candidates) {
+  if (greedy_row(p, row)) {  // only the chunk's best: its first position holding the maximum
+    int first = len;
+    for (int i = threadIdx.x; i < len; i += kChunkThreads)
+      if (logits[i] == chunk_max) {
+        first = i;
+        break;
+      }
+    first = block_min(first, warp_totals);
+    if (threadIdx.x == 0) emit(first < len ? first : 0, 0);  // no match: NaN logits
+  } else if (len <= p.candidates) {
     for (int i = threadIdx.x; i < len; i += kChunkThreads) emit(i, i);
   } else {
     auto key_at = [&](int i, uint32_t& key) {
@@ -67,6 +93,17 @@ __global__ void __launch_bounds__(kChunkThreads) candidates_chunk_kernel(const S
     const SelectThreshold t = radix_select<kChunkThreads>(key_at, len, p.candidates, hist, found);
     compact_selected<kChunkThreads>(key_at, len, t, warp_totals, emit);
   }
+}
+
+// The chunks' [max, sum] merged into the row's.
+__device__ void write_row_stats(const SamplingCandidatesParams& p, int row) {
+  const float* st = p.chunk_stats + static_cast<int64_t>(row) * p.num_chunks * 2;
+  const float temp = row_temperature(p, row);
+  float row_max = -INFINITY, row_sum = 0.0f;
+  for (int k = 0; k < p.num_chunks; ++k) row_max = fmaxf(row_max, st[2 * k]);
+  for (int k = 0; k < p.num_chunks; ++k) row_sum += st[2 * k + 1] * expf((st[2 * k] - row_max) / temp);
+  p.stats[2 * row] = row_max;
+  p.stats[2 * row + 1] = row_sum;
 }
 
 __global__ void __launch_bounds__(kMergeThreads) candidates_merge_kernel(const SamplingCandidatesParams p) {
@@ -80,6 +117,20 @@ __global__ void __launch_bounds__(kMergeThreads) candidates_merge_kernel(const S
   pdl_trigger();
   const int row = blockIdx.x, c = p.candidates;
   const int64_t base = static_cast<int64_t>(row) * p.num_chunks * c;
+  if (threadIdx.x == 0) write_row_stats(p, row);
+  if (greedy_row(p, row)) {  // the best of the chunks' bests (chunks in id order: the first wins ties)
+    float best = -INFINITY;
+    int32_t best_id = -1;
+    for (int k = 0; k < p.num_chunks; ++k) {
+      const float v = p.chunk_values[base + static_cast<int64_t>(k) * c];
+      if (best_id < 0 || v > best) best = v, best_id = p.chunk_ids[base + static_cast<int64_t>(k) * c];
+    }
+    for (int r = threadIdx.x; r < c; r += kMergeThreads) {  // every position: the best (see the header)
+      p.values[static_cast<int64_t>(row) * c + r] = best;
+      p.ids[static_cast<int64_t>(row) * c + r] = best_id;
+    }
+    return;
+  }
   auto key_at = [&](int i, uint32_t& key) {
     const int chunk = i / c, j = i % c;
     if (j >= min(c, p.vocab - chunk * p.chunk_size)) return false;
@@ -103,15 +154,6 @@ __global__ void __launch_bounds__(kMergeThreads) candidates_merge_kernel(const S
     const int pos = static_cast<int>(0xffffffffu - static_cast<uint32_t>(keys[r]));
     p.values[static_cast<int64_t>(row) * c + r] = vals[pos];
     p.ids[static_cast<int64_t>(row) * c + r] = ids[pos];
-  }
-  if (threadIdx.x == 0) {
-    const float* st = p.chunk_stats + static_cast<int64_t>(row) * p.num_chunks * 2;
-    const float temp = row_temperature(p, row);
-    float row_max = -INFINITY, row_sum = 0.0f;
-    for (int k = 0; k < p.num_chunks; ++k) row_max = fmaxf(row_max, st[2 * k]);
-    for (int k = 0; k < p.num_chunks; ++k) row_sum += st[2 * k + 1] * expf((st[2 * k] - row_max) / temp);
-    p.stats[2 * row] = row_max;
-    p.stats[2 * row + 1] = row_sum;
   }
 }
 

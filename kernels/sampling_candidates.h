@@ -1,7 +1,8 @@
 // Sampling candidates of one rank: per row, the C largest logits of the rank's vocabulary slice in
 // descending order (ties to the smaller id; ids are global), and [max, sum exp((logit - max) / T)] over the
 // slice (T = temperature, 1 when greedy). Two stages: blocks select the top C of fixed-size chunks of the
-// row in parallel, then one block per row selects and sorts the top C of the chunks' candidates.
+// row in parallel, then one block per row selects and sorts the top C of the chunks' candidates. Greedy rows
+// (temperature <= 0) skip both selections: their best logit fills all C positions (Backend's contract).
 #pragma once
 
 #include <cstddef>

@@ -157,7 +157,9 @@ class Backend {
 
   // Sampling, split so that tensor parallelism never gathers whole logits. Per row: the C largest logits of
   // this rank's vocabulary slice (descending, ties to the smaller id; ids are global), and [max, sum of
-  // exp((logit - max) / T)] over the slice (T = temperature, 1 when greedy).
+  // exp((logit - max) / T)] over the slice (T = temperature, 1 when greedy). Greedy rows (T <= 0) are
+  // sampled from their best candidate alone, so they get only that: the best in every one of the C places
+  // (no top-C selection, the costliest part of a greedy decode step's sampling).
   virtual void sampling_candidates(Tensor logits /*[S, V] f32*/, int64_t vocab_begin,
                                    Tensor temperature /*[S]*/, Tensor values /*[S, C] f32*/,
                                    Tensor ids /*[S, C] i32*/, Tensor stats /*[S, 2] f32*/) = 0;

@@ -33,7 +33,8 @@ TEST_P(SamplingCandidatesTest, MatchesCpu) {
   const int64_t vocab_begin = 1000;
   Pair logits = b.f32({c.rows, c.vocab}, tied_logits(rng, size_t(c.rows) * c.vocab));
   std::vector<float> temps(c.rows);
-  for (int r = 0; r < c.rows; ++r) temps[r] = r % 2 == 0 ? 0.0f : 0.7f;  // greedy rows use T = 1
+  // Greedy rows: the best candidate in every place, and statistics with T = 1.
+  for (int r = 0; r < c.rows; ++r) temps[r] = r % 2 == 0 ? 0.0f : 0.7f;
   Pair temp = b.f32({c.rows}, temps);
   Pair values = b.output(DType::kF32, {c.rows, c.candidates}),
        ids = b.output(DType::kI32, {c.rows, c.candidates});

@@ -72,6 +72,24 @@ TEST(Sampling, GreedyTakesTheLargestAndTiesGoToTheSmallerId) {
   EXPECT_EQ(s.draw(logits, 2, 4, SamplingParams{}, 0, 2), (std::vector<int32_t>{1, 2}));
 }
 
+// Greedy rows get their best candidate in every place; sampled rows their C best in order.
+TEST(Sampling, GreedyRowsGetTheirBestCandidateInEveryPlace) {
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  const int vocab = 6, c = 3;
+  Tensor logits = be->alloc(DType::kF32, {2, vocab}), temp = be->alloc(DType::kF32, {2});
+  const float l[] = {0.5f, 4.0f, -1.0f, 4.0f, 1.0f, 2.0f};  // ids 11 and 13 tie at the top
+  for (int r = 0; r < 2; ++r)
+    for (int v = 0; v < vocab; ++v) logits.ptr<float>()[r * vocab + v] = l[v];
+  temp.ptr<float>()[0] = 0.0f, temp.ptr<float>()[1] = 0.8f;
+  Tensor values = be->alloc(DType::kF32, {2, c}), ids = be->alloc(DType::kI32, {2, c}),
+         stats = be->alloc(DType::kF32, {2, 2});
+  be->sampling_candidates(logits, 10, temp, values, ids, stats);
+  const std::vector<int32_t> got(ids.ptr<int32_t>(), ids.ptr<int32_t>() + 2 * c);
+  EXPECT_EQ(got, (std::vector<int32_t>{11, 11, 11, 11, 13, 15}));
+  for (int j = 0; j < c; ++j) EXPECT_EQ(values.ptr<float>()[j], 4.0f);
+  EXPECT_EQ(values.ptr<float>()[c + 2], 2.0f);
+}
+
 std::vector<double> filtered_softmax(const std::vector<float>& l, const SamplingParams& p) {
   const int v = static_cast<int>(l.size());
   std::vector<int> order(v);

@@ -129,12 +129,13 @@ void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature,
   for (int64_t r = 0; r < rows; ++r) {
     const float* l = logits.ptr<float>() + r * vocab;
     for (int64_t v = 0; v < vocab; ++v) all[v] = {l[v], static_cast<int32_t>(vocab_begin + v)};
-    std::partial_sort(all.begin(), all.begin() + c, all.end(), better);
-    for (int64_t j = 0; j < c; ++j) {
-      values.ptr<float>()[r * c + j] = all[j].value;
-      ids.ptr<int32_t>()[r * c + j] = all[j].id;
-    }
     const float temp = temperature.ptr<float>()[r];
+    const bool greedy = !(temp > 0.0f);  // the best alone, in every place (Backend::sampling_candidates)
+    std::partial_sort(all.begin(), all.begin() + (greedy ? 1 : c), all.end(), better);
+    for (int64_t j = 0; j < c; ++j) {
+      values.ptr<float>()[r * c + j] = all[greedy ? 0 : j].value;
+      ids.ptr<int32_t>()[r * c + j] = all[greedy ? 0 : j].id;
+    }
     const float t = temp > 0.0f ? temp : 1.0f;
     const float max_logit = all[0].value;
     double sum = 0.0;
