@@ -56,6 +56,7 @@ RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCo
 
   const auto prompts =
       make_prompts(spec.seed, spec.concurrency, spec.round, spec.input_len, engine.spec().vocab_size);
+  const SpeculativeMetrics spec_before = scheduler.speculative_metrics();
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < spec.concurrency; ++i) {
     Request r;
@@ -96,10 +97,15 @@ RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCo
       if (r.tokens == 0) r.first_token_s = at;
       r.last_token_s = at;
       ++r.tokens;
+      if (spec.keep_tokens) r.token_ids.push_back(e.token);
     }
   }
   rec.wall_s = seconds(Clock::now() - start);
   rec.kernels = probe.take_kernel_times();
+  const SpeculativeMetrics& spec_after = scheduler.speculative_metrics();
+  rec.drafts = spec_after.drafts - spec_before.drafts;
+  rec.draft_tokens = spec_after.draft_tokens - spec_before.draft_tokens;
+  rec.accepted_tokens = spec_after.accepted_tokens - spec_before.accepted_tokens;
   for (const auto& s : rec.steps) rec.kernel_steps += s.stats.has_prefill() ? 0 : 1;
   TPS_CHECK(!rec.steps.empty(), "a round ran no step");
   for (const auto& r : rec.requests)

@@ -25,6 +25,7 @@ struct RequestSample {
   double first_token_s = 0;  // since submission (all requests of a round are submitted at once): TTFT
   double last_token_s = 0;
   int tokens = 0;
+  std::vector<int32_t> token_ids;  // the tokens, when the round keeps them (RoundSpec::keep_tokens)
   // (tokens - 1) / (last - first); NaN with fewer than two tokens.
   double decode_tokens_per_s() const;
 };
@@ -40,6 +41,9 @@ struct RoundRecord {
   std::vector<RequestSample> requests;
   std::vector<KernelTime> kernels;  // decode-only steps, longest first (with --gpu-busy on a GPU)
   int kernel_steps = 0;             // the decode-only steps they sum over
+  // Speculative decoding in the round (the scheduler's metrics, before and after): verification groups,
+  // drafts proposed, drafts accepted.
+  int64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;
 };
 
 struct RoundSpec {
@@ -48,6 +52,7 @@ struct RoundSpec {
   int output_len = 384;
   uint64_t seed = 0;
   int round = 0;
+  bool keep_tokens = false;  // RequestSample::token_ids
 };
 
 // Deterministic prompts: request i of (seed, concurrency, round) gets the same ids in every arm.

@@ -8,6 +8,7 @@
 
 #include "bench/common/arm_schedule.h"
 #include "bench/common/sample_stats.h"
+#include "bench/tp_decode/scripted_drafts.h"
 #include "runtime/config/config_parser.h"
 #include "runtime/tools/runtime_setup.h"
 
@@ -18,18 +19,55 @@ using Clock = std::chrono::steady_clock;
 
 // One arm's engine with what it needs around it (the communicator must outlive the engine).
 struct ArmRuntime {
+  std::unique_ptr<ScriptedDraftSource> drafts;  // arms with bench.scripted_drafts (outlives the engine)
   std::unique_ptr<RuntimeSetup> setup;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<DeviceProbe> probe;
   std::unique_ptr<StepCostModel> cost;
 };
 
-std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm, ArmRecord* record) {
+// The greedy continuations of every (concurrency, round) of the schedule, from an engine without
+// speculation on `config` (one process only: the script runs on the driver's host).
+std::shared_ptr<const ReferenceContinuations> run_reference(const SweepOptions& o, const Config& config) {
+  RuntimeSetup setup(config);
+  TPS_CHECK(setup.world().size() == 1, "scripted drafts (bench.scripted_drafts) run on one process, not ",
+            setup.world().size());
+  const std::unique_ptr<Engine> engine = setup.make_engine(EngineOptions{});
+  const std::unique_ptr<DeviceProbe> probe = make_device_probe(engine->backend());
+  auto reference = std::make_shared<ReferenceContinuations>(engine->spec().vocab_size);
+  const Clock::time_point start = Clock::now();
+  for (int c : o.concurrency)
+    for (int round = 0; round < o.rounds; ++round) {
+      RoundRecord rec = run_decode_round(*engine,
+                                         RoundSpec{.concurrency = c,
+                                                   .input_len = o.input_len,
+                                                   .output_len = o.output_len,
+                                                   .seed = o.seed,
+                                                   .round = round,
+                                                   .keep_tokens = true},
+                                         nullptr, *probe);
+      for (int i = 0; i < c; ++i) reference->add(c, round, i + 1, std::move(rec.requests[i].token_ids));
+    }
+  std::fprintf(stderr, "[tp_decode] reference continuations for scripted drafts: %.1f s\n",
+               std::chrono::duration<double>(Clock::now() - start).count());
+  return reference;
+}
+
+std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm, ArmRecord* record,
+                                      std::shared_ptr<const ReferenceContinuations>& reference) {
   const Config config = load_arm_config(o, arm);
   auto rt = std::make_unique<ArmRuntime>();
+  EngineOptions options;
+  if (arm.scripted_drafts > 0) {
+    if (!reference) reference = run_reference(o, config);
+    rt->drafts = std::make_unique<ScriptedDraftSource>(reference, arm.draft_acceptance, o.input_len, o.seed);
+    options.draft_script = rt->drafts->script();
+    options.draft_script_tokens = arm.scripted_drafts;
+  }
   rt->setup = std::make_unique<RuntimeSetup>(config);
   const bool driver = rt->setup->world().rank() == 0;
-  rt->engine = rt->setup->make_engine(EngineOptions{.record_routing = driver});
+  options.record_routing = driver;
+  rt->engine = rt->setup->make_engine(options);
   if (!driver) return rt;
   Engine& e = *rt->engine;
   rt->probe = make_device_probe(e.backend(), o.gpu_busy);
@@ -53,6 +91,7 @@ std::optional<RoundRecord> run_once(ArmRuntime& rt, const RoundSpec& spec) {
     e.run_follower();
     return std::nullopt;
   }
+  if (rt.drafts) rt.drafts->set_run(spec.concurrency, spec.round);
   RoundRecord rec = run_decode_round(e, spec, rt.cost.get(), *rt.probe);
   e.stop_followers();
   return rec;
@@ -110,9 +149,10 @@ SweepResult run_sweep(const SweepOptions& o) {
   for (const auto& arm : o.arms) result.arms.push_back(ArmRecord{.spec = arm});
 
   std::vector<std::unique_ptr<ArmRuntime>> runtimes(o.arms.size());
+  std::shared_ptr<const ReferenceContinuations> reference;  // run once, for the first scripted arm
   auto ensure_built = [&](int a) {
     if (runtimes[a]) return;
-    runtimes[a] = build_arm(o, o.arms[a], &result.arms[a]);
+    runtimes[a] = build_arm(o, o.arms[a], &result.arms[a], reference);
     if (o.warmup) warm_up(o, *runtimes[a]);
   };
   if (!o.one_engine_at_a_time)

@@ -21,6 +21,35 @@ bool valid_arm_name(const std::string& name) {
   });
 }
 
+double parse_number(const std::string& arm, const std::string& key, const std::string& value) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TPS_CHECK(used == value.size() && !value.empty(), "--arm ", arm, ": ", key, "='", value,
+            "' is not a number");
+  return v;
+}
+
+void parse_bench_key(ArmSpec& arm, const std::string& key, const std::string& value) {
+  const double v = parse_number(arm.name, key, value);
+  if (key == "bench.scripted_drafts") {
+    TPS_CHECK(v >= 1 && v <= 4 && v == static_cast<int>(v), "--arm ", arm.name,
+              ": bench.scripted_drafts must be 1..4, not ", value);
+    arm.scripted_drafts = static_cast<int>(v);
+  } else if (key == "bench.draft_acceptance") {
+    TPS_CHECK(v >= 0 && v <= 1, "--arm ", arm.name, ": bench.draft_acceptance must be in [0, 1], not ",
+              value);
+    arm.draft_acceptance = v;
+  } else {
+    TPS_THROW("--arm ", arm.name, ": unknown tp_decode key '", key,
+              "' (bench.scripted_drafts, bench.draft_acceptance)");
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> split_top_level(const std::string& text, char separator) {
@@ -74,7 +103,12 @@ ArmSpec parse_arm(const std::string& text) {
     const std::string item = trim(raw);
     const size_t eq = item.find('=');
     TPS_CHECK(eq != std::string::npos && eq > 0, "--arm ", arm.name, ": '", item, "' is not key=value");
-    arm.overrides.push_back(item);
+    const std::string key = item.substr(0, eq), value = trim(item.substr(eq + 1));
+    if (key.rfind("bench.", 0) == 0) {
+      parse_bench_key(arm, key, value);
+    } else {
+      arm.overrides.push_back(item);
+    }
   }
   return arm;
 }
@@ -88,8 +122,11 @@ void finalize_options(SweepOptions& o) {
   TPS_CHECK(!o.hbm_gbps || *o.hbm_gbps > 0, "--hbm-gbps must be positive");
   if (o.arms.empty()) o.arms.push_back({"base", {}});
   std::set<std::string> names;
-  for (const auto& arm : o.arms)
+  for (const auto& arm : o.arms) {
     TPS_CHECK(names.insert(arm.name).second, "--arm: the name '", arm.name, "' is used twice");
+    TPS_CHECK(arm.scripted_drafts > 0 || arm.draft_acceptance == 1.0, "--arm ", arm.name,
+              ": bench.draft_acceptance needs bench.scripted_drafts");
+  }
 }
 
 }  // namespace tpserve::bench

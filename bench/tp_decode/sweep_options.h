@@ -13,6 +13,11 @@ namespace tpserve::bench {
 struct ArmSpec {
   std::string name;
   std::vector<std::string> overrides;  // "key.path=value", as --set takes them
+  // tp_decode's own keys (not config): `bench.scripted_drafts=k` (1..4) verifies k scripted drafts per
+  // sequence and step, each right with probability `bench.draft_acceptance=p` (default 1), against the
+  // greedy continuations of a reference run without speculation (scripted_drafts.h).
+  int scripted_drafts = 0;
+  double draft_acceptance = 1.0;
 };
 
 struct SweepOptions {

@@ -56,6 +56,9 @@ nlohmann::json round_json(const SweepOptions& o, const RoundRecord& r) {
   return {{"arm", o.arms[r.arm].name},
           {"concurrency", r.concurrency},
           {"kernel_steps", r.kernel_steps},
+          {"drafts", r.drafts},
+          {"draft_tokens", r.draft_tokens},
+          {"accepted_tokens", r.accepted_tokens},
           {"kernels", kernels},
           {"round", r.round},
           {"position", r.position},
@@ -91,6 +94,18 @@ std::string format_summary_table(const SweepSummary& sum) {
         format_or_na(s.floor_ms, 3).c_str(), format_or_na(s.floor_share * 100, 1).c_str(),
         format_or_na(s.busy_share * 100, 1).c_str());
     out += line;
+  }
+  bool speculative = false;
+  for (const ArmSummary& s : sum.arms) speculative = speculative || !std::isnan(s.draft_acceptance);
+  if (speculative) {
+    out += "speculative decoding: drafts accepted / proposed, tokens per verification\n";
+    for (const ArmSummary& s : sum.arms) {
+      if (std::isnan(s.draft_acceptance)) continue;
+      std::snprintf(line, sizeof(line), "%-12s %5d   accepted %6s%%   tokens per verification %s\n",
+                    s.arm.c_str(), s.concurrency, format_or_na(s.draft_acceptance * 100, 1).c_str(),
+                    format_or_na(s.mean_accepted_length, 3).c_str());
+      out += line;
+    }
   }
   out += "bandwidth for the floor: " +
          (sum.hbm_gbps ? format_or_na(*sum.hbm_gbps, 1) + " GB/s (" + sum.bandwidth_source + ")"
@@ -174,6 +189,8 @@ nlohmann::json sweep_json(const SweepOptions& o, const SweepResult& r, const Swe
                             {"floor_ms", s.floor_ms},
                             {"floor_share", s.floor_share},
                             {"busy_share", s.busy_share},
+                            {"draft_acceptance", s.draft_acceptance},
+                            {"mean_accepted_length", s.mean_accepted_length},
                             {"round_step_median_ms", s.round_step_median_ms}});
   j["pairs"] = nlohmann::json::array();
   for (const PairSummary& p : sum.pairs)

@@ -17,9 +17,11 @@ ArmSummary summarize_arm(const SweepOptions& o, const SweepResult& r, int arm, i
   s.concurrency = concurrency;
   s.round_step_median_ms.assign(o.rounds, kNaN);
   std::vector<double> tps, step_ms, ttft_ms, output_tps, bytes, busy;
+  int64_t drafts = 0, draft_tokens = 0, accepted = 0;
   for (const RoundRecord& rec : r.rounds) {
     if (rec.arm != arm || rec.concurrency != concurrency) continue;
     ++s.rounds;
+    drafts += rec.drafts, draft_tokens += rec.draft_tokens, accepted += rec.accepted_tokens;
     std::vector<double> round_steps;
     int64_t tokens = 0;
     for (const StepSample& step : rec.steps) {
@@ -49,6 +51,10 @@ ArmSummary summarize_arm(const SweepOptions& o, const SweepResult& r, int arm, i
                    : kNaN;
   s.floor_share = s.floor_ms / s.decode_step_ms.median;
   s.busy_share = median(busy);
+  s.draft_acceptance =
+      draft_tokens > 0 ? static_cast<double>(accepted) / static_cast<double>(draft_tokens) : kNaN;
+  s.mean_accepted_length =
+      drafts > 0 ? 1.0 + static_cast<double>(accepted) / static_cast<double>(drafts) : kNaN;
   return s;
 }
 

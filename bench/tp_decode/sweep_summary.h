@@ -22,11 +22,15 @@ struct ArmSummary {
   Distribution request_decode_tps;  // per request
   Distribution decode_step_ms;      // decode-only steps of every round
   Distribution ttft_ms;
-  double output_tps = 0;                     // median over rounds of the round's tokens / wall time
-  double bytes_per_step = 0;                 // median over decode-only steps (rank 0); NaN when unknown
-  double floor_ms = 0;                       // bytes_per_step / bandwidth; NaN without a bandwidth
-  double floor_share = 0;                    // floor_ms / decode step median (1 = at the floor)
-  double busy_share = 0;                     // median over decode-only steps of busy / wall; NaN when unknown
+  double output_tps = 0;      // median over rounds of the round's tokens / wall time
+  double bytes_per_step = 0;  // median over decode-only steps (rank 0); NaN when unknown
+  double floor_ms = 0;        // bytes_per_step / bandwidth; NaN without a bandwidth
+  double floor_share = 0;     // floor_ms / decode step median (1 = at the floor)
+  double busy_share = 0;      // median over decode-only steps of busy / wall; NaN when unknown
+  // Speculative decoding (arms with drafts; NaN otherwise), over all rounds: accepted / proposed drafts,
+  // and tokens emitted per verification (1 + accepted / verifications).
+  double draft_acceptance = 0;
+  double mean_accepted_length = 0;
   std::vector<double> round_step_median_ms;  // per round index (NaN: no decode-only step in that round)
 };
 

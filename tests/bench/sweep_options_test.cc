@@ -27,6 +27,23 @@ TEST(SweepOptions, Arms) {
   EXPECT_THROW(parse_arm("bad name:a=b"), Error);
 }
 
+TEST(SweepOptions, ScriptedDraftKeysAreTpDecodesOwn) {
+  const ArmSpec a = parse_arm("k2:bench.scripted_drafts=2,bench.draft_acceptance=0.7,runtime.max_batch=4");
+  EXPECT_EQ(a.scripted_drafts, 2);
+  EXPECT_DOUBLE_EQ(a.draft_acceptance, 0.7);
+  EXPECT_EQ(a.overrides, (std::vector<std::string>{"runtime.max_batch=4"}));  // not passed to the config
+  EXPECT_EQ(parse_arm("k1:bench.scripted_drafts=1").draft_acceptance, 1.0);
+  for (const char* bad :
+       {"x:bench.scripted_drafts=0", "x:bench.scripted_drafts=5", "x:bench.scripted_drafts=1.5",
+        "x:bench.scripted_drafts=two", "x:bench.draft_acceptance=1.2", "x:bench.draft_acceptance=-0.1",
+        "x:bench.nonsense=1"})
+    EXPECT_THROW(parse_arm(bad), Error) << bad;
+  SweepOptions o;
+  o.config_path = "configs/tiny.yaml";
+  o.arms = {parse_arm("x:bench.draft_acceptance=0.5")};  // a rate without drafts
+  EXPECT_THROW(finalize_options(o), Error);
+}
+
 TEST(SweepOptions, FinalizeAddsTheDefaultArmAndRejectsDuplicates) {
   SweepOptions o;
   o.config_path = "configs/tiny.yaml";
