@@ -1,6 +1,7 @@
 // GEMV for decode: each block owns 16 weight rows; its warps split K into contiguous ranges, each warp runs
 // tensor-core tiles over its range (kernels/mma_tile.cuh) and the block sums the warps' tiles in a fixed
-// order. The first weight loads are issued before pdl_wait(): weights are not written by predecessors.
+// order. The first weight loads (kUnroll k blocks per warp: with 16 warps, K = 2048 whole, half of K = 4096)
+// are issued before pdl_wait(): weights are not written by predecessors.
 #include <algorithm>
 #include <type_traits>
 

@@ -29,9 +29,9 @@ struct PagedAttentionParams {
   int head_dim = 0;                       // D: 32, 64 or 128
   int block_size = 0;                     // tokens per cache block
   int max_blocks_per_seq = 0;
-  int max_query_len = 0;   // longest query of the step (1 = decode)
-  int num_splits = 1;  // most context ranges per (token, KV head); > 1 only in decode
-  float scale = 1.0f;  // softmax scale (head_dim^-0.5)
+  int max_query_len = 0;  // longest query of the step (1 = decode)
+  int num_splits = 1;     // most context ranges per (token, KV head); > 1 only in decode
+  float scale = 1.0f;     // softmax scale (head_dim^-0.5)
 };
 
 // Keys per context range are a multiple of the kernels' key tile.
@@ -43,7 +43,8 @@ inline constexpr int kAttentionKeysPerSplitQuantum = 32;
 // runs as 5 ranges of 32 keys, not as one block walking all of it.
 __host__ __device__ inline int attention_keys_per_split(int kv_len, int num_splits) {
   const int q = kAttentionKeysPerSplitQuantum;
-  return ((kv_len + num_splits - 1) / num_splits + q - 1) / q * q;
+  const int keys = ((kv_len + num_splits - 1) / num_splits + q - 1) / q * q;
+  return keys > q ? keys : q;  // never 0 (an empty context), which callers divide by
 }
 
 // The split for decode: up to enough blocks to give each of `num_sms` SMs about four at `max_context_len`

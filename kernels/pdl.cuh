@@ -9,7 +9,8 @@
 // trigger's position, so an early trigger changes overlap, never results. What it requires: every block
 // calls pdl_wait() before it exits (an early `return` included), or this grid could complete before its
 // predecessor and a dependent read the predecessor's output too soon. (NCCL 2.28's symmetric-window
-// kernels break the "dependents wait" half; tpserve registers no symmetric windows, see REFERENCE.md.)
+// kernels break the "dependents wait" half; tpserve registers no symmetric windows: the project's shared
+// REFERENCE.md, "NCCL 2.28 and CUDA notes".)
 //
 // Both compile to nothing below SM90, where the host never sets the attribute for `auto` (kernels/policy.h);
 // `on` below SM90 is honoured by the host and is harmless here (no overlap, see DESIGN.md).

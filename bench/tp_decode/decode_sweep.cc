@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "bench/common/arm_schedule.h"
@@ -28,7 +29,8 @@ struct ArmRuntime {
 
 // The greedy continuations of every (concurrency, round) of the schedule, from an engine without
 // speculation on `config` (one process only: the script runs on the driver's host).
-std::shared_ptr<const ReferenceContinuations> run_reference(const SweepOptions& o, const Config& config) {
+std::shared_ptr<const ReferenceContinuations> run_reference(const SweepOptions& o, Config config) {
+  config.speculative = SpeculativeConfig{};  // the plain greedy continuation
   RuntimeSetup setup(config);
   TPS_CHECK(setup.world().size() == 1, "scripted drafts (bench.scripted_drafts) run on one process, not ",
             setup.world().size());
@@ -53,12 +55,18 @@ std::shared_ptr<const ReferenceContinuations> run_reference(const SweepOptions& 
   return reference;
 }
 
+// Reference continuations per set of arm overrides (arms that differ only in their bench.* keys share one).
+using References = std::map<std::vector<std::string>, std::shared_ptr<const ReferenceContinuations>>;
+
 std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm, ArmRecord* record,
-                                      std::shared_ptr<const ReferenceContinuations>& reference) {
+                                      References& references) {
   const Config config = load_arm_config(o, arm);
   auto rt = std::make_unique<ArmRuntime>();
   EngineOptions options;
   if (arm.scripted_drafts > 0) {
+    TPS_CHECK(config.speculative.method == SpeculativeMethod::kNone, "--arm ", arm.name,
+              ": bench.scripted_drafts replaces MTP drafting (leave speculative.* out of the arm)");
+    std::shared_ptr<const ReferenceContinuations>& reference = references[arm.overrides];
     if (!reference) reference = run_reference(o, config);
     rt->drafts = std::make_unique<ScriptedDraftSource>(reference, arm.draft_acceptance, o.input_len, o.seed);
     options.draft_script = rt->drafts->script();
@@ -123,8 +131,10 @@ void print_progress(const SweepOptions& o, const ArmRecord& arm, const RoundReco
   double total = 0;
   for (const KernelTime& k : rec.kernels) total += k.seconds;
   const double steps = rec.kernel_steps;
-  std::fprintf(stderr, "  %-28s %9s %10s %10s %7s   (kernel time %.3f ms per decode step)\n", "kernel",
-               "per step", "us/launch", "us/step", "share", total / steps * 1e3);
+  std::fprintf(stderr,
+               "  %-28s %9s %10s %10s %7s   (kernel time %.3f ms per decode step; under PDL a kernel's time "
+               "includes its wait for the predecessor: profile with launch.pdl.default=off)\n",
+               "kernel", "per step", "us/launch", "us/step", "share", total / steps * 1e3);
   for (const KernelTime& k : rec.kernels)
     std::fprintf(stderr, "  %-28s %9.1f %10.2f %10.1f %6.1f%%\n", k.name.substr(0, 28).c_str(),
                  double(k.launches) / steps, k.seconds / double(k.launches) * 1e6, k.seconds / steps * 1e6,
@@ -149,10 +159,10 @@ SweepResult run_sweep(const SweepOptions& o) {
   for (const auto& arm : o.arms) result.arms.push_back(ArmRecord{.spec = arm});
 
   std::vector<std::unique_ptr<ArmRuntime>> runtimes(o.arms.size());
-  std::shared_ptr<const ReferenceContinuations> reference;  // run once, for the first scripted arm
+  References references;  // run once per set of overrides, when its first scripted arm is built
   auto ensure_built = [&](int a) {
     if (runtimes[a]) return;
-    runtimes[a] = build_arm(o, o.arms[a], &result.arms[a], reference);
+    runtimes[a] = build_arm(o, o.arms[a], &result.arms[a], references);
     if (o.warmup) warm_up(o, *runtimes[a]);
   };
   if (!o.one_engine_at_a_time)
