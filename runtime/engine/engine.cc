@@ -168,16 +168,24 @@ void Engine::run_follower() {
 std::vector<int32_t> Engine::generate(const std::vector<int32_t>& prompt, const SamplingParams& sampling,
                                       int max_tokens, bool ignore_eos) {
   Request r;
-  r.id = next_request_id_++;
   r.prompt = prompt;
   r.sampling = sampling;
   r.max_tokens = max_tokens;
   r.ignore_eos = ignore_eos;
-  scheduler().add(r);
-  std::vector<int32_t> out;
+  return std::move(generate_together({std::move(r)}).front());
+}
+
+std::vector<std::vector<int32_t>> Engine::generate_together(std::vector<Request> requests) {
+  const int64_t first_id = next_request_id_;
+  for (Request& r : requests) {
+    r.id = next_request_id_++;
+    scheduler().add(std::move(r));
+  }
+  std::vector<std::vector<int32_t>> out(requests.size());
   while (scheduler_->has_work())
     for (const auto& e : step())
-      if (e.request_id == r.id && e.token >= 0) out.push_back(e.token);
+      if (e.token >= 0 && e.request_id >= first_id && e.request_id < next_request_id_)
+        out[e.request_id - first_id].push_back(e.token);
   return out;
 }
 

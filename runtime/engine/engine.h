@@ -67,6 +67,9 @@ class Engine {
   // Driver convenience: generates for one prompt to completion.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const SamplingParams& sampling,
                                 int max_tokens, bool ignore_eos = false);
+  // Driver convenience: runs the requests together to completion (their ids are replaced by fresh ones);
+  // the tokens of each, in the order given.
+  std::vector<std::vector<int32_t>> generate_together(std::vector<Request> requests);
 
   const ModelSpec& spec() const { return source_.spec; }
   const ModelSource& source() const { return source_; }

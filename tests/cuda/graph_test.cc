@@ -37,19 +37,13 @@ struct GpuEngine {
 
 // n requests decoded together to completion (greedy, `len` tokens each): the per-request tokens.
 std::vector<std::vector<int32_t>> decode_together(Engine& e, int n, int len) {
+  std::vector<Request> requests(n);
   for (int i = 0; i < n; ++i) {
-    Request r;
-    r.id = i + 1;
-    r.prompt = {11 + i, 200 + 7 * i, 3000 - i, 42};
-    r.max_tokens = len;
-    r.ignore_eos = true;
-    e.scheduler().add(r);
+    requests[i].prompt = {11 + i, 200 + 7 * i, 3000 - i, 42};
+    requests[i].max_tokens = len;
+    requests[i].ignore_eos = true;
   }
-  std::vector<std::vector<int32_t>> out(n);
-  while (e.scheduler().has_work())
-    for (const auto& ev : e.step())
-      if (ev.token >= 0) out[ev.request_id - 1].push_back(ev.token);
-  return out;
+  return e.generate_together(std::move(requests));
 }
 
 TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {

@@ -118,21 +118,15 @@ TEST(MtpHead, SeededSamplingIsReproducible) {
 // Histogram over the vocabulary of the tokens at positions 1 and 2 of n seeded samples (3 tokens each, all
 // requests in flight together).
 std::vector<int64_t> sampled_histogram(Engine& e, int n, int vocab, int64_t seed_base) {
+  std::vector<Request> requests(n);
   for (int i = 0; i < n; ++i) {
-    Request r;
-    r.id = i + 1;
-    r.prompt = {1, 2, 3};
-    r.sampling = SamplingParams{.temperature = 1.0f, .seed = static_cast<int64_t>(seed_base) + i};
-    r.max_tokens = 3;
-    r.ignore_eos = true;
-    e.scheduler().add(r);
+    requests[i].prompt = {1, 2, 3};
+    requests[i].sampling = SamplingParams{.temperature = 1.0f, .seed = static_cast<int64_t>(seed_base) + i};
+    requests[i].max_tokens = 3;
+    requests[i].ignore_eos = true;
   }
-  std::vector<std::vector<int32_t>> out(n);
-  while (e.scheduler().has_work())
-    for (const auto& ev : e.step())
-      if (ev.token >= 0) out[ev.request_id - 1].push_back(ev.token);
   std::vector<int64_t> h(vocab);
-  for (const auto& tokens : out) {
+  for (const auto& tokens : e.generate_together(std::move(requests))) {
     EXPECT_EQ(tokens.size(), 3u);
     for (size_t j = 1; j < tokens.size(); ++j) ++h.at(tokens[j]);
   }
