@@ -97,7 +97,10 @@ class CudaProbe final : public DeviceProbe {
   }
   std::vector<KernelTime> take_kernel_times() override {
     std::vector<KernelTime> out;
-    for (auto& [name, k] : kernels_) out.push_back(std::move(k));
+    for (auto& [name, k] : kernels_) {
+      k.name = name;
+      out.push_back(std::move(k));
+    }
     kernels_.clear();
     std::sort(out.begin(), out.end(),
               [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });

@@ -120,7 +120,6 @@ uint64_t CuptiBusyTracer::busy_ns_since(uint64_t since_ns, uint32_t device,
         mine.push_back(r.interval);
         if (kernels != nullptr && !r.kernel.empty()) {
           KernelTime& k = (*kernels)[r.kernel];
-          k.name = r.kernel;
           ++k.launches;
           k.seconds += static_cast<double>(r.interval.end_ns - r.interval.start_ns) * 1e-9;
         }

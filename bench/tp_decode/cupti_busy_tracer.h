@@ -19,7 +19,8 @@ class CuptiBusyTracer {
   uint64_t now_ns() const;
   // Flushes the records and returns the busy nanoseconds on `device` of records that began at or after
   // `since_ns` (records before it are dropped). kernels: when not null, each kernel record is added to its
-  // name's entry (names demangled, template arguments and parameters dropped).
+  // name's entry (names demangled, template arguments and parameters dropped; the entry's own name is left
+  // to the caller).
   uint64_t busy_ns_since(uint64_t since_ns, uint32_t device, std::map<std::string, KernelTime>* kernels);
 
  private:

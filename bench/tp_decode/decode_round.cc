@@ -1,6 +1,7 @@
 // The driver loop of one round: submit, step until idle, time each step, attribute token events.
 #include "bench/tp_decode/decode_round.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <random>
@@ -43,6 +44,11 @@ std::vector<std::vector<int32_t>> make_prompts(uint64_t seed, int concurrency, i
     for (auto& t : prompts[i]) t = token(rng);
   }
   return prompts;
+}
+
+int RoundRecord::decode_only_steps() const {
+  return static_cast<int>(
+      std::count_if(steps.begin(), steps.end(), [](const StepSample& s) { return !s.stats.has_prefill(); }));
 }
 
 RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCostModel* cost,
@@ -106,7 +112,6 @@ RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCo
   rec.drafts = spec_after.drafts - spec_before.drafts;
   rec.draft_tokens = spec_after.draft_tokens - spec_before.draft_tokens;
   rec.accepted_tokens = spec_after.accepted_tokens - spec_before.accepted_tokens;
-  for (const auto& s : rec.steps) rec.kernel_steps += s.stats.has_prefill() ? 0 : 1;
   TPS_CHECK(!rec.steps.empty(), "a round ran no step");
   for (const auto& r : rec.requests)
     TPS_CHECK(r.tokens == spec.output_len, "a request produced ", r.tokens, " tokens instead of ",

@@ -40,7 +40,8 @@ struct RoundRecord {
   std::vector<StepSample> steps;
   std::vector<RequestSample> requests;
   std::vector<KernelTime> kernels;  // decode-only steps, longest first (with --gpu-busy on a GPU)
-  int kernel_steps = 0;             // the decode-only steps they sum over
+  // The decode-only steps (no prefill in the batch): those `kernels` sums over.
+  int decode_only_steps() const;
   // Speculative decoding in the round (the scheduler's metrics, before and after): verification groups,
   // drafts proposed, drafts accepted.
   int64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;

@@ -125,12 +125,13 @@ void print_progress(const SweepOptions& o, const ArmRecord& arm, const RoundReco
                "%.1f tok/s per request, %.1f s elapsed\n",
                rec.concurrency, rec.round + 1, o.rounds, arm.spec.name.c_str(), run, runs, rec.steps.size(),
                median(step_ms), median(tps), elapsed_s);
-  if (rec.kernels.empty() || rec.kernel_steps == 0) return;
+  const int decode_steps = rec.decode_only_steps();
+  if (rec.kernels.empty() || decode_steps == 0) return;
   // Where the device time of a decode step goes (--gpu-busy): the kernels summed over the round's
   // decode-only steps, per step.
   double total = 0;
   for (const KernelTime& k : rec.kernels) total += k.seconds;
-  const double steps = rec.kernel_steps;
+  const double steps = decode_steps;
   std::fprintf(stderr,
                "  %-28s %9s %10s %10s %7s   (kernel time %.3f ms per decode step; under PDL a kernel's time "
                "includes its wait for the predecessor: profile with launch.pdl.default=off)\n",

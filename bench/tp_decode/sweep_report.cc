@@ -55,7 +55,7 @@ nlohmann::json round_json(const SweepOptions& o, const RoundRecord& r) {
     kernels.push_back({{"name", k.name}, {"launches", k.launches}, {"seconds", k.seconds}});
   return {{"arm", o.arms[r.arm].name},
           {"concurrency", r.concurrency},
-          {"kernel_steps", r.kernel_steps},
+          {"kernel_steps", r.decode_only_steps()},
           {"drafts", r.drafts},
           {"draft_tokens", r.draft_tokens},
           {"accepted_tokens", r.accepted_tokens},
