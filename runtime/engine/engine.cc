@@ -48,7 +48,6 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
   // Speculation looks 2k tokens ahead (verified rows + MTP draft steps).
   mo.max_blocks_per_seq = (rt.max_seq_len + 2 * k + rt.kv_block_size - 1) / rt.kv_block_size;
   mo.num_kv_blocks = rt.num_kv_blocks;  // 0: the model sizes it from memory, up to the cap
-  mo.max_kv_blocks = mo.max_blocks_per_seq * rt.max_batch;
   mo.max_seqs = rt.max_batch;
   mo.max_tokens = std::max(rt.max_num_batched_tokens, rt.max_batch * (1 + k));
   mo.max_samples = rt.max_batch * (1 + k);

@@ -112,8 +112,7 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   }
   if (options_.record_routing) {
     // One row per layer, wide enough for the top-k ids of a full step or the expert ids of a full exchange.
-    const int64_t width = layout_.all_to_all ? P * slice * k : T * k;
-    routing_ids_ = backend_.alloc(DType::kI32, {spec_.num_layers, width});
+    routing_ids_ = backend_.alloc(DType::kI32, {spec_.num_layers, routing_width(T)});
   }
   if (options_.keep_logits) all_logits_ = backend_.alloc(DType::kF32, {P, R, layout_.local_vocab(spec_)});
   if (layout_.all_to_all) {
@@ -391,10 +390,10 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   if (rows == 0) return result;
   if (shape.speculative) {
     const int64_t R = emitted_.dim(0), groups = batch.num_groups();
-    std::vector<int32_t> both(static_cast<size_t>(R + groups));
-    backend_.copy_to_host(both.data(), step_results_.rows(0, R + groups));
-    result.tokens.assign(both.begin(), both.begin() + rows);
-    result.accepted.assign(both.begin() + R, both.end());
+    result.tokens.resize(static_cast<size_t>(R + groups));  // [emitted R | accepted groups], one copy
+    backend_.copy_to_host(result.tokens.data(), step_results_.rows(0, R + groups));
+    result.accepted.assign(result.tokens.begin() + R, result.tokens.end());
+    result.tokens.resize(rows);
   } else {
     result.tokens.resize(rows);
     backend_.copy_to_host(result.tokens.data(), emitted_.rows(0, rows));
@@ -419,6 +418,11 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   return result;
 }
 
+int64_t Qwen3MoeModel::routing_width(int64_t tokens) const {
+  const int64_t P = layout_.tp_size, k = std::max(spec_.num_experts_per_tok, 1);
+  return layout_.all_to_all ? P * ((tokens + P - 1) / P) * k : tokens * k;
+}
+
 RoutingStats Qwen3MoeModel::last_step_routing() const {
   TPS_CHECK(options_.record_routing, "routing statistics need ModelOptions::record_routing");
   RoutingStats stats;
@@ -427,9 +431,7 @@ RoutingStats Qwen3MoeModel::last_step_routing() const {
   // Under all-to-all dispatch the recorded ids are this rank's local experts (-1 marks unused rows).
   const int32_t offset = layout_.all_to_all ? layout_.first_expert(spec_) : 0;
   // What each layer's row holds after a step of T rows (a replayed graph: its bucket's, padding included).
-  const int64_t P = layout_.tp_size, k = spec_.num_experts_per_tok;
-  const int64_t length =
-      layout_.all_to_all ? P * ((last_tokens_ + P - 1) / P) * k : int64_t(last_tokens_) * k;
+  const int64_t length = routing_width(last_tokens_);
   std::vector<int32_t> ids(static_cast<size_t>(length));
   std::vector<char> hit(static_cast<size_t>(std::max(spec_.num_experts, 1)));
   for (int l = 0; l < spec_.num_layers; ++l) {

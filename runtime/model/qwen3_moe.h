@@ -24,8 +24,8 @@ struct ModelOptions {
   int max_seqs = 16;            // sequences per step
   int max_samples = 16;         // rows sampled per step
   int max_blocks_per_seq = 64;  // block-table width
-  int num_kv_blocks = 64;       // paged KV cache size; 0 = from the backend's memory left (kv_cache_sizing.h)
-  int max_kv_blocks = 0;        // the cap of that (0: max_seqs x max_blocks_per_seq)
+  int num_kv_blocks =
+      64;  // paged KV cache size; 0 = from the backend's memory left, up to max_seqs full sequences
   int kv_block_size = 16;
   int sampling_candidates = 256;   // per rank and row; top-p works within the best of these
   int num_speculative_tokens = 0;  // k drafts per sequence and step (MTP or scripted drafts)
@@ -98,6 +98,9 @@ class Qwen3MoeModel {
   // routing_layer: the row of the routing record (ModelOptions::record_routing) this layer writes; -1: none.
   void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
                      bool first, int routing_layer);
+  // Routing-record row length for a step of `tokens` rows: the top-k ids of every row, or under all-to-all
+  // dispatch the expert ids of a full exchange (P equal slices of k slots per token).
+  int64_t routing_width(int64_t tokens) const;
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   void all_reduce(Tensor t);

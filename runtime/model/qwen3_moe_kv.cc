@@ -16,9 +16,7 @@ void Qwen3MoeModel::allocate_kv_cache() {
       size_t(2) * caches * options_.kv_block_size * kv_heads_ * spec_.head_dim * dtype_size(act);
   sizing.requested = options_.num_kv_blocks;
   sizing.min_blocks = options_.max_blocks_per_seq;
-  sizing.cap =
-      options_.max_kv_blocks > 0 ? options_.max_kv_blocks : options_.max_seqs * options_.max_blocks_per_seq;
-  sizing.cap = std::max(sizing.cap, sizing.min_blocks);
+  sizing.cap = std::max(options_.max_seqs * options_.max_blocks_per_seq, sizing.min_blocks);
   // Each tensor may lose an alignment's worth; keep a little for allocations made after the model's.
   sizing.reserve_bytes = size_t(32) << 20;
   sizing.reserve_bytes += size_t(2) * caches * 4096;
