@@ -186,8 +186,7 @@ void EngineLoop::run() {
       if (scheduler.has_work()) {
         const auto scheduled_at = std::chrono::steady_clock::now();
         const std::vector<TokenEvent> events = engine_.step();
-        const SpeculativeMetrics& spec = scheduler.speculative_metrics();  // running totals, once a step
-        metrics_.set_spec_decode(spec.drafts, spec.draft_tokens, spec.accepted_tokens, spec.accepted_at);
+        metrics_.set_spec_decode(scheduler.speculative_metrics());  // running totals, once a step
         for (int64_t id :
              scheduler.take_admitted())  // before handle(): a request may finish in its first step
           if (auto it = active_.find(id); it != active_.end())

@@ -99,13 +99,9 @@ void ServerMetrics::count_success(const std::string& finish_reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++success_[finish_reason];
 }
-void ServerMetrics::set_spec_decode(int64_t drafts, int64_t draft_tokens, int64_t accepted_tokens,
-                                    const std::vector<int64_t>& accepted_at) {
+void ServerMetrics::set_spec_decode(const SpeculativeMetrics& totals) {
   std::lock_guard<std::mutex> lock(mutex_);
-  spec_drafts_ = drafts;
-  spec_draft_tokens_ = draft_tokens;
-  spec_accepted_tokens_ = accepted_tokens;
-  spec_accepted_at_ = accepted_at;
+  spec_ = totals;
 }
 
 void ServerMetrics::count_refusal(const std::string& reason) {
@@ -142,20 +138,19 @@ std::string ServerMetrics::render(const SchedulerGauges& g, int open_connections
     out += std::string("tpserve:request_success_total{") + l + ",finished_reason=\"" + reason + "\"} " +
            std::to_string(it == success_.end() ? 0 : it->second) + "\n";
   }
-  counter("tpserve:spec_decode_num_drafts_total", "Speculative decoding: draft rounds.", spec_drafts_);
+  counter("tpserve:spec_decode_num_drafts_total", "Speculative decoding: draft rounds.", spec_.drafts);
   counter("tpserve:spec_decode_num_draft_tokens_total", "Speculative decoding: draft tokens proposed.",
-          spec_draft_tokens_);
+          spec_.draft_tokens);
   counter("tpserve:spec_decode_num_accepted_tokens_total", "Speculative decoding: draft tokens accepted.",
-          spec_accepted_tokens_);
+          spec_.accepted_tokens);
   header(out, "tpserve:spec_decode_num_accepted_tokens_per_pos_total", "counter",
          "Speculative decoding: verifications that accepted the draft at each position (0 = first draft).");
-  for (size_t j = 0; j < spec_accepted_at_.size(); ++j)
+  for (size_t j = 0; j < spec_.accepted_at.size(); ++j)
     out += "tpserve:spec_decode_num_accepted_tokens_per_pos_total{" + l + ",position=\"" + std::to_string(j) +
-           "\"} " + std::to_string(spec_accepted_at_[j]) + "\n";
+           "\"} " + std::to_string(spec_.accepted_at[j]) + "\n";
   gauge("tpserve:spec_decode_mean_accepted_length",
         "Speculative decoding: tokens emitted per verification (accepted drafts + 1); 0 before any.",
-        spec_drafts_ ? 1.0 + static_cast<double>(spec_accepted_tokens_) / static_cast<double>(spec_drafts_)
-                     : 0.0);
+        spec_.mean_accepted_length());
   gauge("tpserve:http_connections_open", "HTTP connections open (idle keep-alive ones included).",
         open_connections);
   header(out, "tpserve:requests_refused_total", "counter",

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/engine/scheduler.h"
+
 namespace tpserve::serve {
 
 class Histogram {
@@ -52,8 +54,7 @@ class ServerMetrics {
   // Speculative decoding (MTP): the scheduler's running totals, set after every step (zero without
   // speculation; exported anyway so that dashboards find them). accepted_at[j]: verifications that
   // accepted the draft at position j.
-  void set_spec_decode(int64_t drafts, int64_t draft_tokens, int64_t accepted_tokens,
-                       const std::vector<int64_t>& accepted_at);
+  void set_spec_decode(const SpeculativeMetrics& totals);
 
   // A request or connection refused by a server limit; reason is its error code (unauthorized,
   // too_many_connections, server_overloaded, request_timeout, request_too_large, limit_exceeded).
@@ -68,8 +69,7 @@ class ServerMetrics {
   Histogram ttft_, itl_, e2e_, queue_;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   std::map<std::string, int64_t> success_;  // by finish reason
-  int64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
-  std::vector<int64_t> spec_accepted_at_;
+  SpeculativeMetrics spec_;
   std::map<std::string, int64_t> refused_;  // by reason
 };
 
