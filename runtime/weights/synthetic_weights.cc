@@ -54,6 +54,11 @@ Scale scale_for(const std::string& name, const std::vector<int64_t>& shape, int 
   return {0.0f, static_cast<float>(base)};
 }
 
+void check_range(const std::string& name, const Range& r, size_t dim, int64_t extent) {
+  TPS_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= extent, "tensor '", name, "': range [", r.begin,
+            ", ", r.end, ") is out of bounds for dimension ", dim, " of size ", extent);
+}
+
 }  // namespace
 
 SyntheticWeights::SyntheticWeights(const ModelSpec& spec, uint64_t seed) : spec_(spec), seed_(seed) {
@@ -111,9 +116,7 @@ std::optional<SyntheticSlice> SyntheticWeights::synthetic_slice(const std::strin
   s.scale = e.scale;
   s.ndim = static_cast<int>(ndim);
   for (size_t d = 0; d < ndim; ++d) {
-    TPS_CHECK(ranges[d].begin >= 0 && ranges[d].begin <= ranges[d].end && ranges[d].end <= e.shape[d],
-              "tensor '", name, "': range [", ranges[d].begin, ", ", ranges[d].end,
-              ") is out of bounds for dimension ", d, " of size ", e.shape[d]);
+    check_range(name, ranges[d], d, e.shape[d]);
     s.shape[d] = e.shape[d];
     s.begin[d] = ranges[d].begin;
     s.size[d] = ranges[d].size();
@@ -131,10 +134,8 @@ void SyntheticWeights::read(const std::string& name, std::span<const Range> rang
             "-D tensor");
   int64_t total = 1;
   for (size_t d = 0; d < ndim; ++d) {
-    const Range& r = ranges[d];
-    TPS_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= e.shape[d], "tensor '", name, "': range [",
-              r.begin, ", ", r.end, ") is out of bounds for dimension ", d, " of size ", e.shape[d]);
-    total *= r.size();
+    check_range(name, ranges[d], d, e.shape[d]);
+    total *= ranges[d].size();
   }
   if (total == 0) return;
   TPS_CHECK(dst != nullptr, "tensor '", name, "': null destination");
