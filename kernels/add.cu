@@ -12,8 +12,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void add_kernel(const AddParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int64_t vectors = p.n / kBf16PerVec;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

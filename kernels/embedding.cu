@@ -8,8 +8,7 @@ namespace tpserve::kernels {
 namespace {
 
 __global__ void embedding_kernel(const EmbeddingParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int token = blockIdx.x;
   const int64_t row = static_cast<int64_t>(p.ids[token]) - p.vocab_begin;
   const bool held = row >= 0 && row < p.vocab_rows;

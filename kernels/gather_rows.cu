@@ -10,8 +10,7 @@ namespace {
 constexpr int kThreads = 128;
 
 __global__ void gather_rows_kernel(const GatherRowsParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int64_t src_row = p.rows[blockIdx.x];
   const char* src = static_cast<const char*>(p.x) + src_row * p.row_bytes;
   char* dst = static_cast<char*>(p.out) + static_cast<int64_t>(blockIdx.x) * p.row_bytes;

@@ -55,10 +55,7 @@ __device__ __forceinline__ void warp_tile_mma(float (&acc)[NT][4], const bf16* a
     }
   };
   load_a(kb_begin);
-  if constexpr (kWaitInside) {
-    pdl_wait();
-    pdl_trigger();
-  }
+  if constexpr (kWaitInside) pdl_wait_then_trigger();
   for (int kb0 = kb_begin; kb0 < kb_end; kb0 += kUnroll) {
     if (kb0 != kb_begin) load_a(kb0);
     uint4 rb[kUnroll][NT];

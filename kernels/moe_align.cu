@@ -14,8 +14,7 @@ static_assert(kMoeMaxExperts <= kThreads);
 __global__ void __launch_bounds__(kThreads) moe_align_kernel(const MoeAlignParams p) {
   __shared__ int count_s[kMoeMaxExperts], cursor_s[kMoeMaxExperts];
   __shared__ int warp_totals[kThreads / kWarpSize];
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int tid = threadIdx.x;
   for (int e = tid; e < p.num_experts; e += kThreads) count_s[e] = 0;
   __syncthreads();

@@ -12,8 +12,7 @@ namespace {
 constexpr int kThreads = 128;
 
 __global__ void moe_combine_kernel(const MoeCombineParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int token = blockIdx.y;
   const int vec = blockIdx.x * blockDim.x + threadIdx.x;
   if (vec * kBf16PerVec >= p.hidden) return;

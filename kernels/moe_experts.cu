@@ -100,8 +100,7 @@ __device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* s
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
   const WorkItem w = work_item(p);
   if (w.count <= kMmaCols)
@@ -112,8 +111,7 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
   const WorkItem w = work_item(p);
   if (w.count <= kMmaCols)

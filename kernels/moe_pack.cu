@@ -14,8 +14,7 @@ constexpr int kCopyThreads = 128;
 
 __global__ void __launch_bounds__(kRouteThreads) moe_pack_route_kernel(const MoePackParams p) {
   __shared__ int fill_s[kMoePackMaxPeers];
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int tid = threadIdx.x, lane = tid % kWarpSize;
   const int64_t rows = static_cast<int64_t>(p.peers) * p.capacity;
   for (int64_t r = tid; r < rows; r += kRouteThreads) p.send_expert[r] = -1;
@@ -47,8 +46,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_pack_route_kernel(const Moe
 }
 
 __global__ void moe_pack_copy_kernel(const MoePackParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int slot = blockIdx.x;
   const int dest = p.origin[slot];
   if (dest >= 0) {

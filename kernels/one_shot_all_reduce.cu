@@ -32,8 +32,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const One
 
   // The input is the predecessor's output, and the counter the previous call's (it may be the predecessor):
   // neither is read before the predecessor has completed.
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const uint32_t call = p.counters[b] + 1;  // only this block reads and writes counters[b]
   const size_t region = (call & 1u) * kOneShotMaxBytes + static_cast<size_t>(b) * kOneShotRegionBytes;
   T* mine = reinterpret_cast<T*>(static_cast<char*>(p.buffers[p.rank]) + region);

@@ -52,8 +52,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   __shared__ float alpha_s[kRows], max_s[kRows], sum_s[kRows];
   __shared__ int limit_s[kRows];
 
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int seq = blockIdx.y, kv_head = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads, tokens_per_block = kRows / group;
@@ -242,8 +241,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
 
 // Merges the splits of one (decode token, query head): block of D threads, one dim each.
 __global__ void attention_reduce_kernel(const PagedAttentionParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int seq = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
   const int token = p.query_start[seq];
   if (p.query_start[seq + 1] - token != 1) return;

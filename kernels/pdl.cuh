@@ -5,12 +5,12 @@
 // routing, step inputs). Weights may be read before it: nothing in a step writes them.
 // pdl_trigger(): lets the next launch in the stream start: its blocks become resident and run up to their
 // own pdl_wait() (issuing their weight loads) while this grid still runs. tpserve's kernels call it right
-// after pdl_wait(): dependents wait in pdl_wait() for this grid's completion and memory flush whatever the
-// trigger's position, so an early trigger changes overlap, never results. What it requires: every block
-// calls pdl_wait() before it exits (an early `return` included), or this grid could complete before its
-// predecessor and a dependent read the predecessor's output too soon. (NCCL 2.28's symmetric-window
-// kernels break the "dependents wait" half; tpserve registers no symmetric windows: the project's shared
-// REFERENCE.md, "NCCL 2.28 and CUDA notes".)
+// after pdl_wait() (pdl_wait_then_trigger()): dependents wait in pdl_wait() for this grid's completion and
+// memory flush whatever the trigger's position, so an early trigger changes overlap, never results. What it
+// requires: every block calls pdl_wait() before it exits (an early `return` included), or this grid could
+// complete before its predecessor and a dependent read the predecessor's output too soon. (NCCL 2.28's
+// symmetric-window kernels break the "dependents wait" half; tpserve registers no symmetric windows: the
+// project's shared REFERENCE.md, "NCCL 2.28 and CUDA notes".)
 //
 // Both compile to nothing below SM90, where the host never sets the attribute for `auto` (kernels/policy.h);
 // `on` below SM90 is honoured by the host and is harmless here (no overlap, see DESIGN.md).
@@ -30,6 +30,12 @@ __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
+}
+
+// What every tpserve kernel calls before its first read of predecessor output (see pdl_trigger() above).
+__device__ __forceinline__ void pdl_wait_then_trigger() {
+  pdl_wait();
+  pdl_trigger();
 }
 
 }  // namespace tpserve::kernels

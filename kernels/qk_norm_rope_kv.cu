@@ -15,8 +15,7 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxPerLane = kRopeMaxHeadDim / 2 / kWarpSize;
 
 __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int lane = threadIdx.x % kWarpSize;
   const int head = blockIdx.y * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int token = blockIdx.x;

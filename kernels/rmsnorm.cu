@@ -14,8 +14,7 @@ static_assert(kMaxThreads * kMaxVecPerThread * kBf16PerVec >= kRmsNormMaxHidden)
 
 __global__ void rmsnorm_kernel(const RmsNormParams p) {
   __shared__ float scratch[kMaxThreads / kWarpSize];
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.hidden;
   const int vectors = p.hidden / kBf16PerVec;
   float v[kMaxVecPerThread][kBf16PerVec];

@@ -33,8 +33,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
   __shared__ double z_s;
   __shared__ double best_key_s[kThreads / kWarpSize];
   __shared__ int best_j_s[kThreads / kWarpSize];
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int row = blockIdx.x, tid = threadIdx.x;
   const float temp = p.temperature[row];
   auto list = [&](int r) { return (static_cast<int64_t>(r) * p.rows + row) * c; };
@@ -158,8 +157,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
 
 // One thread per row: the draft of row r is the input token of row r + 1 when both are in one group.
 __global__ void verify_drafts_kernel(const VerifyGroupsParams p, int rows) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r < rows) {
     int lo = 0, hi = p.groups;  // the group holding row r: the last g with group_start[g] <= r
@@ -176,8 +174,7 @@ __global__ void verify_drafts_kernel(const VerifyGroupsParams p, int rows) {
 
 // One thread per group: accepted drafts left to right, then the row's draw (the residual or the bonus).
 __global__ void verify_groups_kernel(const VerifyGroupsParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g < p.groups) {
     const int begin = p.group_start[g], end = p.group_start[g + 1];

@@ -34,7 +34,8 @@ __device__ __forceinline__ bool greedy_row(const SamplingCandidatesParams& p, in
 
 // Minimum over the block; scratch: one int per warp. Every thread gets the result.
 __device__ __forceinline__ int block_min(int v, int* scratch) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v = min(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    v = min(v, __shfl_xor_sync(0xffffffffu, v, offset));
   const int warps = blockDim.x / kWarpSize;
   __syncthreads();  // scratch may still be read by an earlier reduction
   if (threadIdx.x % kWarpSize == 0) scratch[threadIdx.x / kWarpSize] = v;
@@ -47,8 +48,7 @@ __device__ __forceinline__ int block_min(int v, int* scratch) {
 __global__ void __launch_bounds__(kChunkThreads) candidates_chunk_kernel(const SamplingCandidatesParams p) {
   __shared__ int hist[256], found[2], warp_totals[kChunkThreads / kWarpSize];
   __shared__ float reduce_s[kChunkThreads / kWarpSize];
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int row = blockIdx.y, chunk = blockIdx.x;
   const int begin = chunk * p.chunk_size, len = min(p.chunk_size, p.vocab - begin);
   const float* logits = p.logits + static_cast<int64_t>(row) * p.vocab + begin;
@@ -113,8 +113,7 @@ __global__ void __launch_bounds__(kMergeThreads) candidates_merge_kernel(const S
   auto* keys = reinterpret_cast<unsigned long long*>(smem);
   auto* vals = reinterpret_cast<float*>(keys + sort_n);
   auto* ids = reinterpret_cast<int32_t*>(vals + p.candidates);
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int row = blockIdx.x, c = p.candidates;
   const int64_t base = static_cast<int64_t>(row) * p.num_chunks * c;
   if (threadIdx.x == 0) write_row_stats(p, row);

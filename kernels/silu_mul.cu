@@ -12,8 +12,7 @@ namespace {
 constexpr int kThreads = 128;
 
 __global__ void silu_mul_kernel(const SiluMulParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int64_t row = blockIdx.y;
   const bf16* gate = p.gate_up + row * 2 * p.inter;
   const bf16* up = gate + p.inter;

@@ -12,8 +12,7 @@ dim3 grid_for(int n) {
 }
 
 __global__ void resolve_tokens_kernel(const ResolveTokensParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n && p.ids[i] < 0) {
     const int t = -p.ids[i] - 1;
@@ -22,15 +21,13 @@ __global__ void resolve_tokens_kernel(const ResolveTokensParams p) {
 }
 
 __global__ void add_i32_kernel(const AddI32Params p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n) p.out[i] = p.a[i] + p.b[i] + p.c;
 }
 
 __global__ void scatter_i32_kernel(const ScatterI32Params p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n) {
     const int at = p.index[i];
@@ -39,8 +36,7 @@ __global__ void scatter_i32_kernel(const ScatterI32Params p) {
 }
 
 __global__ void draft_step_meta_kernel(const DraftStepMetaParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n) {
     const int pos = p.positions[i];

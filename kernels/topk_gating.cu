@@ -14,8 +14,7 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kPerLane = kGatingMaxExperts / kWarpSize;
 
 __global__ void topk_gating_kernel(const TopkGatingParams p) {
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_then_trigger();
   const int lane = threadIdx.x % kWarpSize;
   const int token = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (token >= p.tokens) return;
