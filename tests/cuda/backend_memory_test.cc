@@ -35,9 +35,9 @@ TEST(CudaBackendMemory, AllocationsAreZeroedAndFromTheArena) {
   std::vector<float> host(1000, 1.0f);
   b.gpu().copy_to_host(host.data(), t);
   EXPECT_EQ(host, std::vector<float>(1000, 0.0f));
-  const size_t free_before = b.gpu().free_memory();
+  const size_t free_before = *b.gpu().memory_left();
   b.gpu().alloc(DType::kBF16, {4096});
-  EXPECT_EQ(free_before - b.gpu().free_memory(), 8192u);
+  EXPECT_EQ(free_before - *b.gpu().memory_left(), 8192u);
   try {
     b.gpu().alloc(DType::kF32, {int64_t(1) << 30});
     FAIL() << "a 4 GiB allocation fit in a 64 MiB arena";

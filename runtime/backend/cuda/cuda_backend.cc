@@ -184,7 +184,7 @@ size_t CudaBackend::allocated_bytes() const {
   return arena_->used();
 }
 
-size_t CudaBackend::free_memory() const {
+std::optional<size_t> CudaBackend::memory_left() const {
   return arena_->available();
 }
 

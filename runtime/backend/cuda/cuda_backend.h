@@ -95,8 +95,7 @@ class CudaBackend final : public Backend {
                                       Tensor tokens, const char* op) const;
 
   // Arena bytes not yet handed out: what the engine can give the KV cache.
-  size_t free_memory() const;
-  std::optional<size_t> memory_left() const override { return free_memory(); }
+  std::optional<size_t> memory_left() const override;
   const kernels::LaunchPolicy& launch_policy() const { return *policy_; }
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
