@@ -8,8 +8,8 @@
 //      pre-scaled by scale * log2(e)); masked keys (past the row's position or the range) get -inf;
 //   3. softmax: one warp per row updates the running max / sum and turns scores into probabilities;
 //   4. P.V: thread (4 dims, row group) rescales its accumulators and adds p * v over the tile's keys.
-// Template instances: decode (16 rows = the query heads of one token, 32-key tiles, two stages) and prefill
-// (32 rows = a few tokens x the group, 32-key tiles, one stage), each for head_dim 32, 64 and 128; all stay
+// Template instances: decode and short queries (16 rows = a few tokens x the group, 32-key tiles, two
+// stages, split) and prefill (32 rows, 32-key tiles, one stage), each for head_dim 32, 64 and 128; all stay
 // within 48 KB of static shared memory.
 #include <algorithm>
 #include <cfloat>
@@ -25,6 +25,7 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kDecodeRows = kAttentionMaxGroup;  // query rows of a decode tile: a few tokens x the group
 
 template <int D, int kRows, int kKeys, int kStages>
 struct Tile {
@@ -239,20 +240,27 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   }
 }
 
-// Merges the splits of one (decode token, query head): block of D threads, one dim each.
+// Merges the splits of one (query token, query head): block of D threads, one dim each; grid (sequence,
+// query head, token of the sequence). The ranges were cut from the longest context of the token's tile
+// (kDecodeRows query rows), as the attention kernel cut them.
 __global__ void attention_reduce_kernel(const PagedAttentionParams p) {
   pdl_wait_then_trigger();
-  const int seq = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
-  const int token = p.query_start[seq];
-  if (p.query_start[seq + 1] - token != 1) return;
-  const int kv_len = p.positions[token] + 1;
+  const int seq = blockIdx.x, head = blockIdx.y, i = blockIdx.z, d = threadIdx.x;
+  const int q_begin = p.query_start[seq], q_len = p.query_start[seq + 1] - q_begin;
+  if (i >= q_len) return;
+  const int token = q_begin + i;
+  const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
+  const int tile_begin = i / tokens_per_tile * tokens_per_tile;
+  const int tile_end = min(q_len, tile_begin + tokens_per_tile);
+  int kv_len = 0;
+  for (int t = tile_begin; t < tile_end; ++t) kv_len = max(kv_len, p.positions[q_begin + t] + 1);
   const int per_split = attention_keys_per_split(kv_len, p.num_splits);
   const int splits = (kv_len + per_split - 1) / per_split;
   const int64_t base = (static_cast<int64_t>(token) * p.num_q_heads + head) * p.num_splits;
   float max_all = -INFINITY;
   for (int s = 0; s < splits; ++s) max_all = fmaxf(max_all, p.partial_max_sum[(base + s) * 2]);
   float num = 0.0f, den = 0.0f;
-  for (int s = 0; s < splits; ++s) {
+  for (int s = 0; s < splits; ++s) {  // a range past this token's own position: max -inf, weight 0
     const float w = exp2f(p.partial_max_sum[(base + s) * 2] - max_all);
     num += w * p.partial_out[(base + s) * p.head_dim + d];
     den += w * p.partial_max_sum[(base + s) * 2 + 1];
@@ -271,11 +279,11 @@ void launch_tiles(const PagedAttentionParams& p, Site site, cudaStream_t stream,
 
 template <int D>
 void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
-  if (p.max_query_len == 1) {
-    launch_tiles<D, kAttentionMaxGroup, 32, 2>(p, Site::kDecodeAttention, stream, policy);
+  if (p.max_query_len <= kAttentionMaxSplitQueryLen) {
+    launch_tiles<D, kDecodeRows, 32, 2>(p, Site::kDecodeAttention, stream, policy);
     if (p.num_splits > 1)
       launch(policy, Site::kDecodeAttention, Pdl::kEnrolled, attention_reduce_kernel,
-             dim3(p.num_seqs, p.num_q_heads), dim3(D), 0, stream, p);
+             dim3(p.num_seqs, p.num_q_heads, p.max_query_len), dim3(D), 0, stream, p);
   } else {
     launch_tiles<D, 2 * kAttentionMaxGroup, 32, 1>(p, Site::kPrefillAttention, stream, policy);
   }
@@ -293,8 +301,10 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
   // Decode blocks take ~45 KB of shared memory (5 fit on an SM); 4 per SM keep loads in flight.
   constexpr int kTargetBlocksPerSm = 4;
   p.num_splits = 1;
-  if (p.max_query_len != 1) return;
-  const int blocks = std::max(1, p.num_seqs * p.num_kv_heads);
+  if (p.max_query_len > kAttentionMaxSplitQueryLen) return;
+  const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
+  const int tiles = (p.max_query_len + tokens_per_tile - 1) / tokens_per_tile;
+  const int blocks = std::max(1, p.num_seqs * p.num_kv_heads * tiles);
   const int q = kAttentionKeysPerSplitQuantum;
   int splits = std::min({(kTargetBlocksPerSm * num_sms + blocks - 1) / blocks,
                          (std::max(max_context_len, 1) + q - 1) / q, kMaxSplits});

@@ -3,8 +3,10 @@
 //
 // One block serves one KV head of one sequence for a tile of query rows (the group of query heads sharing
 // that KV head, times a few tokens in prefill), so each KV head's cache is read once per tile for its whole
-// group. Decode splits long contexts into ranges (split-K): blocks write unnormalised partial results and a
-// reduce kernel merges them; with one split the result is written directly.
+// group. Decode, and short queries such as a speculative step's 1 + k rows (at most
+// kAttentionMaxSplitQueryLen tokens a sequence), split the context into ranges (split-K): blocks write
+// unnormalised partial results and a reduce kernel merges them; with one split the result is written
+// directly. Longer queries (prefill) take one block per tile of query rows over the whole context.
 #pragma once
 
 #include "kernels/kernel_api.h"
@@ -12,6 +14,9 @@
 namespace tpserve::kernels {
 
 inline constexpr int kAttentionMaxGroup = 16;  // query heads per KV head
+// Longest query (tokens of one sequence in the step) that takes the split decode path: decode (1) and
+// speculative verification (1 + k, k <= 4).
+inline constexpr int kAttentionMaxSplitQueryLen = 8;
 
 struct PagedAttentionParams {
   const bf16* q = nullptr;                // [T, Hq * D]
@@ -30,7 +35,7 @@ struct PagedAttentionParams {
   int block_size = 0;                     // tokens per cache block
   int max_blocks_per_seq = 0;
   int max_query_len = 0;  // longest query of the step (1 = decode)
-  int num_splits = 1;     // most context ranges per (token, KV head); > 1 only in decode
+  int num_splits = 1;     // most context ranges per (token, KV head); > 1 only for short queries
   float scale = 1.0f;     // softmax scale (head_dim^-0.5)
 };
 

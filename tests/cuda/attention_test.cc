@@ -89,12 +89,13 @@ void PrintTo(const AttentionCase& c, std::ostream* os) {
 
 class PagedAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
-TEST_P(PagedAttentionTest, MatchesCpu) {
-  TPS_REQUIRE_CUDA_DEVICE();
-  const AttentionCase& c = GetParam();
-  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))));
+// planned_context: the longest context the GPU plans its split for (0: the step's own). A captured graph
+// plans for max_seq_len and runs shorter contexts.
+void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + planned_context);
   Backends b;
   PagedSetup s = make_paged(b, rng, c);
+  if (planned_context > 0) s.gpu_meta.max_context_len = planned_context;
   const int width = c.q_heads * c.head_dim;
   auto qv = uniform(rng, size_t(s.tokens) * width, -2.0f, 2.0f);
   Pair q = b.bf16({s.tokens, width}, qv);
@@ -107,6 +108,16 @@ TEST_P(PagedAttentionTest, MatchesCpu) {
   expect_close("attention " + describe(c), ref, b.floats(out.gpu), {1e-2f * rms(ref) + 1e-6f, 1e-2f});
 }
 
+TEST_P(PagedAttentionTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  expect_attention_matches_cpu(GetParam(), 0);
+}
+
+TEST_P(PagedAttentionTest, MatchesCpuWhenPlannedForALongerContext) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  expect_attention_matches_cpu(GetParam(), 40960);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Decode, PagedAttentionTest,
     ::testing::Values(AttentionCase{32, 4, 128, 16, {1, 1, 1, 1, 1, 1}, {1, 15, 16, 17, 100, 1000}},
@@ -115,6 +126,15 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{16, 1, 128, 16, {1}, {2000}}, AttentionCase{32, 4, 128, 16, {1}, {32768}},
                       AttentionCase{6, 2, 64, 16, {1, 0, 1}, {65, 10, 3}},
                       AttentionCase{4, 2, 32, 16, {1, 1}, {50, 3000}}));
+
+// Short queries (a speculative step's 1 + k rows, up to kAttentionMaxSplitQueryLen) take the split decode
+// path: several tokens share a tile, the context is cut into ranges, and each token masks the keys past it.
+INSTANTIATE_TEST_SUITE_P(Verify, PagedAttentionTest,
+                         ::testing::Values(AttentionCase{32, 4, 128, 16, {2, 3, 5, 1}, {2000, 160, 4097, 33}},
+                                           AttentionCase{8, 2, 64, 32, {4, 8}, {5000, 700}},
+                                           AttentionCase{16, 1, 128, 16, {3}, {3000}},
+                                           AttentionCase{32, 4, 128, 16, {5, 4}, {32768, 64}},
+                                           AttentionCase{4, 2, 32, 16, {2, 0, 7}, {2, 10, 95}}));
 
 INSTANTIATE_TEST_SUITE_P(Prefill, PagedAttentionTest,
                          ::testing::Values(AttentionCase{8, 2, 128, 16, {17, 1, 5}, {17, 40, 5}},
