@@ -15,7 +15,8 @@ namespace tpserve::kernels {
 
 inline constexpr int kAttentionMaxGroup = 16;  // query heads per KV head
 // Longest query (tokens of one sequence in the step) that takes the split decode path: decode (1) and
-// speculative verification (1 + k, k <= 4).
+// speculative verification (1 + k, k <= 4). Prefill chunks that short take it too, under the
+// decode_attention PDL site.
 inline constexpr int kAttentionMaxSplitQueryLen = 8;
 
 struct PagedAttentionParams {

@@ -134,7 +134,11 @@ INSTANTIATE_TEST_SUITE_P(Verify, PagedAttentionTest,
                                            AttentionCase{8, 2, 64, 32, {4, 8}, {5000, 700}},
                                            AttentionCase{16, 1, 128, 16, {3}, {3000}},
                                            AttentionCase{32, 4, 128, 16, {5, 4}, {32768, 64}},
-                                           AttentionCase{4, 2, 32, 16, {2, 0, 7}, {2, 10, 95}}));
+                                           AttentionCase{4, 2, 32, 16, {2, 0, 7}, {2, 10, 95}},
+                                           // group 1: every query row of up to 8 tokens in one tile
+                                           AttentionCase{4, 4, 128, 16, {3, 8}, {100, 700}},
+                                           // group 3 does not divide the 16-row tile: 5 tokens a tile
+                                           AttentionCase{6, 2, 64, 16, {5, 8}, {300, 1000}}));
 
 INSTANTIATE_TEST_SUITE_P(Prefill, PagedAttentionTest,
                          ::testing::Values(AttentionCase{8, 2, 128, 16, {17, 1, 5}, {17, 40, 5}},
