@@ -75,26 +75,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   const int key_end = min(kv_len, key_begin + per_split);
   if (key_begin >= key_end) return;  // past the context: the reduce skips this split
 
-  // q, pre-scaled so that softmax runs in exp2.
-  const float q_scale = p.scale * kLog2e;
-  for (int c = tid; c < kRows * T::kChunksPerRow; c += kThreads) {
-    const int r = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
-    float v[kBf16PerVec] = {};
-    if (r < rows)
-      unpack_bf16x8(load_vec(p.q + (static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r)) * D + d0),
-                    v);
-#pragma unroll
-    for (int j = 0; j < kBf16PerVec; ++j) q_s[r][d0 + j] = v[j] * q_scale;
-  }
-  __syncthreads();
-
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  float run_max[T::kSoftmaxRowsPerWarp], run_sum[T::kSoftmaxRowsPerWarp];
-#pragma unroll
-  for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) run_max[i] = -INFINITY, run_sum[i] = 0.0f;
-  const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
-  float acc[T::kPvRowsPerThread][4] = {};
-
   // Issues the cp.async copies of the tile starting at key kt into stage `stage`.
   auto load_tile = [&](int kt, int stage) {
     for (int c = tid; c < kKeys * T::kChunksPerRow; c += kThreads) {
@@ -112,7 +93,27 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
     cp_async_commit();
   };
 
-  load_tile(key_begin, 0);
+  load_tile(key_begin, 0);  // the first K/V tile goes out before q is read: their latencies overlap
+
+  // q, pre-scaled so that softmax runs in exp2.
+  const float q_scale = p.scale * kLog2e;
+  for (int c = tid; c < kRows * T::kChunksPerRow; c += kThreads) {
+    const int r = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
+    float v[kBf16PerVec] = {};
+    if (r < rows)
+      unpack_bf16x8(load_vec(p.q + (static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r)) * D + d0),
+                    v);
+#pragma unroll
+    for (int j = 0; j < kBf16PerVec; ++j) q_s[r][d0 + j] = v[j] * q_scale;
+  }
+  __syncthreads();
+
+  float run_max[T::kSoftmaxRowsPerWarp], run_sum[T::kSoftmaxRowsPerWarp];
+#pragma unroll
+  for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) run_max[i] = -INFINITY, run_sum[i] = 0.0f;
+  const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
+  float acc[T::kPvRowsPerThread][4] = {};
+
   int stage = 0;
   for (int kt = key_begin; kt < key_end; kt += kKeys, stage = kStages == 2 ? stage ^ 1 : 0) {
     // 1. This tile's K/V in shared memory. Two stages: the next tile's copies go out first (the trailing
