@@ -1,6 +1,7 @@
 // The one-shot all-reduce kernel (see the header for the protocol). One block per region of at most
 // kOneShotRegionBytes; flags are written with st.release.sys and read with ld.acquire.sys, peer data with
-// L1-bypassing loads.
+// L1-bypassing loads, in 16-byte pieces when the message is made of them (at least 4 KB a block: one piece
+// per thread).
 #include <algorithm>
 
 #include "common/error.h"
@@ -23,11 +24,41 @@ __device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* p) {
   return v;
 }
 
+// Sums one 16-byte piece of every rank's region (ranks in order, f32) into out. All ranks' loads are issued
+// before the first add, so a thread waits for NVLink once, not once per rank.
 template <typename T>
+__device__ __forceinline__ void sum_piece(const OneShotAllReduceParams& p, size_t region, int64_t at,
+                                          uint4* out) {
+  constexpr int kPer = 16 / sizeof(T);
+  uint4 piece[kOneShotMaxRanks];
+#pragma unroll
+  for (int r = 0; r < kOneShotMaxRanks; ++r)
+    if (r < p.ranks)
+      piece[r] = __ldcg(reinterpret_cast<const uint4*>(static_cast<const char*>(p.buffers[r]) + region) + at);
+  float acc[kPer] = {};
+#pragma unroll
+  for (int r = 0; r < kOneShotMaxRanks; ++r) {
+    if (r >= p.ranks) break;
+    const T* v = reinterpret_cast<const T*>(&piece[r]);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) acc[j] += static_cast<float>(v[j]);
+  }
+  uint4 result;
+  T* o = reinterpret_cast<T*>(&result);
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) o[j] = static_cast<T>(acc[j]);
+  *out = result;
+}
+
+// kVec: data and count in whole 16-byte pieces (the launcher checks), moved and summed a piece per thread;
+// otherwise element by element.
+template <typename T, bool kVec>
 __global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const OneShotAllReduceParams p) {
+  constexpr int64_t kUnit = kVec ? 16 / sizeof(T) : 1;  // elements per unit of work
   const int b = blockIdx.x;
-  const int64_t per_block = (p.count + gridDim.x - 1) / gridDim.x;
-  const int64_t begin = min(p.count, b * per_block), end = min(p.count, begin + per_block);
+  const int64_t units = p.count / kUnit;
+  const int64_t per_block = (units + gridDim.x - 1) / gridDim.x;
+  const int64_t begin = min(units, b * per_block), end = min(units, begin + per_block);
   T* data = static_cast<T*>(p.data);
 
   // The input is the predecessor's output, and the counter the previous call's (it may be the predecessor):
@@ -35,8 +66,13 @@ __global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const One
   pdl_wait_then_trigger();
   const uint32_t call = p.counters[b] + 1;  // only this block reads and writes counters[b]
   const size_t region = (call & 1u) * kOneShotMaxBytes + static_cast<size_t>(b) * kOneShotRegionBytes;
-  T* mine = reinterpret_cast<T*>(static_cast<char*>(p.buffers[p.rank]) + region);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) mine[i - begin] = data[i];
+  char* mine = static_cast<char*>(p.buffers[p.rank]) + region;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    if constexpr (kVec)
+      reinterpret_cast<uint4*>(mine)[i - begin] = reinterpret_cast<const uint4*>(data)[i];
+    else
+      reinterpret_cast<T*>(mine)[i - begin] = data[i];
+  }
   __syncthreads();
   if (threadIdx.x < p.ranks) {
     // Block b of rank `p.rank` has arrived with its region written (release covers the block's writes,
@@ -49,14 +85,29 @@ __global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const One
   __syncthreads();
 
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    float acc = 0.0f;
-    for (int r = 0; r < p.ranks; ++r) {
-      const T* peer = reinterpret_cast<const T*>(static_cast<const char*>(p.buffers[r]) + region);
-      acc += static_cast<float>(__ldcg(peer + (i - begin)));
+    if constexpr (kVec) {
+      sum_piece<T>(p, region, i - begin, reinterpret_cast<uint4*>(data) + i);
+    } else {
+      float acc = 0.0f;
+      for (int r = 0; r < p.ranks; ++r) {
+        const T* peer = reinterpret_cast<const T*>(static_cast<const char*>(p.buffers[r]) + region);
+        acc += static_cast<float>(__ldcg(peer + (i - begin)));
+      }
+      data[i] = static_cast<T>(acc);
     }
-    data[i] = static_cast<T>(acc);
   }
   if (threadIdx.x == 0) p.counters[b] = call;
+}
+
+template <typename T>
+void launch_for_type(const OneShotAllReduceParams& p, int blocks, bool vec, cudaStream_t stream,
+                     const LaunchPolicy& policy) {
+  if (vec)
+    launch(policy, Site::kAllReduce, Pdl::kEnrolled, one_shot_all_reduce_kernel<T, true>, dim3(blocks),
+           dim3(kThreads), 0, stream, p);
+  else
+    launch(policy, Site::kAllReduce, Pdl::kEnrolled, one_shot_all_reduce_kernel<T, false>, dim3(blocks),
+           dim3(kThreads), 0, stream, p);
 }
 
 }  // namespace
@@ -73,12 +124,13 @@ void launch_one_shot_all_reduce(const OneShotAllReduceParams& p, cudaStream_t st
   const size_t by_size = (bytes + kMinBytesPerBlock - 1) / kMinBytesPerBlock;
   const size_t by_region = (bytes + kOneShotRegionBytes - 1) / kOneShotRegionBytes;
   const int blocks = static_cast<int>(std::clamp<size_t>(std::max(by_size, by_region), 1, kOneShotMaxBlocks));
+  // 16-byte pieces where the data allows (decode activations: rows of hidden size): one NVLink round trip
+  // per thread instead of one per element.
+  const bool vec = bytes % 16 == 0 && reinterpret_cast<uintptr_t>(p.data) % 16 == 0;
   if (p.bf16)
-    launch(policy, Site::kAllReduce, Pdl::kEnrolled, one_shot_all_reduce_kernel<bf16>, dim3(blocks),
-           dim3(kThreads), 0, stream, p);
+    launch_for_type<bf16>(p, blocks, vec, stream, policy);
   else
-    launch(policy, Site::kAllReduce, Pdl::kEnrolled, one_shot_all_reduce_kernel<float>, dim3(blocks),
-           dim3(kThreads), 0, stream, p);
+    launch_for_type<float>(p, blocks, vec, stream, policy);
 }
 
 }  // namespace tpserve::kernels
