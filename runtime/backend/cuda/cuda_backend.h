@@ -74,6 +74,9 @@ class CudaBackend final : public Backend {
                    int expert_begin, Tensor out) override;
   void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert,
                 Tensor origin) override;
+  void moe_routed_experts(Tensor x, Tensor router_logits, int k, bool renormalize, Tensor gate_up,
+                          Tensor down, int expert_begin, Tensor topk_weights, Tensor topk_ids,
+                          Tensor out) override;
   void moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) override;
   void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out) override;
   void silu_mul(Tensor gate_up, Tensor out) override;
