@@ -34,6 +34,7 @@ struct CudaBackendOptions {
   size_t workspace_bytes = size_t(256) << 20;  // per-op scratch (MoE routing, attention splits, sampling)
   size_t cublas_workspace_bytes = size_t(32) << 20;
   size_t staging_bytes = size_t(32) << 20;  // pinned host buffers for copies, each way
+  bool fused_moe_routing = true;            // moe_routed_experts folds gating + align into gate_up
 };
 
 // linear() uses the GEMV for up to this many rows and cuBLASLt above. The GEMV reads each weight once with
@@ -109,6 +110,7 @@ class CudaBackend final : public Backend {
 
  private:
   int device_ = 0;
+  bool fused_moe_routing_ = true;
   int num_sms_ = 0;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<kernels::LaunchPolicy> policy_;

@@ -170,7 +170,7 @@ void CudaBackend::moe_routed_experts(Tensor x, Tensor router_logits, int k, bool
                                      Tensor down, int expert_begin, Tensor topk_weights, Tensor topk_ids,
                                      Tensor out) {
   const kernels::TopkGatingParams g = gating_params(router_logits, k, renormalize, topk_weights, topk_ids);
-  if (g.tokens * k > kernels::kMoeRoutedMaxAssignments || g.tokens == 0) {
+  if (!fused_moe_routing_ || g.tokens * k > kernels::kMoeRoutedMaxAssignments || g.tokens == 0) {
     Backend::moe_routed_experts(x, router_logits, k, renormalize, gate_up, down, expert_begin, topk_weights,
                                 topk_ids, out);
     return;
