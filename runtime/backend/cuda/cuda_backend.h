@@ -34,7 +34,7 @@ struct CudaBackendOptions {
   size_t workspace_bytes = size_t(256) << 20;  // per-op scratch (MoE routing, attention splits, sampling)
   size_t cublas_workspace_bytes = size_t(32) << 20;
   size_t staging_bytes = size_t(32) << 20;  // pinned host buffers for copies, each way
-  bool fused_moe_routing = true;            // moe_routed_experts folds gating + align into gate_up
+  bool fused_moe_routing = true;            // moe_routed_experts: the align kernel does the gating
 };
 
 // linear() uses the GEMV for up to this many rows and cuBLASLt above. The GEMV reads each weight once with

@@ -1,5 +1,5 @@
 // CudaBackend MoE ops: top-k gating, the fused experts (align on the GPU -> gate_up -> down -> deterministic
-// combine; at decode sizes the gating and align fold into gate_up), and the expert-parallel pack / expert
+// combine; at decode sizes the align computes the top-k gating itself), and the expert-parallel pack / expert
 // rows / combine.
 #include <algorithm>
 
@@ -55,13 +55,15 @@ int moe_rows_per_chunk(int rows, int per_row, int experts, int hidden, int inter
   return fit;
 }
 
-// Sorts `assignments` expert ids by expert (moe_align) and runs the expert kernels on them. `e` comes with
-// its inputs and outputs set (x, x_row_divisor, weights, sizes, y_f32 or y_bf16); the routing lists and the
-// intermediate are taken from `scratch` here.
+// Sorts `assignments` expert ids by expert (moe_align; with `gating`, computing them first) and runs the
+// expert kernels on them. `e` comes with its inputs and outputs set (x, x_row_divisor, weights, sizes, y_f32
+// or y_bf16); the routing lists and the intermediate are taken from `scratch` here.
 void align_and_run_experts(const int32_t* expert_of, int assignments, int expert_begin, int experts,
                            kernels::MoeExpertsParams e, ScratchRegion::Cursor& scratch, cudaStream_t stream,
-                           const kernels::LaunchPolicy& policy) {
+                           const kernels::LaunchPolicy& policy,
+                           const kernels::TopkGatingParams* gating = nullptr) {
   kernels::MoeAlignParams align;
+  if (gating != nullptr) align.gating = *gating;
   align.expert_of = expert_of;
   align.num_assignments = assignments;
   align.expert_begin = expert_begin;
@@ -170,7 +172,7 @@ void CudaBackend::moe_routed_experts(Tensor x, Tensor router_logits, int k, bool
                                      Tensor down, int expert_begin, Tensor topk_weights, Tensor topk_ids,
                                      Tensor out) {
   const kernels::TopkGatingParams g = gating_params(router_logits, k, renormalize, topk_weights, topk_ids);
-  if (!fused_moe_routing_ || g.tokens * k > kernels::kMoeRoutedMaxAssignments || g.tokens == 0) {
+  if (!fused_moe_routing_ || g.tokens > kernels::kMoeAlignMaxGatingTokens) {
     Backend::moe_routed_experts(x, router_logits, k, renormalize, gate_up, down, expert_begin, topk_weights,
                                 topk_ids, out);
     return;
@@ -182,21 +184,12 @@ void CudaBackend::moe_routed_experts(Tensor x, Tensor router_logits, int k, bool
   expect_experts(gate_up, down, hidden, op);
   TPS_CHECK(x.numel() == int64_t(g.tokens) * hidden && out.numel() == x.numel(), op, ": x ", x.shape_string(),
             " out ", out.shape_string(), " for ", g.tokens, " tokens of router logits");
+  if (g.tokens == 0) return;
   const int experts = to_int(gate_up.dim(0), "experts"), inter = to_int(down.dim(2), "intermediate");
   const int assignments = g.tokens * k;
   TPS_CHECK(moe_scratch_bytes(assignments, experts, hidden, inter, true) <= scratch_->bytes(),
             "CUDA workspace too small for one MoE row (CudaBackendOptions::workspace_bytes)");
   ScratchRegion::Cursor scratch(*scratch_);
-  kernels::MoeRoutingParams r;
-  r.router_logits = g.logits;
-  r.tokens = g.tokens;
-  r.num_experts_all = g.num_experts;
-  r.k = k;
-  r.renormalize = renormalize;
-  r.expert_begin = expert_begin;
-  r.num_experts = experts;
-  r.weights = g.weights;
-  r.ids = g.ids;
   kernels::MoeExpertsParams e;
   e.x = bf16_ptr(x);
   e.x_row_divisor = k;
@@ -205,12 +198,7 @@ void CudaBackend::moe_routed_experts(Tensor x, Tensor router_logits, int k, bool
   e.y_f32 = scratch.take<float>(size_t(assignments) * hidden, "MoE expert outputs");
   e.hidden = hidden;
   e.inter = inter;
-  e.max_work = kernels::moe_max_work_items(assignments, experts);
-  e.sorted = r.sorted = scratch.take<int32_t>(assignments, "MoE sorted assignments");
-  e.work = r.work = scratch.take<int32_t>(size_t(e.max_work) * 3, "MoE work items");
-  e.num_work = r.num_work = scratch.take<int32_t>(1, "MoE work count");
-  e.act = scratch.take<kernels::bf16>(size_t(assignments) * inter, "MoE intermediate");
-  kernels::launch_moe_routed_experts(r, e, stream_, *policy_);
+  align_and_run_experts(g.ids, assignments, expert_begin, experts, e, scratch, stream_, *policy_, &g);
   kernels::launch_moe_combine(
       local_combine_params(e.y_f32, topk_ids, topk_weights, expert_begin, experts, 0, g.tokens, k, out),
       stream_, *policy_);
