@@ -22,8 +22,8 @@ class OneShotAllReduceImpl final : public OneShotAllReduce {
  public:
   OneShotAllReduceImpl(MPI_Comm group, int device, const kernels::LaunchPolicy& policy) : policy_(policy) {
     std::string why;
-    TPS_CHECK(one_shot_all_reduce_supported(group, device, &why), "parallel.all_reduce: one_shot ", why,
-              ": use nccl");
+    if (!one_shot_all_reduce_supported(group, device, &why))
+      TPS_THROW("parallel.all_reduce: one_shot ", why, ": use nccl");
     int rank = 0, ranks = 1;
     MPI_CHECK(MPI_Comm_rank(group, &rank));
     MPI_CHECK(MPI_Comm_size(group, &ranks));
