@@ -1,5 +1,7 @@
 #include "parallel/one_shot_all_reduce.h"
 
+#include <array>
+#include <string>
 #include <vector>
 
 #include "common/cuda_check.h"
@@ -14,24 +16,17 @@ namespace {
 struct IpcHandles {
   cudaIpcMemHandle_t buffer;
   cudaIpcMemHandle_t flags;
-  int device;
 };
 
 class OneShotAllReduceImpl final : public OneShotAllReduce {
  public:
   OneShotAllReduceImpl(MPI_Comm group, int device, const kernels::LaunchPolicy& policy) : policy_(policy) {
+    std::string why;
+    if (!one_shot_all_reduce_supported(group, device, &why))
+      TPS_THROW("parallel.all_reduce: one_shot ", why, ": use nccl");
     int rank = 0, ranks = 1;
     MPI_CHECK(MPI_Comm_rank(group, &rank));
     MPI_CHECK(MPI_Comm_size(group, &ranks));
-    TPS_CHECK(ranks <= kernels::kOneShotMaxRanks, "parallel.all_reduce: one_shot supports up to ",
-              kernels::kOneShotMaxRanks, " ranks, not ", ranks);
-    MPI_Comm local = MPI_COMM_NULL;
-    MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
-    int local_size = 0;
-    MPI_CHECK(MPI_Comm_size(local, &local_size));
-    MPI_CHECK(MPI_Comm_free(&local));
-    TPS_CHECK(local_size == ranks, "parallel.all_reduce: one_shot needs every rank on one host (", local_size,
-              " of ", ranks, " here): use nccl");
 
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaMalloc(&buffer_, kernels::kOneShotBufferBytes));
@@ -44,19 +39,10 @@ class OneShotAllReduceImpl final : public OneShotAllReduce {
     IpcHandles mine{};
     CUDA_CHECK(cudaIpcGetMemHandle(&mine.buffer, buffer_));
     CUDA_CHECK(cudaIpcGetMemHandle(&mine.flags, flags_));
-    mine.device = device;
     std::vector<IpcHandles> all(static_cast<size_t>(ranks));
     MPI_CHECK(
         MPI_Allgather(&mine, sizeof(IpcHandles), MPI_BYTE, all.data(), sizeof(IpcHandles), MPI_BYTE, group));
 
-    // Peer access from this GPU to every other: checked before mapping, so the error names the pair.
-    for (int r = 0; r < ranks; ++r) {
-      if (r == rank) continue;
-      int can = 0;
-      CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, all[r].device));
-      TPS_CHECK(can == 1, "parallel.all_reduce: one_shot needs peer access from GPU ", device, " to GPU ",
-                all[r].device, " (rank ", r, "): use nccl");
-    }
     params_.rank = rank;
     params_.ranks = ranks;
     params_.counters = static_cast<uint32_t*>(counters_);
@@ -108,7 +94,54 @@ class OneShotAllReduceImpl final : public OneShotAllReduce {
   kernels::OneShotAllReduceParams params_;
 };
 
+// Why this rank cannot use the one-shot all-reduce (empty: it can). `devices`: every rank's GPU.
+std::string local_obstacle(int rank, int ranks, int local_size, const std::vector<int>& devices) {
+  if (ranks > kernels::kOneShotMaxRanks)
+    return "supports up to " + std::to_string(kernels::kOneShotMaxRanks) + " ranks, not " +
+           std::to_string(ranks);
+  if (local_size != ranks)
+    return "needs every rank on one host (" + std::to_string(local_size) + " of " + std::to_string(ranks) +
+           " here)";
+  for (int r = 0; r < ranks; ++r) {
+    if (r == rank) continue;
+    int can = 0;
+    const cudaError_t e = cudaDeviceCanAccessPeer(&can, devices[rank], devices[r]);
+    if (e != cudaSuccess) cudaGetLastError();  // clear it: a failed query only means "no"
+    if (e != cudaSuccess || can != 1)
+      return "needs peer access from GPU " + std::to_string(devices[rank]) + " (rank " +
+             std::to_string(rank) + ") to GPU " + std::to_string(devices[r]) + " (rank " + std::to_string(r) +
+             ")" + (e != cudaSuccess ? std::string(": ") + cudaGetErrorString(e) : "");
+  }
+  return "";
+}
+
 }  // namespace
+
+bool one_shot_all_reduce_supported(MPI_Comm group, int device, std::string* why) {
+  int rank = 0, ranks = 1, local_size = 0;
+  MPI_CHECK(MPI_Comm_rank(group, &rank));
+  MPI_CHECK(MPI_Comm_size(group, &ranks));
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
+  MPI_CHECK(MPI_Comm_size(local, &local_size));
+  MPI_CHECK(MPI_Comm_free(&local));
+  std::vector<int> devices(static_cast<size_t>(ranks));
+  MPI_CHECK(MPI_Allgather(&device, 1, MPI_INT, devices.data(), 1, MPI_INT, group));
+  const std::string obstacle = local_obstacle(rank, ranks, local_size, devices);
+
+  // One answer for all: a split decision would leave some ranks in the one-shot's collectives.
+  struct {
+    int ok;
+    int rank;
+  } mine{obstacle.empty() ? 1 : 0, rank}, first{};
+  MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_2INT, MPI_MINLOC, group));
+  if (first.ok == 1) return true;
+  std::array<char, 256> text{};
+  obstacle.copy(text.data(), text.size() - 1);
+  MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(text.size()), MPI_CHAR, first.rank, group));
+  if (why != nullptr) *why = text.data();
+  return false;
+}
 
 std::unique_ptr<OneShotAllReduce> make_one_shot_all_reduce(MPI_Comm group, int device,
                                                            const kernels::LaunchPolicy& policy) {

@@ -1,13 +1,15 @@
 // OneShotAllReduce: the buffers of the one-shot NVLink all-reduce (kernels/one_shot_all_reduce.h) for a group
 // of ranks on one host, one GPU each: every rank allocates its staging buffer and flags, shares them over
 // MPI as CUDA IPC handles, and maps its peers'. Construction is collective; it throws (naming why) when the
-// group spans hosts, has more than 8 ranks, or a pair of GPUs has no peer access.
+// group spans hosts, has more than 8 ranks, or a pair of GPUs has no peer access
+// (one_shot_all_reduce_supported says so beforehand, without throwing).
 #pragma once
 
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 
 #include "common/dtype.h"
 
@@ -24,6 +26,11 @@ class OneShotAllReduce {
   // message is too large or of a type it does not sum (the caller uses NCCL then). Every rank decides alike.
   virtual bool all_reduce_sum(void* data, size_t count, DType dtype, cudaStream_t stream) = 0;
 };
+
+// Collective over `group` (`device`: this rank's GPU). True when the group is at most kOneShotMaxRanks ranks,
+// all on one host, with peer access between every pair of their GPUs; else false with the reason in *why.
+// Every rank gets the same answer and reason (the lowest rank that cannot use it gives the reason).
+bool one_shot_all_reduce_supported(MPI_Comm group, int device, std::string* why);
 
 std::unique_ptr<OneShotAllReduce> make_one_shot_all_reduce(MPI_Comm group, int device,
                                                            const kernels::LaunchPolicy& policy);

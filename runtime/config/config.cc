@@ -13,7 +13,15 @@ const char* moe_dispatch_name(MoeDispatch v) {
   return v == MoeDispatch::kAllReduce ? "allreduce" : "alltoall";
 }
 const char* all_reduce_impl_name(AllReduceImpl v) {
-  return v == AllReduceImpl::kNccl ? "nccl" : "one_shot";
+  switch (v) {
+    case AllReduceImpl::kAuto:
+      return "auto";
+    case AllReduceImpl::kNccl:
+      return "nccl";
+    case AllReduceImpl::kOneShot:
+      return "one_shot";
+  }
+  return "?";
 }
 const char* backend_kind_name(BackendKind v) {
   switch (v) {

@@ -35,15 +35,16 @@ enum class MoeParallel { kTp, kEp };
 enum class MoeDispatch { kAllReduce, kAllToAll };
 
 // How the GPU data plane sums across ranks: NCCL's all-reduce, or a one-shot kernel over NVLink (IPC peer
-// buffers) for messages up to its buffer size, NCCL above (parallel/one_shot_all_reduce.h).
-enum class AllReduceImpl { kNccl, kOneShot };
+// buffers) for messages up to its buffer size, NCCL above (parallel/one_shot_all_reduce.h). Auto: the
+// one-shot where every rank can use it (one host, peer access), else NCCL; decided alike on every rank.
+enum class AllReduceImpl { kAuto, kNccl, kOneShot };
 
 struct ParallelConfig {
   int tp = 1;
   int ep = 1;
   MoeParallel moe_parallel = MoeParallel::kTp;
   MoeDispatch moe_dispatch = MoeDispatch::kAllReduce;
-  AllReduceImpl all_reduce = AllReduceImpl::kNccl;
+  AllReduceImpl all_reduce = AllReduceImpl::kAuto;
 };
 
 enum class BackendKind { kAuto, kCpu, kCuda };

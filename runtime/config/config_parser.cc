@@ -198,7 +198,9 @@ void read_model(const YAML::Node& root, Config& c, Problems& p) {
 void read_parallel(const YAML::Node& root, Config& c, Problems& p) {
   Section s(root["parallel"], "parallel", p, {"tp", "ep", "moe", "all_reduce"});
   s.choice<AllReduceImpl>("all_reduce", c.parallel.all_reduce,
-                          {{"nccl", AllReduceImpl::kNccl}, {"one_shot", AllReduceImpl::kOneShot}});
+                          {{"auto", AllReduceImpl::kAuto},
+                           {"nccl", AllReduceImpl::kNccl},
+                           {"one_shot", AllReduceImpl::kOneShot}});
   s.integer("tp", c.parallel.tp, 1, 1024);
   s.integer("ep", c.parallel.ep, 1, 1024);
   Section m(s.node("moe"), "parallel.moe", p, {"parallel", "dispatch"});

@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <string>
+
 #include "common/log.h"
 #include "parallel/mpi_communicator.h"
 #if TPSERVE_HAVE_CUDA
@@ -10,6 +12,24 @@
 #endif
 
 namespace tpserve {
+namespace {
+
+#if TPSERVE_HAVE_CUDA
+// Whether the GPU data plane takes the one-shot all-reduce. Collective for auto: every rank gets the same
+// answer (one rank left out of the one-shot's setup would wait there forever).
+bool use_one_shot(AllReduceImpl impl, int device) {
+  if (impl != AllReduceImpl::kAuto) return impl == AllReduceImpl::kOneShot;  // one_shot throws where it can't
+  std::string why;
+  const bool ok = parallel::one_shot_all_reduce_supported(MPI_COMM_WORLD, device, &why);
+  if (ok)
+    log_info("parallel.all_reduce auto: one_shot (every rank on one host, peer access between their GPUs)");
+  else
+    log_info("parallel.all_reduce auto: nccl (one_shot ", why, ")");
+  return ok;
+}
+#endif
+
+}  // namespace
 
 RuntimeSetup::RuntimeSetup(const Config& config) : config_(config) {
   topology_ = parallel::discover_topology(config.parallel.tp, config.parallel.ep);
@@ -51,7 +71,7 @@ std::unique_ptr<Engine> RuntimeSetup::make_engine(const EngineOptions& options) 
     auto nccl = parallel::make_nccl_communicator(MPI_COMM_WORLD, cuda->device_index(), cuda->stream());
     // A wait on a collective whose peer failed ends with NCCL's error instead of hanging.
     cuda->set_wait_hook([comm = nccl.get()] { comm->check_health(); });
-    if (config_.parallel.all_reduce == AllReduceImpl::kOneShot)
+    if (use_one_shot(config_.parallel.all_reduce, cuda->device_index()))
       nccl->use_one_shot_all_reduce(
           parallel::make_one_shot_all_reduce(MPI_COMM_WORLD, cuda->device_index(), cuda->launch_policy()));
     data_ = std::move(nccl);

@@ -17,7 +17,8 @@ class RuntimeSetup {
   explicit RuntimeSetup(const Config& config);
   parallel::Communicator& world() { return *world_; }
   // The backend the config asks for and an engine on it: the plan travels over MPI; collectives go over
-  // NCCL on GPUs (one GPU per process, picked by the local rank) and over MPI on the CPU.
+  // NCCL on GPUs (one GPU per process, picked by the local rank; small sums over the one-shot all-reduce
+  // per parallel.all_reduce) and over MPI on the CPU.
   std::unique_ptr<Engine> make_engine(const EngineOptions& options = {});
   const parallel::Topology& topology() const { return topology_; }
 

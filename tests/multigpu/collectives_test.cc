@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/cuda_check.h"
@@ -204,6 +205,24 @@ TEST_P(NcclCollectives, OneShotAllReduceMatchesMpiAtEverySize) {
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
   }
+}
+
+// The probe behind parallel.all_reduce: auto. The GPUs here are on one host with peer access (the test above
+// relies on it too). Then the last rank claims the GPU of the rank before it (a GPU has no peer access to
+// itself): every rank answers no, with the reason of the lowest rank that cannot, and nothing throws.
+TEST(OneShotSupport, AgreesOnEveryRank) {
+  TPS_REQUIRE_MULTIGPU();
+  const int p = world_size(), r = world_rank();
+  std::string why = "untouched";
+  ASSERT_TRUE(parallel::one_shot_all_reduce_supported(MPI_COMM_WORLD, local_gpu(), &why)) << why;
+  EXPECT_EQ(why, "untouched");
+
+  const int claimed = r == p - 1 ? local_gpu() - 1 : local_gpu();
+  EXPECT_FALSE(parallel::one_shot_all_reduce_supported(MPI_COMM_WORLD, claimed, &why));
+  const std::string gpu = std::to_string(p - 2);
+  const std::string want = "needs peer access from GPU " + gpu + " (rank " + gpu + ") to GPU " + gpu +
+                           " (rank " + std::to_string(p - 1) + ")";
+  EXPECT_EQ(why.rfind(want, 0), 0u) << why;
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, NcclCollectives, ::testing::Values(DType::kF32, DType::kBF16),

@@ -73,7 +73,7 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"ep_with_tp_moe", M + "parallel: {tp: 2, ep: 2, moe: {parallel: tp}}\n",
                   "parallel.moe.parallel: 'tp' contradicts parallel.ep=2"},
         Malformed{"all_reduce_bad", M + "parallel: {all_reduce: custom}\n",
-                  "parallel.all_reduce: got 'custom', expected one of nccl|one_shot"},
+                  "parallel.all_reduce: got 'custom', expected one of auto|nccl|one_shot"},
         Malformed{"alltoall_without_ep", M + "parallel: {moe: {parallel: tp, dispatch: alltoall}}\n",
                   "parallel.moe.dispatch: 'alltoall' needs parallel.moe.parallel: ep"},
         Malformed{"backend_bad", M + "runtime: {backend: rocm}\n",
@@ -193,10 +193,20 @@ TEST(Config, EpImpliesExpertParallelMoe) {
   const Config c = parse_config(M + "parallel: {tp: 2, ep: 2, moe: {dispatch: alltoall}}\n", "x");
   EXPECT_EQ(c.parallel.moe_parallel, MoeParallel::kEp);
   EXPECT_EQ(c.parallel.moe_dispatch, MoeDispatch::kAllToAll);
-  EXPECT_EQ(c.parallel.all_reduce, AllReduceImpl::kNccl);
 }
 
 TEST(Config, AllReduceImplementation) {
+  const Config d = parse_config(M, "x");
+  EXPECT_EQ(d.parallel.all_reduce, AllReduceImpl::kAuto);
+  EXPECT_NE(config_to_yaml(d).find("all_reduce: auto"), std::string::npos) << config_to_yaml(d);
+  EXPECT_EQ(parse_config(M + "parallel: {all_reduce: auto}\n", "x").parallel.all_reduce,
+            AllReduceImpl::kAuto);
+  EXPECT_EQ(parse_config(M, "x", {"parallel.all_reduce=nccl"}).parallel.all_reduce, AllReduceImpl::kNccl);
+  const std::string bad = error_of(M, {"parallel.all_reduce=fast"});
+  EXPECT_NE(bad.find("parallel.all_reduce: got 'fast', expected one of auto|nccl|one_shot"),
+            std::string::npos)
+      << bad;
+
   const Config c = parse_config(M + "parallel: {tp: 2, all_reduce: one_shot}\n", "x");
   EXPECT_EQ(c.parallel.all_reduce, AllReduceImpl::kOneShot);
   EXPECT_NE(config_to_yaml(c).find("all_reduce: one_shot"), std::string::npos) << config_to_yaml(c);
