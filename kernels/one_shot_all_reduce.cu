@@ -14,6 +14,15 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr size_t kMinBytesPerBlock = size_t(4) << 10;  // small messages: few blocks, few barriers
+// A peer that has not arrived after this long has stopped (ranks enter a step together, microseconds
+// apart): the kernel traps, the host's next CUDA call fails and the rank exits, instead of spinning forever.
+constexpr uint64_t kPeerWaitLimitNs = uint64_t(20) * 1000 * 1000 * 1000;
+
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 __device__ __forceinline__ void store_release_sys(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -79,7 +88,13 @@ __global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const One
     // ordered before by the barrier); then wait for block b of every rank.
     store_release_sys(p.flags[threadIdx.x] + b * kOneShotMaxRanks + p.rank, call);
     const uint32_t* flag = p.flags[p.rank] + b * kOneShotMaxRanks + threadIdx.x;
+    const uint64_t start = global_timer_ns();
     while (static_cast<int32_t>(load_acquire_sys(flag) - call) < 0) {
+      if (global_timer_ns() - start > kPeerWaitLimitNs) {
+        printf("tpserve one-shot all-reduce: rank %d waited 20 s for rank %d (block %d): stopping\n", p.rank,
+               static_cast<int>(threadIdx.x), b);
+        __trap();
+      }
     }
   }
   __syncthreads();
