@@ -29,6 +29,7 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDecodeRows = kAttentionMaxGroup;  // query rows of a decode tile: a few tokens x the group
+constexpr int kMergeChunk = 8;                   // splits whose partials a merging thread loads at once
 
 template <int D, int kRows, int kKeys, int kStages>
 struct Tile {
@@ -293,13 +294,23 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
       const float* part = p.partial_out + row_index(r) * p.num_splits * D + d0;
       const float max_all = max_s[r];
       float num[4] = {}, den = 0.0f;
-#pragma unroll 8
-      for (int s = 0; s < active_splits; ++s) {  // no branch in the body: 8 splits' loads in flight
-        const float2 ms = __ldcg(reinterpret_cast<const float2*>(max_sum + s * 2));
-        const float4 o = __ldcg(reinterpret_cast<const float4*>(part + s * D));
-        const float w = exp2f(ms.x - max_all);
-        num[0] += w * o.x, num[1] += w * o.y, num[2] += w * o.z, num[3] += w * o.w;
-        den += w * ms.y;
+      for (int s0 = 0; s0 < active_splits; s0 += kMergeChunk) {
+        // A chunk's loads all go out before its adds (indices clamped: no branch around a load).
+        float2 ms[kMergeChunk];
+        float4 o[kMergeChunk];
+#pragma unroll
+        for (int j = 0; j < kMergeChunk; ++j) {
+          const int s = min(s0 + j, active_splits - 1);
+          ms[j] = __ldcg(reinterpret_cast<const float2*>(max_sum + s * 2));
+          o[j] = __ldcg(reinterpret_cast<const float4*>(part + s * D));
+        }
+#pragma unroll
+        for (int j = 0; j < kMergeChunk; ++j) {
+          if (s0 + j >= active_splits) break;
+          const float w = exp2f(ms[j].x - max_all);
+          num[0] += w * o[j].x, num[1] += w * o[j].y, num[2] += w * o[j].z, num[3] += w * o[j].w;
+          den += w * ms[j].y;
+        }
       }
       *reinterpret_cast<uint2*>(p.out + row_index(r) * D + d0) =
           make_uint2(pack_bf16x2(num[0] / den, num[1] / den), pack_bf16x2(num[2] / den, num[3] / den));
