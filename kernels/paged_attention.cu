@@ -29,7 +29,6 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDecodeRows = kAttentionMaxGroup;  // query rows of a decode tile: a few tokens x the group
-constexpr int kMergeChunk = 8;                   // splits whose partials a merging thread loads at once
 
 template <int D, int kRows, int kKeys, int kStages>
 struct Tile {
@@ -271,41 +270,50 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
     __syncthreads();
     if (!last_s) return;
 
+    // Splits whose partials a merging thread loads at once: 8 where the key loop's registers cover it.
+    constexpr int kChunk = D == 128 ? 8 : 4;
     // Merge, the same math for every choice of last block: per row the max over its splits (a range past the
     // row's own position has max -inf and weight 0; split 0 holds key 0, so the max is finite), then
     // num / den over splits s = 0 .. active_splits - 1 in order. Partials are read with L1-bypassing loads:
-    // L1 is not coherent with the other blocks' stores. max_s is free again (read before the barrier above).
-    for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) {
-      const int r = warp + i * kWarps;
-      if (r >= rows) break;
-      const float* max_sum = p.partial_max_sum + row_index(r) * p.num_splits * 2;
-      float m = -INFINITY;
+    // L1 is not coherent with the other blocks' stores. More splits than one chunk: the rows' maxima first
+    // (one warp a row, into max_s: free again, read before the barrier above); else from the chunk's loads.
+    if (active_splits > kChunk) {
+      for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) {
+        const int r = warp + i * kWarps;
+        if (r >= rows) break;
+        const float* max_sum = p.partial_max_sum + row_index(r) * p.num_splits * 2;
+        float m = -INFINITY;
 #pragma unroll 4
-      for (int s = lane; s < active_splits; s += kWarpSize) m = fmaxf(m, __ldcg(max_sum + s * 2));
-      m = warp_max(m);
-      if (lane == 0) max_s[r] = m;
+        for (int s = lane; s < active_splits; s += kWarpSize) m = fmaxf(m, __ldcg(max_sum + s * 2));
+        m = warp_max(m);
+        if (lane == 0) max_s[r] = m;
+      }
+      __syncthreads();
     }
-    __syncthreads();
 #pragma unroll
     for (int i = 0; i < T::kPvRowsPerThread; ++i) {
       const int r = pv_row_group + i * T::kPvRowGroups;
       if (r >= rows) break;
       const float* max_sum = p.partial_max_sum + row_index(r) * p.num_splits * 2;
       const float* part = p.partial_out + row_index(r) * p.num_splits * D + d0;
-      const float max_all = max_s[r];
+      float max_all = active_splits > kChunk ? max_s[r] : -INFINITY;
       float num[4] = {}, den = 0.0f;
-      for (int s0 = 0; s0 < active_splits; s0 += kMergeChunk) {
+      for (int s0 = 0; s0 < active_splits; s0 += kChunk) {
         // A chunk's loads all go out before its adds (indices clamped: no branch around a load).
-        float2 ms[kMergeChunk];
-        float4 o[kMergeChunk];
+        float2 ms[kChunk];
+        float4 o[kChunk];
 #pragma unroll
-        for (int j = 0; j < kMergeChunk; ++j) {
+        for (int j = 0; j < kChunk; ++j) {
           const int s = min(s0 + j, active_splits - 1);
           ms[j] = __ldcg(reinterpret_cast<const float2*>(max_sum + s * 2));
           o[j] = __ldcg(reinterpret_cast<const float4*>(part + s * D));
         }
+        if (active_splits <= kChunk) {  // one chunk (clamped repeats leave the max as it is)
 #pragma unroll
-        for (int j = 0; j < kMergeChunk; ++j) {
+          for (int j = 0; j < kChunk; ++j) max_all = fmaxf(max_all, ms[j].x);
+        }
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
           if (s0 + j >= active_splits) break;
           const float w = exp2f(ms[j].x - max_all);
           num[0] += w * o[j].x, num[1] += w * o[j].y, num[2] += w * o[j].z, num[3] += w * o[j].w;
