@@ -8,12 +8,15 @@
 //      pre-scaled by scale * log2(e)); masked keys (past the row's position or the range) get -inf;
 //   3. softmax: one warp per row updates the running max / sum and turns scores into probabilities;
 //   4. P.V: thread (4 dims, row group) rescales its accumulators and adds p * v over the tile's keys.
+// Then the output; when the tile's context has several non-empty ranges, each block writes its unnormalised
+// partials and counts its arrival, and the last to arrive merges them all (no separate reduce launch).
 // Template instances: decode and short queries (16 rows = a few tokens x the group, 32-key tiles, two
 // stages, split) and prefill (32 rows, 32-key tiles, one stage), each for head_dim 32, 64 and 128; all stay
 // within 48 KB of static shared memory.
 #include <algorithm>
 #include <cfloat>
 
+#include "common/error.h"
 #include "kernels/device_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/paged_attention.h"
@@ -43,7 +46,8 @@ struct Tile {
   static_assert(kStages == 1 || kStages == 2);
 };
 
-template <int D, int kRows, int kKeys, int kStages>
+// kSplit: the context may be cut into ranges (num_splits > 1), merged by the last block of each tile.
+template <int D, int kRows, int kKeys, int kStages, bool kSplit>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAttentionParams p) {
   using T = Tile<D, kRows, kKeys, kStages>;
   __shared__ float q_s[kRows][D];
@@ -52,6 +56,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   __shared__ float s_s[kRows][kKeys];
   __shared__ float alpha_s[kRows], max_s[kRows], sum_s[kRows];
   __shared__ int limit_s[kRows];
+  __shared__ bool last_s;  // this block merges the tile's splits
 
   pdl_wait_then_trigger();
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
@@ -73,7 +78,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   const int per_split = attention_keys_per_split(kv_len, p.num_splits);
   const int key_begin = split * per_split;
   const int key_end = min(kv_len, key_begin + per_split);
-  if (key_begin >= key_end) return;  // past the context: the reduce skips this split
+  if (key_begin >= key_end) return;  // past the context: not one of the tile's active splits
+  // Non-empty ranges of the tile: splits 0 .. active_splits - 1, each reaches the arrival at the end.
+  const int active_splits = kSplit ? (kv_len + per_split - 1) / per_split : 1;
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   // Issues the cp.async copies of the tile starting at key kt into stage `stage`.
@@ -220,77 +227,140 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
     }
   }
   __syncthreads();
+  auto row_index = [&](int r) { return static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r); };
+  const int d0 = dim_group * 4;
+  if (active_splits == 1) {
 #pragma unroll
-  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-    const int r = pv_row_group + i * T::kPvRowGroups;
-    if (r >= rows) break;
-    const int64_t row_index = static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r);
-    const int d0 = dim_group * 4;
-    if (p.num_splits == 1) {
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+      if (r >= rows) break;
       const float inv = 1.0f / sum_s[r];
-      bf16* out = p.out + row_index * D + d0;
-      *reinterpret_cast<uint2*>(out) = make_uint2(pack_bf16x2(acc[i][0] * inv, acc[i][1] * inv),
-                                                  pack_bf16x2(acc[i][2] * inv, acc[i][3] * inv));
-    } else {
-      const int64_t part = row_index * p.num_splits + split;
+      *reinterpret_cast<uint2*>(p.out + row_index(r) * D + d0) = make_uint2(
+          pack_bf16x2(acc[i][0] * inv, acc[i][1] * inv), pack_bf16x2(acc[i][2] * inv, acc[i][3] * inv));
+    }
+    return;
+  }
+  if constexpr (kSplit) {
+#pragma unroll
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+      if (r >= rows) break;
+      const int64_t part = row_index(r) * p.num_splits + split;
       *reinterpret_cast<float4*>(p.partial_out + part * D + d0) =
           make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
       if (dim_group == 0)
         *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(max_s[r], sum_s[r]);
     }
+
+    // Arrival: the tile's last split to finish merges them all. Thread 0's fence after the barrier orders the
+    // whole block's partial stores before its count (as cooperative groups' grid sync does); the last block
+    // sees active_splits - 1 earlier arrivals, so no other block of this launch touches the counter again and
+    // it resets it to 0 for the next launch or graph replay. (A launch cannot stop part-way in a step: no
+    // recovery of a counter left non-zero.)
+    __syncthreads();
+    if (tid == 0) {
+      int* counter =
+          p.split_counters + (static_cast<int64_t>(tile) * p.num_seqs + seq) * p.num_kv_heads + kv_head;
+      __threadfence();
+      const bool last = atomicAdd(counter, 1) == active_splits - 1;
+      if (last) atomicExch(counter, 0);
+      __threadfence();  // the earlier arrivals' partials are read after their counts were seen
+      last_s = last;
+    }
+    __syncthreads();
+    if (!last_s) return;
+
+    // Splits whose partials a merging thread loads at once: 8 where the key loop's registers cover it.
+    constexpr int kChunk = D == 128 ? 8 : 4;
+    // Merge, the same math for every choice of last block: per row the max over its splits (a range past the
+    // row's own position has max -inf and weight 0; split 0 holds key 0, so the max is finite), then
+    // num / den over splits s = 0 .. active_splits - 1 in order. Partials are read with L1-bypassing loads:
+    // L1 is not coherent with the other blocks' stores. More splits than one chunk: the rows' maxima first
+    // (one warp a row, into max_s: free again, read before the barrier above); else from the chunk's loads.
+    if (active_splits > kChunk) {
+      for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) {
+        const int r = warp + i * kWarps;
+        if (r >= rows) break;
+        const float* max_sum = p.partial_max_sum + row_index(r) * p.num_splits * 2;
+        float m = -INFINITY;
+#pragma unroll 4
+        for (int s = lane; s < active_splits; s += kWarpSize) m = fmaxf(m, __ldcg(max_sum + s * 2));
+        m = warp_max(m);
+        if (lane == 0) max_s[r] = m;
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+      if (r >= rows) break;
+      const float* max_sum = p.partial_max_sum + row_index(r) * p.num_splits * 2;
+      const float* part = p.partial_out + row_index(r) * p.num_splits * D + d0;
+      float max_all = active_splits > kChunk ? max_s[r] : -INFINITY;
+      float num[4] = {}, den = 0.0f;
+      for (int s0 = 0; s0 < active_splits; s0 += kChunk) {
+        // A chunk's loads all go out before its adds (indices clamped: no branch around a load).
+        float2 ms[kChunk];
+        float4 o[kChunk];
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+          const int s = min(s0 + j, active_splits - 1);
+          ms[j] = __ldcg(reinterpret_cast<const float2*>(max_sum + s * 2));
+          o[j] = __ldcg(reinterpret_cast<const float4*>(part + s * D));
+        }
+        if (active_splits <= kChunk) {  // one chunk (clamped repeats leave the max as it is)
+#pragma unroll
+          for (int j = 0; j < kChunk; ++j) max_all = fmaxf(max_all, ms[j].x);
+        }
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+          if (s0 + j >= active_splits) break;
+          const float w = exp2f(ms[j].x - max_all);
+          num[0] += w * o[j].x, num[1] += w * o[j].y, num[2] += w * o[j].z, num[3] += w * o[j].w;
+          den += w * ms[j].y;
+        }
+      }
+      *reinterpret_cast<uint2*>(p.out + row_index(r) * D + d0) =
+          make_uint2(pack_bf16x2(num[0] / den, num[1] / den), pack_bf16x2(num[2] / den, num[3] / den));
+    }
   }
 }
 
-// Merges the splits of one (query token, query head): block of D threads, one dim each; grid (sequence,
-// query head, token of the sequence). The ranges were cut from the longest context of the token's tile
-// (kDecodeRows query rows), as the attention kernel cut them.
-__global__ void attention_reduce_kernel(const PagedAttentionParams p) {
-  pdl_wait_then_trigger();
-  const int seq = blockIdx.x, head = blockIdx.y, i = blockIdx.z, d = threadIdx.x;
-  const int q_begin = p.query_start[seq], q_len = p.query_start[seq + 1] - q_begin;
-  if (i >= q_len) return;
-  const int token = q_begin + i;
-  const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
-  const int tile_begin = i / tokens_per_tile * tokens_per_tile;
-  const int tile_end = min(q_len, tile_begin + tokens_per_tile);
-  int kv_len = 0;
-  for (int t = tile_begin; t < tile_end; ++t) kv_len = max(kv_len, p.positions[q_begin + t] + 1);
-  const int per_split = attention_keys_per_split(kv_len, p.num_splits);
-  const int splits = (kv_len + per_split - 1) / per_split;
-  const int64_t base = (static_cast<int64_t>(token) * p.num_q_heads + head) * p.num_splits;
-  float max_all = -INFINITY;
-  for (int s = 0; s < splits; ++s) max_all = fmaxf(max_all, p.partial_max_sum[(base + s) * 2]);
-  float num = 0.0f, den = 0.0f;
-  for (int s = 0; s < splits; ++s) {  // a range past this token's own position: max -inf, weight 0
-    const float w = exp2f(p.partial_max_sum[(base + s) * 2] - max_all);
-    num += w * p.partial_out[(base + s) * p.head_dim + d];
-    den += w * p.partial_max_sum[(base + s) * 2 + 1];
-  }
-  p.out[(static_cast<int64_t>(token) * p.num_q_heads + head) * p.head_dim + d] = __float2bfloat16(num / den);
-}
-
-template <int D, int kRows, int kKeys, int kStages>
+template <int D, int kRows, int kKeys, int kStages, bool kSplit>
 void launch_tiles(const PagedAttentionParams& p, Site site, cudaStream_t stream, const LaunchPolicy& policy) {
   const int group = p.num_q_heads / p.num_kv_heads, tokens_per_block = kRows / group;
   const int token_tiles = (p.max_query_len + tokens_per_block - 1) / tokens_per_block;
   const dim3 grid(token_tiles * p.num_splits, p.num_seqs, p.num_kv_heads);
-  launch(policy, site, Pdl::kEnrolled, paged_attention_kernel<D, kRows, kKeys, kStages>, grid, dim3(kThreads),
-         0, stream, p);
+  launch(policy, site, Pdl::kEnrolled, paged_attention_kernel<D, kRows, kKeys, kStages, kSplit>, grid,
+         dim3(kThreads), 0, stream, p);
 }
 
 template <int D>
 void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
   if (p.max_query_len <= kAttentionMaxSplitQueryLen) {
-    launch_tiles<D, kDecodeRows, 32, 2>(p, Site::kDecodeAttention, stream, policy);
-    if (p.num_splits > 1)
-      launch(policy, Site::kDecodeAttention, Pdl::kEnrolled, attention_reduce_kernel,
-             dim3(p.num_seqs, p.num_q_heads, p.max_query_len), dim3(D), 0, stream, p);
+    if (p.num_splits > 1) {
+      const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
+      const int64_t tiles =
+          int64_t((p.max_query_len + tokens_per_tile - 1) / tokens_per_tile) * p.num_seqs * p.num_kv_heads;
+      TPS_CHECK(p.split_counters != nullptr && tiles <= p.split_counter_capacity, "paged attention: ", tiles,
+                " split tiles, ", p.split_counter_capacity, " split counters");
+    }
+    launch_tiles<D, kDecodeRows, 32, 2, true>(p, Site::kDecodeAttention, stream, policy);
   } else {
-    launch_tiles<D, 2 * kAttentionMaxGroup, 32, 1>(p, Site::kPrefillAttention, stream, policy);
+    TPS_CHECK(p.num_splits == 1, "paged attention: ", p.num_splits, " splits for queries of ",
+              p.max_query_len, " tokens");
+    launch_tiles<D, 2 * kAttentionMaxGroup, 32, 1, false>(p, Site::kPrefillAttention, stream, policy);
   }
 }
 
+// Decode blocks take ~45 KB of shared memory (5 fit on an SM); 4 per SM keep loads in flight.
+constexpr int kTargetBlocksPerSm = 4;
+
 }  // namespace
+
+int attention_split_counter_capacity(int num_sms) {
+  return kTargetBlocksPerSm * std::max(num_sms, 1);
+}
 
 size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits) {
   return static_cast<size_t>(num_tokens) * num_q_heads * num_splits * (head_dim + 2) * sizeof(float);
@@ -299,13 +369,14 @@ size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, in
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
                         size_t max_partial_bytes) {
   constexpr int kMaxSplits = 128;
-  // Decode blocks take ~45 KB of shared memory (5 fit on an SM); 4 per SM keep loads in flight.
-  constexpr int kTargetBlocksPerSm = 4;
   p.num_splits = 1;
   if (p.max_query_len > kAttentionMaxSplitQueryLen) return;
   const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
   const int tiles = (p.max_query_len + tokens_per_tile - 1) / tokens_per_tile;
   const int blocks = std::max(1, p.num_seqs * p.num_kv_heads * tiles);
+  // Implied by the target below (a split step has fewer tiles than kTargetBlocksPerSm * num_sms); kept
+  // explicit because the backend's counters are sized by it.
+  if (blocks > attention_split_counter_capacity(num_sms)) return;
   const int q = kAttentionKeysPerSplitQuantum;
   int splits = std::min({(kTargetBlocksPerSm * num_sms + blocks - 1) / blocks,
                          (std::max(max_context_len, 1) + q - 1) / q, kMaxSplits});

@@ -5,8 +5,10 @@
 // that KV head, times a few tokens in prefill), so each KV head's cache is read once per tile for its whole
 // group. Decode, and short queries such as a speculative step's 1 + k rows (at most
 // kAttentionMaxSplitQueryLen tokens a sequence), split the context into ranges (split-K): blocks write
-// unnormalised partial results and a reduce kernel merges them; with one split the result is written
-// directly. Longer queries (prefill) take one block per tile of query rows over the whole context.
+// unnormalised partial results, and the last block of a tile to finish merges them (it learns it is last from
+// an arrival counter per tile, which it resets to 0: counters are zeroed once and stay zero between
+// launches); with one non-empty range the result is written directly. Longer queries (prefill) take one block
+// per tile of query rows over the whole context.
 #pragma once
 
 #include "kernels/kernel_api.h"
@@ -29,6 +31,8 @@ struct PagedAttentionParams {
   bf16* out = nullptr;                    // [T, Hq * D] (rows of tokens outside every sequence: untouched)
   float* partial_out = nullptr;           // [T, Hq, num_splits, D] unnormalised sums (num_splits > 1)
   float* partial_max_sum = nullptr;       // [T, Hq, num_splits, 2] max (log2 units) and sum of exp2
+  int32_t* split_counters = nullptr;      // [token tiles, S, Hkv] arrivals; 0 between launches
+  int split_counter_capacity = 0;         // counters there (persistent memory, not step scratch)
   int num_seqs = 0;                       // S
   int num_q_heads = 0;                    // Hq
   int num_kv_heads = 0;                   // Hkv; Hq / Hkv <= kAttentionMaxGroup
@@ -54,10 +58,13 @@ __host__ __device__ inline int attention_keys_per_split(int kv_len, int num_spli
 }
 
 // The split for decode: up to enough blocks to give each of `num_sms` SMs about four at `max_context_len`
-// (ranges of at least one key tile), within `max_partial_bytes` of partial buffers. Fills num_splits.
+// (ranges of at least one key tile), within `max_partial_bytes` of partial buffers. Fills num_splits; splits
+// only steps of at most attention_split_counter_capacity(num_sms) tiles (token tiles x S x Hkv).
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
                         size_t max_partial_bytes);
 size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits);
+// Split counters a backend allocates once (zeroed) for every step plan_decode_splits makes with `num_sms`.
+int attention_split_counter_capacity(int num_sms);
 
 void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy);
 

@@ -1,10 +1,12 @@
 // CUDA attention ops against the CPU reference: q/k norm + RoPE + KV append, and paged attention for decode
-// (contexts across block boundaries, long ones that take the split path) and prefill (chunked, mixed).
+// (contexts across block boundaries, long ones that take the split path), short queries, the in-kernel merge
+// of splits (also repeated and replayed in a graph) and prefill (chunked, mixed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
+#include "kernels/paged_attention.h"
 #include "tests/cuda/op_test_util.h"
 
 namespace tpserve::cuda_test {
@@ -89,23 +91,57 @@ void PrintTo(const AttentionCase& c, std::ostream* os) {
 
 class PagedAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
-// planned_context: the longest context the GPU plans its split for (0: the step's own). A captured graph
-// plans for max_seq_len and runs shorter contexts.
-void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
-  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + planned_context);
-  Backends b;
-  PagedSetup s = make_paged(b, rng, c);
-  if (planned_context > 0) s.gpu_meta.max_context_len = planned_context;
-  const int width = c.q_heads * c.head_dim;
-  auto qv = uniform(rng, size_t(s.tokens) * width, -2.0f, 2.0f);
-  Pair q = b.bf16({s.tokens, width}, qv);
-  Pair out = b.output(DType::kBF16, {s.tokens, width});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  b.cpu().attention(q.cpu, c.q_heads, c.kv_heads, scale, {s.k_cache.cpu, s.v_cache.cpu}, s.cpu_meta, out.cpu);
-  b.gpu().attention(q.gpu, c.q_heads, c.kv_heads, scale, {s.k_cache.gpu, s.v_cache.gpu}, s.gpu_meta, out.gpu);
+// One attention op: its inputs on both backends, the CPU reference's output, and the GPU launch (which a
+// test may repeat). planned_context: the longest context the GPU plans its split for (0: the step's own). A
+// captured graph plans for max_seq_len and runs shorter contexts.
+struct AttentionRun {
+  AttentionCase c;
+  PagedSetup s;
+  Pair q, out;
+  float scale = 0.0f;
+  std::vector<float> ref;
+
+  AttentionRun(Backends& b, const AttentionCase& attention_case, int planned_context) : c(attention_case) {
+    std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + planned_context);
+    s = make_paged(b, rng, c);
+    if (planned_context > 0) s.gpu_meta.max_context_len = planned_context;
+    const int width = c.q_heads * c.head_dim;
+    auto qv = uniform(rng, size_t(s.tokens) * width, -2.0f, 2.0f);
+    q = b.bf16({s.tokens, width}, qv);
+    out = b.output(DType::kBF16, {s.tokens, width});
+    scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    b.cpu().attention(q.cpu, c.q_heads, c.kv_heads, scale, {s.k_cache.cpu, s.v_cache.cpu}, s.cpu_meta,
+                      out.cpu);
+    ref = cpu_floats(out.cpu);
+  }
+  void launch_gpu(Backends& b) const {
+    b.gpu().attention(q.gpu, c.q_heads, c.kv_heads, scale, {s.k_cache.gpu, s.v_cache.gpu}, s.gpu_meta,
+                      out.gpu);
+  }
   // Long contexts average many values: relative to the output's scale, or a masking error would hide.
-  const auto ref = cpu_floats(out.cpu);
-  expect_close("attention " + describe(c), ref, b.floats(out.gpu), {1e-2f * rms(ref) + 1e-6f, 1e-2f});
+  void expect_matches(Backends& b, const std::string& what) const {
+    expect_close(what + " " + describe(c), ref, b.floats(out.gpu), {1e-2f * rms(ref) + 1e-6f, 1e-2f});
+  }
+  // The context ranges the backend plans for this step (as CudaBackend::attention does).
+  int planned_splits(Backends& b) const {
+    kernels::PagedAttentionParams p;
+    p.num_seqs = s.gpu_meta.num_seqs;
+    p.num_q_heads = c.q_heads;
+    p.num_kv_heads = c.kv_heads;
+    p.head_dim = c.head_dim;
+    p.max_query_len = s.gpu_meta.max_query_len;
+    // Backends' default workspace: these steps' partials are far smaller.
+    kernels::plan_decode_splits(p, s.gpu_meta.max_context_len, s.tokens, b.gpu().num_sms(),
+                                size_t(255) << 20);
+    return p.num_splits;
+  }
+};
+
+void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
+  Backends b;
+  AttentionRun run(b, c, planned_context);
+  run.launch_gpu(b);
+  run.expect_matches(b, "attention");
 }
 
 TEST_P(PagedAttentionTest, MatchesCpu) {
@@ -139,6 +175,71 @@ INSTANTIATE_TEST_SUITE_P(Verify, PagedAttentionTest,
                                            AttentionCase{4, 4, 128, 16, {3, 8}, {100, 700}},
                                            // group 3 does not divide the 16-row tile: 5 tokens a tile
                                            AttentionCase{6, 2, 64, 16, {5, 8}, {300, 1000}}));
+
+// The in-kernel merge of split launches. A tile's active splits are its non-empty ranges, cut from the
+// longest context of its rows: tiles of one sequence can have different counts, a row's range past its own
+// position has a -inf partial, and a launch of several splits can have tiles of one range (written directly).
+// Planned for the step's own context, with 132 SMs (a 32-key range at most contexts here):
+//   (1, 20), (1, 32) one range of 2 planned, (1, 33) two (the second 1 key);
+//   group 8 (2 tokens a tile): (4, 65) tiles of 63 and 65 keys: 2 and 3 ranges, the row at position 63
+//     -inf in the third; (5, 161) tiles of 158, 160, 161 keys: 5, 5, 6 ranges;
+//   group 16 (1 token a tile): (3, 97) tiles of 95, 96, 97 keys: 3, 3, 4 ranges;
+//   group 2 (8 tokens a tile): (3, 64), (2, 65) 2 and 3 ranges, position 63 -inf in the third;
+//   (1, 5), (1, 31): one range whatever the plan (the planned-for-longer test splits that launch);
+//   (1, 256), (1, 257): 8 and 9 ranges, each side of the merge's chunk of 8 splits at D 128 (4 at D 32 and
+//   64: (3, 97) above has a tile of 4).
+INSTANTIATE_TEST_SUITE_P(SplitMerge, PagedAttentionTest,
+                         ::testing::Values(AttentionCase{32, 4, 128, 16, {1, 1, 1}, {20, 32, 33}},
+                                           AttentionCase{32, 4, 128, 16, {4, 5}, {65, 161}},
+                                           AttentionCase{16, 1, 64, 16, {3}, {97}},
+                                           AttentionCase{4, 2, 32, 16, {3, 2}, {64, 65}},
+                                           AttentionCase{8, 2, 64, 16, {1, 1}, {5, 31}},
+                                           AttentionCase{32, 4, 128, 16, {1, 1}, {256, 257}}));
+
+// Every launch of a split step leaves its arrival counters at 0 (the last block of a tile resets them): the
+// same launches repeated, eagerly and as one captured graph replayed, give the reference each time (a counter
+// left non-zero would leave a tile unmerged: the poisoned output), and give the same bits each time (the
+// merge order does not depend on which block is last). Steps of different shapes share the counters.
+TEST(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  Backends b;
+  std::vector<std::unique_ptr<AttentionRun>> runs;
+  for (const AttentionCase& c :
+       {AttentionCase{32, 4, 128, 16, {1, 1, 1, 1}, {1, 100, 1000, 5000}},
+        AttentionCase{32, 4, 128, 16, {4, 5}, {65, 161}}, AttentionCase{16, 1, 64, 16, {3}, {97}},
+        AttentionCase{4, 2, 32, 16, {3, 2}, {64, 65}},
+        AttentionCase{16, 1, 128, 16, {1}, {5000}}})  // 79 ranges of 64 keys
+    runs.push_back(std::make_unique<AttentionRun>(b, c, 40960));
+  for (const auto& run : runs) ASSERT_GT(run->planned_splits(b), 1) << describe(run->c);
+  std::vector<std::vector<float>> first(runs.size());
+  for (int round = 0; round < 4; ++round) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      b.poison(runs[i]->out.gpu);
+      runs[i]->launch_gpu(b);
+      const std::string what = "eager launch " + std::to_string(round);
+      runs[i]->expect_matches(b, what);
+      const auto got = b.floats(runs[i]->out.gpu);
+      if (round == 0)
+        first[i] = got;
+      else
+        expect_close(what + " against launch 0, " + describe(runs[i]->c), first[i], got, {0.0f, 0.0f});
+    }
+  }
+  // Back to back in one graph: each attention launch follows the previous one (PDL edges between them).
+  auto graph = b.gpu().capture([&] {
+    for (const auto& run : runs) run->launch_gpu(b);
+  });
+  for (int replay = 0; replay < 4; ++replay) {
+    for (const auto& run : runs) b.poison(run->out.gpu);
+    graph->replay();
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const std::string what = "graph replay " + std::to_string(replay);
+      runs[i]->expect_matches(b, what);
+      expect_close(what + " against launch 0, " + describe(runs[i]->c), first[i], b.floats(runs[i]->out.gpu),
+                   {0.0f, 0.0f});
+    }
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(Prefill, PagedAttentionTest,
                          ::testing::Values(AttentionCase{8, 2, 128, 16, {17, 1, 5}, {17, 40, 5}},

@@ -1,5 +1,5 @@
 // CudaBackend attention ops: q/k norm + RoPE + KV append, and paged attention (decode with context splits,
-// prefill tiled over query tokens).
+// merged in the kernel by the last split of each tile; prefill tiled over query tokens).
 #include "kernels/paged_attention.h"
 #include "kernels/qk_norm_rope_kv.h"
 #include "runtime/backend/cuda/cuda_backend.h"
@@ -100,6 +100,8 @@ void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float s
         scratch.take<float>(size_t(tokens) * num_q_heads * p.num_splits * d, "attention partial sums");
     p.partial_max_sum =
         scratch.take<float>(size_t(tokens) * num_q_heads * p.num_splits * 2, "attention partial max");
+    p.split_counters = attention_split_counters_;
+    p.split_counter_capacity = attention_split_counter_capacity_;
   }
   kernels::launch_paged_attention(p, stream_, *policy_);
 }

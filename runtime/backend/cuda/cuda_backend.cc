@@ -16,6 +16,7 @@
 #include "kernels/gather_rows.h"
 #include "kernels/gemv.h"
 #include "kernels/launch.h"
+#include "kernels/paged_attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/silu_mul.h"
 #include "kernels/synthetic_fill.h"
@@ -82,6 +83,13 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
                                              options.workspace_bytes);
   void* gemm_ws = arena_->allocate(options.cublas_workspace_bytes, "cuBLASLt workspace");
   gemm_ = std::make_unique<CublasLtGemm>(gemm_ws, options.cublas_workspace_bytes);
+  // Outside the scratch region (other ops overwrite that): the counters must still be 0 at the next launch.
+  // Zeroed on the stream, ahead of every kernel and graph replay (the stream does not sync with stream 0).
+  attention_split_counter_capacity_ = kernels::attention_split_counter_capacity(num_sms_);
+  const size_t counter_bytes = size_t(attention_split_counter_capacity_) * sizeof(int32_t);
+  attention_split_counters_ =
+      static_cast<int32_t*>(arena_->allocate(counter_bytes, "attention split counters"));
+  CUDA_CHECK(cudaMemsetAsync(attention_split_counters_, 0, counter_bytes, stream_));
   log_info("CUDA backend on device ", device_, " (", prop.name, ", sm_", prop.major, prop.minor, ", ",
            num_sms_, " SMs): arena ", static_cast<double>(arena_bytes) / (1 << 30), " GiB");
 }

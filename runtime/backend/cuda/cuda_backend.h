@@ -117,6 +117,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceArena> arena_;
   std::unique_ptr<ScratchRegion> scratch_;
   std::unique_ptr<CublasLtGemm> gemm_;
+  // Arrival counters of split decode attention: allocated and zeroed once, left zero by every launch.
+  int32_t* attention_split_counters_ = nullptr;
+  int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;
   size_t staging_bytes_ = 0;
