@@ -1,11 +1,9 @@
 // MoE align: one block counts assignments per expert in shared memory, scans the counts into group offsets
-// and work-item offsets, writes the work items, then places every assignment in its expert's group. At
-// decode sizes it first computes the top-k gating itself (MoeAlignParams::gating).
+// and work-item offsets, writes the work items, then places every assignment in its expert's group.
 #include "kernels/device_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/moe_align.h"
 #include "kernels/pdl.cuh"
-#include "kernels/topk_gating.cuh"
 
 namespace tpserve::kernels {
 namespace {
@@ -18,25 +16,10 @@ __global__ void __launch_bounds__(kThreads) moe_align_kernel(const MoeAlignParam
   __shared__ int warp_totals[kThreads / kWarpSize];
   pdl_wait_then_trigger();
   const int tid = threadIdx.x;
-  const int32_t* expert_of = p.expert_of;
-  if (p.gating.logits !=
-      nullptr) {  // one warp per token; the block's own writes are visible after the barrier
-    const TopkGatingParams& g = p.gating;
-    for (int t = tid / kWarpSize; t < g.tokens; t += kThreads / kWarpSize) {
-      float weight[kGatingMaxK];
-      int id[kGatingMaxK];
-      warp_topk_gating(g.logits + static_cast<int64_t>(t) * g.num_experts, g.num_experts, g.k, g.renormalize,
-                       weight, id);
-#pragma unroll
-      for (int j = 0; j < kGatingMaxK; ++j)
-        if (j < g.k && tid % kWarpSize == j) g.weights[t * g.k + j] = weight[j], g.ids[t * g.k + j] = id[j];
-    }
-    expert_of = g.ids;
-  }
   for (int e = tid; e < p.num_experts; e += kThreads) count_s[e] = 0;
   __syncthreads();
   for (int a = tid; a < p.num_assignments; a += kThreads) {
-    const int e = expert_of[a] - p.expert_begin;
+    const int e = p.expert_of[a] - p.expert_begin;
     if (e >= 0 && e < p.num_experts) atomicAdd(&count_s[e], 1);
   }
   __syncthreads();
@@ -57,7 +40,7 @@ __global__ void __launch_bounds__(kThreads) moe_align_kernel(const MoeAlignParam
   if (tid == 0) *p.num_work = min(work_total, p.max_work);
   __syncthreads();
   for (int a = tid; a < p.num_assignments; a += kThreads) {
-    const int e = expert_of[a] - p.expert_begin;
+    const int e = p.expert_of[a] - p.expert_begin;
     if (e >= 0 && e < p.num_experts) p.sorted[atomicAdd(&cursor_s[e], 1)] = a;
   }
 }

@@ -4,20 +4,13 @@
 #pragma once
 
 #include "kernels/kernel_api.h"
-#include "kernels/topk_gating.h"
 
 namespace tpserve::kernels {
 
 inline constexpr int kMoeTileTokens = 16;    // assignments per work item (two 8-column MMA tiles)
 inline constexpr int kMoeMaxExperts = 1024;  // local experts
-// Most tokens whose top-k gating the align block computes itself (MoeAlignParams::gating): two rounds of its
-// 32 warps. Above, the parallel topk_gating kernel is faster than one block.
-inline constexpr int kMoeAlignMaxGatingTokens = 64;
 
 struct MoeAlignParams {
-  // Set (logits != nullptr, tokens <= kMoeAlignMaxGatingTokens): the block first computes the top-k gating
-  // into gating.weights / gating.ids and groups those (expert_of is ignored): one launch instead of two.
-  TopkGatingParams gating;
   const int32_t* expert_of = nullptr;  // [A] expert of each assignment (e.g. topk_ids flattened)
   int num_assignments = 0;             // A
   int expert_begin = 0;                // local expert = expert_of - expert_begin; outside [0, E): not here

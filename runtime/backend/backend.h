@@ -136,14 +136,6 @@ class Backend {
   virtual void moe_experts(Tensor x /*[T, H]*/, Tensor gate_up /*[E, 2I, H]*/, Tensor down /*[E, H, I]*/,
                            Tensor topk_ids /*[T, k]*/, Tensor topk_weights /*[T, k]*/, int expert_begin,
                            Tensor out /*[T, H]*/) = 0;
-  // topk_gating, then moe_experts on its ids and weights (which it fills): one op, so that a backend can fuse
-  // the gating with the experts' routing at decode sizes.
-  virtual void moe_routed_experts(Tensor x /*[T, H]*/, Tensor router_logits /*[T, E_all] f32*/, int k,
-                                  bool renormalize, Tensor gate_up, Tensor down, int expert_begin,
-                                  Tensor topk_weights /*[T, k]*/, Tensor topk_ids /*[T, k]*/, Tensor out) {
-    topk_gating(router_logits, k, renormalize, topk_weights, topk_ids);
-    moe_experts(x, gate_up, down, topk_ids, topk_weights, expert_begin, out);
-  }
   // Expert-parallel all-to-all dispatch, in three ops around two fixed-capacity exchanges. Each of P ranks
   // owns E_r consecutive experts; a rank's tokens go to the owners of their experts in rows of a
   // [P, cap, H] send buffer (cap = tokens * k: the worst case, so nothing is ever dropped).

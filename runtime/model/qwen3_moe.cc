@@ -311,8 +311,8 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
     if (options_.record_routing && routing_layer >= 0)
       ids = routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k});
     backend_.linear(normed, w.router, logits);
-    backend_.moe_routed_experts(normed, logits, k, spec_.norm_topk_prob, w.gate_up, w.down,
-                                layout_.first_expert(spec_), weights, ids, out);
+    backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
+    backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
   }
   all_reduce(out);  // partial sums: TP-sharded intermediate, or experts held elsewhere
 }

@@ -1,9 +1,9 @@
 // Decode steps as CUDA graphs on the GPU: replaying the padded bucket graphs gives the eager path's greedy
 // tokens (every bucket, padding rows present, with and without MTP speculation); replays allocate nothing;
 // under PDL `auto` every enrolled launch that follows a kernel becomes a programmatic edge, `off` leaves
-// none, and switching one site (qk_norm_rope_kv) off removes exactly its edges. (The report attributes a
-// kernel to one site; rmsnorm and add_rmsnorm share a kernel, which is why this test switches a site with a
-// kernel of its own.)
+// none, and switching one site (topk_gating) off removes exactly its edges. (The report attributes a kernel
+// to one site; rmsnorm and add_rmsnorm share a kernel, which is why this test switches a site with a kernel
+// of its own.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -121,24 +121,23 @@ TEST(CudaGraphs, ProgrammaticEdgesFollowThePdlPolicy) {
   TPS_REQUIRE_CUDA_DEVICE();
   const GraphReport automatic = batch4_graph({"launch.pdl.default=auto"});
   const GraphReport off = batch4_graph({"launch.pdl.default=off"});
-  const GraphReport no_qk_norm =
-      batch4_graph({"launch.pdl.default=auto", "launch.pdl.sites.qk_norm_rope_kv=off"});
+  const GraphReport no_topk = batch4_graph({"launch.pdl.default=auto", "launch.pdl.sites.topk_gating=off"});
   std::printf("auto: %s\n", automatic.format().c_str());
   // The H200 is SM90 and the kernels are built for sm_90a: auto enables PDL.
   EXPECT_GT(automatic.programmatic_edges, 0);
   EXPECT_EQ(automatic.programmatic_edges, automatic.pdl_kernel_nodes_after_kernel);
   EXPECT_EQ(off.programmatic_edges, 0);
   EXPECT_EQ(off.kernel_nodes, automatic.kernel_nodes);
-  EXPECT_GT(automatic.programmatic_edges_per_site.at("qk_norm_rope_kv"), 0);
-  EXPECT_EQ(no_qk_norm.programmatic_edges_per_site.count("qk_norm_rope_kv"), 0u);
+  EXPECT_GT(automatic.programmatic_edges_per_site.at("topk_gating"), 0);
+  EXPECT_EQ(no_topk.programmatic_edges_per_site.count("topk_gating"), 0u);
   for (const auto& [site, n] : automatic.programmatic_edges_per_site) {
-    if (site == "qk_norm_rope_kv") continue;
-    auto it = no_qk_norm.programmatic_edges_per_site.find(site);
-    ASSERT_NE(it, no_qk_norm.programmatic_edges_per_site.end()) << site;
+    if (site == "topk_gating") continue;
+    auto it = no_topk.programmatic_edges_per_site.find(site);
+    ASSERT_NE(it, no_topk.programmatic_edges_per_site.end()) << site;
     EXPECT_EQ(it->second, n) << site;
   }
-  EXPECT_EQ(no_qk_norm.programmatic_edges,
-            automatic.programmatic_edges - automatic.programmatic_edges_per_site.at("qk_norm_rope_kv"));
+  EXPECT_EQ(no_topk.programmatic_edges,
+            automatic.programmatic_edges - automatic.programmatic_edges_per_site.at("topk_gating"));
 }
 
 }  // namespace

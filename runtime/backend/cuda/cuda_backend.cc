@@ -43,8 +43,7 @@ int cuda_device_count(std::string* why) {
   return count;
 }
 
-CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : device_(options.device), fused_moe_routing_(options.fused_moe_routing) {
+CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");

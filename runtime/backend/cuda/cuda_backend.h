@@ -34,7 +34,6 @@ struct CudaBackendOptions {
   size_t workspace_bytes = size_t(256) << 20;  // per-op scratch (MoE routing, attention splits, sampling)
   size_t cublas_workspace_bytes = size_t(32) << 20;
   size_t staging_bytes = size_t(32) << 20;  // pinned host buffers for copies, each way
-  bool fused_moe_routing = true;            // moe_routed_experts: the align kernel does the gating
 };
 
 // linear() uses the GEMV for up to this many rows and cuBLASLt above. The GEMV reads each weight once with
@@ -75,9 +74,6 @@ class CudaBackend final : public Backend {
                    int expert_begin, Tensor out) override;
   void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert,
                 Tensor origin) override;
-  void moe_routed_experts(Tensor x, Tensor router_logits, int k, bool renormalize, Tensor gate_up,
-                          Tensor down, int expert_begin, Tensor topk_weights, Tensor topk_ids,
-                          Tensor out) override;
   void moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) override;
   void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out) override;
   void silu_mul(Tensor gate_up, Tensor out) override;
@@ -110,7 +106,6 @@ class CudaBackend final : public Backend {
 
  private:
   int device_ = 0;
-  bool fused_moe_routing_ = true;
   int num_sms_ = 0;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<kernels::LaunchPolicy> policy_;

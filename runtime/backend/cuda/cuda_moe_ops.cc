@@ -1,6 +1,5 @@
 // CudaBackend MoE ops: top-k gating, the fused experts (align on the GPU -> gate_up -> down -> deterministic
-// combine; at decode sizes the align computes the top-k gating itself), and the expert-parallel pack / expert
-// rows / combine.
+// combine), and the expert-parallel pack / expert rows / combine.
 #include <algorithm>
 
 #include "kernels/moe_align.h"
@@ -55,15 +54,13 @@ int moe_rows_per_chunk(int rows, int per_row, int experts, int hidden, int inter
   return fit;
 }
 
-// Sorts `assignments` expert ids by expert (moe_align; with `gating`, computing them first) and runs the
-// expert kernels on them. `e` comes with its inputs and outputs set (x, x_row_divisor, weights, sizes, y_f32
-// or y_bf16); the routing lists and the intermediate are taken from `scratch` here.
+// Sorts `assignments` expert ids by expert (moe_align) and runs the expert kernels on them. `e` comes with
+// its inputs and outputs set (x, x_row_divisor, weights, sizes, y_f32 or y_bf16); the routing lists and the
+// intermediate are taken from `scratch` here.
 void align_and_run_experts(const int32_t* expert_of, int assignments, int expert_begin, int experts,
                            kernels::MoeExpertsParams e, ScratchRegion::Cursor& scratch, cudaStream_t stream,
-                           const kernels::LaunchPolicy& policy,
-                           const kernels::TopkGatingParams* gating = nullptr) {
+                           const kernels::LaunchPolicy& policy) {
   kernels::MoeAlignParams align;
-  if (gating != nullptr) align.gating = *gating;
   align.expert_of = expert_of;
   align.num_assignments = assignments;
   align.expert_begin = expert_begin;
@@ -82,9 +79,9 @@ void align_and_run_experts(const int32_t* expert_of, int assignments, int expert
   kernels::launch_moe_experts(e, stream, policy);
 }
 
-// Checks the gating op's tensors and fills its kernel parameters.
-kernels::TopkGatingParams gating_params(Tensor router_logits, int k, bool renormalize, Tensor weights,
-                                        Tensor ids) {
+}  // namespace
+
+void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
   const char* op = "topk_gating";
   expect(router_logits, DType::kF32, op, "router logits");
   expect(weights, DType::kF32, op, "weights");
@@ -105,30 +102,7 @@ kernels::TopkGatingParams gating_params(Tensor router_logits, int k, bool renorm
   p.num_experts = static_cast<int>(experts);
   p.k = k;
   p.renormalize = renormalize;
-  return p;
-}
-
-// The combine of moe_experts for tokens [t0, t0 + n): out[t] = sum over local slots of weight * y.
-kernels::MoeCombineParams local_combine_params(const float* y_f32, Tensor topk_ids, Tensor topk_weights,
-                                               int expert_begin, int experts, int t0, int n, int k,
-                                               Tensor out) {
-  kernels::MoeCombineParams c;
-  c.y_f32 = y_f32;
-  c.topk_ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
-  c.expert_begin = expert_begin;
-  c.num_experts = experts;
-  c.weights = topk_weights.ptr<float>() + int64_t(t0) * k;
-  c.out = bf16_mut(out) + int64_t(t0) * out.dim(-1);
-  c.tokens = n;
-  c.k = k;
-  c.hidden = to_int(out.dim(-1), "hidden");
-  return c;
-}
-
-}  // namespace
-
-void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
-  kernels::launch_topk_gating(gating_params(router_logits, k, renormalize, weights, ids), stream_, *policy_);
+  kernels::launch_topk_gating(p, stream_, *policy_);
 }
 
 void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
@@ -162,46 +136,18 @@ void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk
     e.inter = inter;
     align_and_run_experts(ids, assignments, expert_begin, experts, e, scratch, stream_, *policy_);
 
-    kernels::launch_moe_combine(
-        local_combine_params(e.y_f32, topk_ids, topk_weights, expert_begin, experts, t0, n, k, out), stream_,
-        *policy_);
+    kernels::MoeCombineParams c;
+    c.y_f32 = e.y_f32;
+    c.topk_ids = ids;
+    c.expert_begin = expert_begin;
+    c.num_experts = experts;
+    c.weights = topk_weights.ptr<float>() + int64_t(t0) * k;
+    c.out = bf16_mut(out) + int64_t(t0) * hidden;
+    c.tokens = n;
+    c.k = k;
+    c.hidden = hidden;
+    kernels::launch_moe_combine(c, stream_, *policy_);
   }
-}
-
-void CudaBackend::moe_routed_experts(Tensor x, Tensor router_logits, int k, bool renormalize, Tensor gate_up,
-                                     Tensor down, int expert_begin, Tensor topk_weights, Tensor topk_ids,
-                                     Tensor out) {
-  const kernels::TopkGatingParams g = gating_params(router_logits, k, renormalize, topk_weights, topk_ids);
-  if (!fused_moe_routing_ || g.tokens > kernels::kMoeAlignMaxGatingTokens) {
-    Backend::moe_routed_experts(x, router_logits, k, renormalize, gate_up, down, expert_begin, topk_weights,
-                                topk_ids, out);
-    return;
-  }
-  const char* op = "moe_routed_experts";
-  expect(x, DType::kBF16, op, "x");
-  expect(out, DType::kBF16, op, "out");
-  const int hidden = to_int(x.dim(-1), "hidden");
-  expect_experts(gate_up, down, hidden, op);
-  TPS_CHECK(x.numel() == int64_t(g.tokens) * hidden && out.numel() == x.numel(), op, ": x ", x.shape_string(),
-            " out ", out.shape_string(), " for ", g.tokens, " tokens of router logits");
-  if (g.tokens == 0) return;
-  const int experts = to_int(gate_up.dim(0), "experts"), inter = to_int(down.dim(2), "intermediate");
-  const int assignments = g.tokens * k;
-  TPS_CHECK(moe_scratch_bytes(assignments, experts, hidden, inter, true) <= scratch_->bytes(),
-            "CUDA workspace too small for one MoE row (CudaBackendOptions::workspace_bytes)");
-  ScratchRegion::Cursor scratch(*scratch_);
-  kernels::MoeExpertsParams e;
-  e.x = bf16_ptr(x);
-  e.x_row_divisor = k;
-  e.gate_up = bf16_ptr(gate_up);
-  e.down = bf16_ptr(down);
-  e.y_f32 = scratch.take<float>(size_t(assignments) * hidden, "MoE expert outputs");
-  e.hidden = hidden;
-  e.inter = inter;
-  align_and_run_experts(g.ids, assignments, expert_begin, experts, e, scratch, stream_, *policy_, &g);
-  kernels::launch_moe_combine(
-      local_combine_params(e.y_f32, topk_ids, topk_weights, expert_begin, experts, 0, g.tokens, k, out),
-      stream_, *policy_);
 }
 
 void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) {
