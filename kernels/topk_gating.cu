@@ -11,8 +11,10 @@ namespace tpserve::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-constexpr int kPerLane = kGatingMaxExperts / kWarpSize;
 
+// kPerLane experts per lane: sized to the model (128 experts: 4), so that the softmax and each of the k
+// arg-max rounds touch only the registers that hold experts.
+template <int kPerLane>
 __global__ void topk_gating_kernel(const TopkGatingParams p) {
   pdl_wait_then_trigger();
   const int lane = threadIdx.x % kWarpSize;
@@ -78,9 +80,12 @@ __global__ void topk_gating_kernel(const TopkGatingParams p) {
 }  // namespace
 
 void launch_topk_gating(const TopkGatingParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
-  const dim3 grid((p.tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  launch(policy, Site::kTopkGating, Pdl::kEnrolled, topk_gating_kernel, grid,
-         dim3(kWarpsPerBlock * kWarpSize), 0, stream, p);
+  const dim3 grid((p.tokens + kWarpsPerBlock - 1) / kWarpsPerBlock), block(kWarpsPerBlock * kWarpSize);
+  static_assert(kGatingMaxExperts == 16 * kWarpSize);
+  auto kernel = p.num_experts <= 4 * kWarpSize   ? topk_gating_kernel<4>
+                : p.num_experts <= 8 * kWarpSize ? topk_gating_kernel<8>
+                                                 : topk_gating_kernel<16>;
+  launch(policy, Site::kTopkGating, Pdl::kEnrolled, kernel, grid, block, 0, stream, p);
 }
 
 }  // namespace tpserve::kernels

@@ -40,7 +40,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TopkGatingTest,
                          ::testing::Values(GatingCase{1, 8, 2, true}, GatingCase{3, 8, 2, false},
                                            GatingCase{16, 128, 8, true}, GatingCase{64, 128, 8, false},
                                            GatingCase{16, 512, 10, true}, GatingCase{3, 512, 16, false},
-                                           GatingCase{5, 40, 16, true}));
+                                           GatingCase{5, 40, 16, true}, GatingCase{7, 200, 8, true},
+                                           GatingCase{2, 256, 16, false}, GatingCase{4, 129, 8, true}));
 
 struct MoeCase {
   int tokens, hidden, inter, experts_total, k;
