@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "kernels/device_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/one_shot_all_reduce.h"
 #include "kernels/pdl.cuh"
@@ -31,6 +32,25 @@ __device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* p) {
   uint32_t v;
   asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
+}
+
+// Block b's barrier for call `call`: tells every peer that this block's region is written (the release covers
+// the block's writes, ordered before it by the barrier), then waits for block b of every rank.
+__device__ __forceinline__ void arrive_and_wait(const OneShotAllReduceParams& p, int b, uint32_t call) {
+  __syncthreads();
+  if (threadIdx.x < p.ranks) {
+    store_release_sys(p.flags[threadIdx.x] + b * kOneShotMaxRanks + p.rank, call);
+    const uint32_t* flag = p.flags[p.rank] + b * kOneShotMaxRanks + threadIdx.x;
+    const uint64_t start = global_timer_ns();
+    while (static_cast<int32_t>(load_acquire_sys(flag) - call) < 0) {
+      if (global_timer_ns() - start > kPeerWaitLimitNs) {
+        printf("tpserve one-shot all-reduce: rank %d waited 20 s for rank %d (block %d): stopping\n", p.rank,
+               static_cast<int>(threadIdx.x), b);
+        __trap();
+      }
+    }
+  }
+  __syncthreads();
 }
 
 // Sums one 16-byte piece of every rank's region (ranks in order, f32) into out. All ranks' loads are issued
@@ -82,22 +102,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const One
     else
       reinterpret_cast<T*>(mine)[i - begin] = data[i];
   }
-  __syncthreads();
-  if (threadIdx.x < p.ranks) {
-    // Block b of rank `p.rank` has arrived with its region written (release covers the block's writes,
-    // ordered before by the barrier); then wait for block b of every rank.
-    store_release_sys(p.flags[threadIdx.x] + b * kOneShotMaxRanks + p.rank, call);
-    const uint32_t* flag = p.flags[p.rank] + b * kOneShotMaxRanks + threadIdx.x;
-    const uint64_t start = global_timer_ns();
-    while (static_cast<int32_t>(load_acquire_sys(flag) - call) < 0) {
-      if (global_timer_ns() - start > kPeerWaitLimitNs) {
-        printf("tpserve one-shot all-reduce: rank %d waited 20 s for rank %d (block %d): stopping\n", p.rank,
-               static_cast<int>(threadIdx.x), b);
-        __trap();
-      }
-    }
-  }
-  __syncthreads();
+  arrive_and_wait(p, b, call);
 
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     if constexpr (kVec) {
@@ -112,6 +117,71 @@ __global__ void __launch_bounds__(kThreads) one_shot_all_reduce_kernel(const One
     }
   }
   if (threadIdx.x == 0) p.counters[b] = call;
+}
+
+constexpr int kNormVecPerThread = static_cast<int>(kOneShotRegionBytes / 16 / kThreads);
+
+// Sum + residual add + RMSNorm (OneShotAddRmsNormParams): block b owns rows [b * R, b * R + R), R = ceil(T /
+// blocks); each thread sums, adds and normalises 16-byte pieces t, t + 256, ... of a row, as rmsnorm_kernel.
+__global__ void __launch_bounds__(kThreads)
+    one_shot_add_rmsnorm_kernel(const OneShotAllReduceParams p, const OneShotAddRmsNormParams n) {
+  __shared__ float scratch[kThreads / kWarpSize];
+  const int b = blockIdx.x;
+  const int per_block = (n.tokens + gridDim.x - 1) / gridDim.x;
+  const int row_begin = min(n.tokens, b * per_block), row_end = min(n.tokens, row_begin + per_block);
+  const int vectors = n.hidden / kBf16PerVec;
+  bf16* data = static_cast<bf16*>(p.data);
+
+  pdl_wait_then_trigger();  // data, residual: predecessors' outputs; counters: the previous call's
+  const uint32_t call = p.counters[b] + 1;
+  const size_t region = (call & 1u) * kOneShotMaxBytes + static_cast<size_t>(b) * kOneShotRegionBytes;
+  uint4* mine = reinterpret_cast<uint4*>(static_cast<char*>(p.buffers[p.rank]) + region);
+  const uint4* rows_in = reinterpret_cast<const uint4*>(data) + static_cast<int64_t>(row_begin) * vectors;
+  for (int64_t i = threadIdx.x; i < static_cast<int64_t>(row_end - row_begin) * vectors; i += kThreads)
+    mine[i] = rows_in[i];
+  arrive_and_wait(p, b, call);
+
+  for (int row = row_begin; row < row_end; ++row) {
+    const int64_t base = static_cast<int64_t>(row) * n.hidden;
+    float v[kNormVecPerThread][kBf16PerVec];
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kNormVecPerThread; ++i) {
+      const int vec = threadIdx.x + i * kThreads;
+      if (vec >= vectors) break;
+      uint4 sum;
+      sum_piece<bf16>(p, region, static_cast<int64_t>(row - row_begin) * vectors + vec, &sum);
+      store_vec(data + base + vec * kBf16PerVec, sum);
+      unpack_bf16x8(sum, v[i]);
+      float r[kBf16PerVec];
+      unpack_bf16x8(load_vec(n.residual + base + vec * kBf16PerVec), r);
+#pragma unroll
+      for (int j = 0; j < kBf16PerVec; ++j) r[j] += v[i][j];
+      const uint4 packed = pack_bf16x8(r);
+      store_vec(n.residual + base + vec * kBf16PerVec, packed);
+      unpack_bf16x8(packed, v[i]);  // normalise the stored (rounded) residual
+#pragma unroll
+      for (int j = 0; j < kBf16PerVec; ++j) sum_sq += v[i][j] * v[i][j];
+    }
+    sum_sq = block_sum(sum_sq, scratch);
+    const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(n.hidden) + n.eps);
+#pragma unroll
+    for (int i = 0; i < kNormVecPerThread; ++i) {
+      const int vec = threadIdx.x + i * kThreads;
+      if (vec >= vectors) break;
+      float w[kBf16PerVec], y[kBf16PerVec];
+      unpack_bf16x8(load_vec(n.weight + vec * kBf16PerVec), w);
+#pragma unroll
+      for (int j = 0; j < kBf16PerVec; ++j) y[j] = w[j] * (v[i][j] * inv);
+      store_vec(n.out + base + vec * kBf16PerVec, pack_bf16x8(y));
+    }
+  }
+  if (threadIdx.x == 0) p.counters[b] = call;
+}
+
+// Rows a block for T rows of H: as few as fill at most kOneShotMaxBlocks blocks.
+int add_rmsnorm_rows_per_block(int tokens) {
+  return (tokens + kOneShotMaxBlocks - 1) / kOneShotMaxBlocks;
 }
 
 template <typename T>
@@ -146,6 +216,30 @@ void launch_one_shot_all_reduce(const OneShotAllReduceParams& p, cudaStream_t st
     launch_for_type<bf16>(p, blocks, vec, stream, policy);
   else
     launch_for_type<float>(p, blocks, vec, stream, policy);
+}
+
+bool one_shot_add_rmsnorm_fits(int tokens, int hidden) {
+  return tokens >= 0 && hidden > 0 && hidden % kBf16PerVec == 0 &&
+         static_cast<size_t>(add_rmsnorm_rows_per_block(tokens)) * hidden * 2 <= kOneShotRegionBytes;
+}
+
+void launch_one_shot_all_reduce_add_rmsnorm(const OneShotAllReduceParams& p, const OneShotAddRmsNormParams& n,
+                                            cudaStream_t stream, const LaunchPolicy& policy) {
+  TPS_CHECK(p.ranks >= 1 && p.ranks <= kOneShotMaxRanks && p.rank >= 0 && p.rank < p.ranks,
+            "one-shot all-reduce: rank ", p.rank, " of ", p.ranks);
+  TPS_CHECK(p.bf16 && p.count == static_cast<int64_t>(n.tokens) * n.hidden &&
+                one_shot_add_rmsnorm_fits(n.tokens, n.hidden),
+            "one-shot all-reduce + add_rmsnorm: ", n.tokens, " rows of ", n.hidden,
+            " bf16 (rows of at most 8192, at most 1 MiB)");
+  TPS_CHECK(
+      reinterpret_cast<uintptr_t>(p.data) % 16 == 0 && reinterpret_cast<uintptr_t>(n.residual) % 16 == 0 &&
+          reinterpret_cast<uintptr_t>(n.out) % 16 == 0 && reinterpret_cast<uintptr_t>(n.weight) % 16 == 0,
+      "one-shot all-reduce + add_rmsnorm: buffers must be 16-byte aligned");
+  if (n.tokens == 0) return;
+  const int per_block = add_rmsnorm_rows_per_block(n.tokens);
+  const int blocks = (n.tokens + per_block - 1) / per_block;
+  launch(policy, Site::kAllReduce, Pdl::kEnrolled, one_shot_add_rmsnorm_kernel, dim3(blocks), dim3(kThreads),
+         0, stream, p, n);
 }
 
 }  // namespace tpserve::kernels

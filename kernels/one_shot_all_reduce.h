@@ -36,4 +36,22 @@ struct OneShotAllReduceParams {
 void launch_one_shot_all_reduce(const OneShotAllReduceParams& p, cudaStream_t stream,
                                 const LaunchPolicy& policy);
 
+// The sum of bf16 rows [T, H] (OneShotAllReduceParams::data, bf16, count = T * H) followed by the residual
+// add and RMSNorm of kernels/rmsnorm.h, in one kernel: data = sum over ranks; residual += data (stored in
+// bf16); out = w * r / sqrt(mean(r^2) + eps) of the stored residual. Same arithmetic as the one-shot
+// all-reduce followed by launch_rmsnorm, and for H <= 2048 the same reduction order, so the bits match. Saves
+// the RMSNorm launch and its re-read of the sum. Blocks own whole rows (at most kOneShotRegionBytes of them).
+struct OneShotAddRmsNormParams {
+  bf16* residual = nullptr;      // [T, H]
+  const bf16* weight = nullptr;  // [H]
+  bf16* out = nullptr;           // [T, H]
+  int tokens = 0;                // T
+  int hidden = 0;                // H, a multiple of 8, H * 2 <= kOneShotRegionBytes
+  float eps = 1e-6f;
+};
+
+bool one_shot_add_rmsnorm_fits(int tokens, int hidden);
+void launch_one_shot_all_reduce_add_rmsnorm(const OneShotAllReduceParams& p, const OneShotAddRmsNormParams& n,
+                                            cudaStream_t stream, const LaunchPolicy& policy);
+
 }  // namespace tpserve::kernels

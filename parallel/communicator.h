@@ -18,6 +18,13 @@ class Communicator {
 
   // In place: data = sum over ranks of data.
   virtual void all_reduce_sum(void* data, size_t count, DType dtype) = 0;
+  // all_reduce_sum of bf16 rows data [tokens, hidden], then residual += data and out = w * x / rms(x) of the
+  // new residual (Backend::add_rmsnorm), fused where the implementation can; returns false, doing nothing,
+  // where it cannot (the caller then runs the two steps).
+  virtual bool all_reduce_add_rmsnorm(void* /*data*/, void* /*residual*/, const void* /*weight*/,
+                                      void* /*out*/, int /*tokens*/, int /*hidden*/, float /*eps*/) {
+    return false;
+  }
   // recv[r * count + i] = send_of_rank_r[i].
   virtual void all_gather(const void* send, void* recv, size_t count, DType dtype) = 0;
   // recv[i] = sum over ranks of send_of_rank_r[rank * count + i].

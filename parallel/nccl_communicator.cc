@@ -70,6 +70,11 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     if (one_shot_ != nullptr && one_shot_->all_reduce_sum(data, count, dtype, stream_)) return;
     NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, stream_));
   }
+  bool all_reduce_add_rmsnorm(void* data, void* residual, const void* weight, void* out, int tokens,
+                              int hidden, float eps) override {
+    return one_shot_ != nullptr &&
+           one_shot_->all_reduce_add_rmsnorm(data, residual, weight, out, tokens, hidden, eps, stream_);
+  }
   void all_gather(const void* send, void* recv, size_t count, DType dtype) override {
     NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream_));
   }

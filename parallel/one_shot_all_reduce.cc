@@ -85,6 +85,24 @@ class OneShotAllReduceImpl final : public OneShotAllReduce {
     return true;
   }
 
+  bool all_reduce_add_rmsnorm(void* data, void* residual, const void* weight, void* out, int tokens,
+                              int hidden, float eps, cudaStream_t stream) override {
+    if (!kernels::one_shot_add_rmsnorm_fits(tokens, hidden)) return false;
+    kernels::OneShotAllReduceParams p = params_;
+    p.data = data;
+    p.count = static_cast<int64_t>(tokens) * hidden;
+    p.bf16 = true;
+    kernels::OneShotAddRmsNormParams n;
+    n.residual = static_cast<kernels::bf16*>(residual);
+    n.weight = static_cast<const kernels::bf16*>(weight);
+    n.out = static_cast<kernels::bf16*>(out);
+    n.tokens = tokens;
+    n.hidden = hidden;
+    n.eps = eps;
+    kernels::launch_one_shot_all_reduce_add_rmsnorm(p, n, stream, policy_);
+    return true;
+  }
+
  private:
   const kernels::LaunchPolicy& policy_;
   void* buffer_ = nullptr;

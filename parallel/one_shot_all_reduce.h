@@ -25,6 +25,10 @@ class OneShotAllReduce {
   // Enqueues the in-place sum on `stream` and returns true, or returns false (nothing enqueued) when the
   // message is too large or of a type it does not sum (the caller uses NCCL then). Every rank decides alike.
   virtual bool all_reduce_sum(void* data, size_t count, DType dtype, cudaStream_t stream) = 0;
+  // The sum of bf16 rows data [tokens, hidden], then residual += data and out = w * rmsnorm(residual), in one
+  // kernel (kernels/one_shot_all_reduce.h); false (nothing enqueued) when the rows do not fit.
+  virtual bool all_reduce_add_rmsnorm(void* data, void* residual, const void* weight, void* out, int tokens,
+                                      int hidden, float eps, cudaStream_t stream) = 0;
 };
 
 // Collective over `group` (`device`: this rank's GPU). True when the group is at most kOneShotMaxRanks ranks,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "common/log.h"
 
@@ -262,6 +263,23 @@ void Qwen3MoeModel::all_reduce(Tensor t) {
   if (comm_.size() > 1) comm_.all_reduce_sum(t.data, static_cast<size_t>(t.numel()), t.dtype);
 }
 
+void Qwen3MoeModel::reduce_add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out,
+                                       bool partial) {
+  if (partial && comm_.size() > 1) {
+    const int64_t hidden = x.dim(-1), rows = x.numel() / std::max<int64_t>(hidden, 1);
+    TPS_CHECK(residual.numel() == x.numel() && out.numel() == x.numel() && w.numel() == hidden,
+              "reduce_add_rmsnorm: x ", x.shape_string(), " residual ", residual.shape_string(), " w ",
+              w.shape_string(), " out ", out.shape_string());
+    const bool bf16 = x.dtype == DType::kBF16 && residual.dtype == DType::kBF16 && w.dtype == DType::kBF16 &&
+                      out.dtype == DType::kBF16;
+    if (bf16 && comm_.all_reduce_add_rmsnorm(x.data, residual.data, w.data, out.data, static_cast<int>(rows),
+                                             static_cast<int>(hidden), eps))
+      return;
+    all_reduce(x);
+  }
+  backend_.add_rmsnorm(residual, x, w, eps, out);
+}
+
 // Expert parallelism with all-to-all dispatch: each rank routes its slice of the tokens, sends each (token,
 // slot) to the rank owning the expert, runs the rows it received, sends results back, combines its slice
 // and all-gathers the slices. Buffers are worst-case sized, so shapes never depend on the routing.
@@ -294,6 +312,7 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
 
 void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens,
                                 int routing_layer) {
+  mlp_partial_ = false;
   if (w.moe && layout_.all_to_all) {
     moe_all_to_all(w, normed, proj_, tokens, routing_layer);
     return;
@@ -314,7 +333,9 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
     backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
     backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
   }
-  all_reduce(out);  // partial sums: TP-sharded intermediate, or experts held elsewhere
+  // Partial sums (TP-sharded intermediate, or experts held elsewhere): the next add_rmsnorm sums them.
+  TPS_CHECK(out.data == proj_.data, "mlp_forward writes proj_");
+  mlp_partial_ = comm_.size() > 1;
 }
 
 void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta,
@@ -325,14 +346,13 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   if (first)
     backend_.rmsnorm(residual, w.input_norm, eps, normed);
   else
-    backend_.add_rmsnorm(residual, proj, w.input_norm, eps, normed);  // proj holds the previous MLP output
+    reduce_add_rmsnorm(residual, proj, w.input_norm, eps, normed, std::exchange(mlp_partial_, false));
   backend_.linear(normed, w.qkv, qkv);
   backend_.qk_norm_rope_kv(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_, meta, cache, q);
   backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache,
                      meta, attn);
   backend_.linear(attn, w.o_proj, proj);
-  all_reduce(proj);
-  backend_.add_rmsnorm(residual, proj, w.post_norm, eps, normed);
+  reduce_add_rmsnorm(residual, proj, w.post_norm, eps, normed, true);
   mlp_forward(w, normed, proj, tokens, routing_layer);
 }
 
@@ -349,8 +369,8 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
   all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
   for (int l = 0; l < spec_.num_layers; ++l)
     layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0, l);
-  backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), weights_.final_norm, eps,
-                       normed_.rows(0, tokens));
+  reduce_add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), weights_.final_norm, eps,
+                     normed_.rows(0, tokens), std::exchange(mlp_partial_, false));
   if (rows > 0) {
     Tensor sample_rows = input(off_rows_, DType::kI32, rows);
     Tensor hidden = sample_hidden_.rows(0, rows), logits = logits_.rows(0, rows);

@@ -104,6 +104,9 @@ class Qwen3MoeModel {
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   void all_reduce(Tensor t);
+  // residual += x; out = rmsnorm(residual) * w; with `partial`, x is first summed over the ranks (in the same
+  // kernel where the communicator can fuse them).
+  void reduce_add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out, bool partial);
 
   ModelSpec spec_;
   ShardLayout layout_;
@@ -142,6 +145,8 @@ class Qwen3MoeModel {
   std::map<int, std::unique_ptr<StepGraph>> graphs_;
   int64_t graph_replays_ = 0;
   int last_tokens_ = 0;  // rows of the last forward (a replayed graph's: its bucket's)
+  // proj_ holds this rank's partial MLP output (mlp_forward): the add_rmsnorm that reads it sums it first.
+  bool mlp_partial_ = false;
 };
 
 }  // namespace tpserve

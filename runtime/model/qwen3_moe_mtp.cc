@@ -7,6 +7,8 @@
 //   u = fc_e(norm_e(embed(t_{i+1}))) + fc_h(norm_h(h_i))     (fc [H, 2H] split: embedding half first)
 //   x = mtp.layers.0(u) (own KV cache at p_i); h'_i = mtp.norm(x); logits(h'_i) -> t_{i+2}
 // Draft step j >= 2 feeds h' of the previous step and the previous draft at the next position.
+#include <utility>
+
 #include "common/log.h"
 #include "runtime/model/qwen3_moe.h"
 
@@ -48,8 +50,8 @@ void Qwen3MoeModel::mtp_forward(const StepShape& shape, const AttentionMeta& met
   backend_.resolve_tokens(next, emitted_);
   mtp_input(next, normed_.rows(0, tokens), tokens);
   layer_forward(m.layer, mtp_kv_, meta, tokens, true, -1);
-  backend_.add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), m.final_norm, eps,
-                       normed_.rows(0, tokens));
+  reduce_add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), m.final_norm, eps,
+                     normed_.rows(0, tokens), std::exchange(mlp_partial_, false));
   const int groups = shape.groups;
   if (shape.rows == 0 || k == 0) return;
 
@@ -78,7 +80,8 @@ void Qwen3MoeModel::mtp_forward(const StepShape& shape, const AttentionMeta& met
       backend_.draft_step_meta(positions, tables, options_.kv_block_size, slots, ctx);
       mtp_input(drafts, hidden, groups);
       layer_forward(m.layer, mtp_kv_, step, groups, true, -1);
-      backend_.add_rmsnorm(residual_.rows(0, groups), proj_.rows(0, groups), m.final_norm, eps, hidden);
+      reduce_add_rmsnorm(residual_.rows(0, groups), proj_.rows(0, groups), m.final_norm, eps, hidden,
+                         std::exchange(mlp_partial_, false));
     }
     const Candidates cand =
         lm_head_candidates(hidden, groups, greedy_.temperature.rows(0, groups), logits_.rows(0, groups));

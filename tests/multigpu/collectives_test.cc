@@ -7,11 +7,13 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/cuda_check.h"
 #include "common/dtype.h"
 #include "kernels/launch.h"
+#include "kernels/rmsnorm.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/nccl_communicator.h"
 #include "tests/multigpu/gpu_world.h"
@@ -82,6 +84,15 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want, 
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i)
     if (!(std::fabs(got[i] - want[i]) <= 1e-6f + rtol * std::fabs(want[i])) && bad++ < 3)
+      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs " << want[i];
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+void expect_same(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i] && bad++ < 3)
       ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs " << want[i];
   EXPECT_EQ(bad, 0u) << what;
 }
@@ -205,6 +216,91 @@ TEST_P(NcclCollectives, OneShotAllReduceMatchesMpiAtEverySize) {
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
   }
+}
+
+// The one-shot kernel's fused sum + residual add + RMSNorm against the two steps it replaces (the one-shot
+// sum, then the rmsnorm kernel): the same sums and residuals bit for bit, the same normed rows bit for bit up
+// to hidden 2048 (the same reduction order) and within a bf16 rounding above, and the normed rows against the
+// host's formula; eagerly and replayed in a graph with fresh inputs. Rows past its limits are refused.
+TEST_P(NcclCollectives, OneShotAllReduceAddRmsNormMatchesTheTwoSteps) {
+  if (GetParam() != DType::kBF16) GTEST_SKIP() << "bf16 rows only (the decode activations)";
+  const int r = world_rank();
+  const float eps = 1e-6f;
+  kernels::LaunchPolicy policy;
+  nccl_->use_one_shot_all_reduce(parallel::make_one_shot_all_reduce(MPI_COMM_WORLD, local_gpu(), policy));
+  for (const auto& [tokens, hidden] :
+       std::vector<std::pair<int, int>>{{1, 2048}, {3, 96}, {16, 2048}, {65, 2048}, {200, 2048}, {2, 4096}}) {
+    SCOPED_TRACE(std::to_string(tokens) + " rows of " + std::to_string(hidden));
+    const size_t n = static_cast<size_t>(tokens) * hidden;
+    DeviceBuffer x_a(n, DType::kBF16), res_a(n, DType::kBF16), out_a(n, DType::kBF16);
+    DeviceBuffer x_b(n, DType::kBF16), res_b(n, DType::kBF16), out_b(n, DType::kBF16);
+    DeviceBuffer w(static_cast<size_t>(hidden), DType::kBF16);
+    const std::vector<float> wv = random_values(hidden, 7 + hidden);  // the same on every rank
+    w.upload(wv, stream_);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    for (int round = 0; round < 5; ++round) {
+      const auto xv = random_values(n, 100 * round + 10 * r + tokens);
+      const auto rv = random_values(n, 5000 + 100 * round + tokens);  // residual: the same on every rank
+      x_a.upload(xv, stream_);
+      x_b.upload(xv, stream_);
+      res_a.upload(rv, stream_);
+      res_b.upload(rv, stream_);
+      auto fused = [&] {
+        return nccl_->all_reduce_add_rmsnorm(x_a.data(), res_a.data(), w.data(), out_a.data(), tokens, hidden,
+                                             eps);
+      };
+      if (round < 2) {
+        ASSERT_TRUE(fused());  // eager, twice: both buffer halves
+      } else {
+        if (exec == nullptr) {
+          CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+          const bool taken = fused();
+          CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+          ASSERT_TRUE(taken);
+          CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        }
+        CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+      }
+      nccl_->all_reduce_sum(x_b.data(), n, DType::kBF16);
+      kernels::RmsNormParams two_step;
+      two_step.x = static_cast<const kernels::bf16*>(x_b.data());
+      two_step.residual = static_cast<kernels::bf16*>(res_b.data());
+      two_step.weight = static_cast<const kernels::bf16*>(w.data());
+      two_step.out = static_cast<kernels::bf16*>(out_b.data());
+      two_step.tokens = tokens;
+      two_step.hidden = hidden;
+      two_step.eps = eps;
+      kernels::launch_rmsnorm(two_step, stream_, policy);
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+      expect_same(x_a.download(stream_), x_b.download(stream_), "sums");
+      const std::vector<float> residual = res_a.download(stream_), out = out_a.download(stream_);
+      expect_same(residual, res_b.download(stream_), "residuals");
+      if (hidden <= 2048)
+        expect_same(out, out_b.download(stream_), "normed rows");
+      else
+        expect_near(out, out_b.download(stream_), DType::kBF16, 1, "normed rows");
+      std::vector<float> want(n);
+      for (int t = 0; t < tokens; ++t) {
+        double sum_sq = 0;
+        for (int i = 0; i < hidden; ++i)
+          sum_sq += double(residual[size_t(t) * hidden + i]) * residual[size_t(t) * hidden + i];
+        const double inv = 1.0 / std::sqrt(sum_sq / hidden + eps);
+        for (int i = 0; i < hidden; ++i)
+          want[size_t(t) * hidden + i] = static_cast<float>(wv[i] * residual[size_t(t) * hidden + i] * inv);
+      }
+      expect_near(out, want, DType::kBF16, 2, "normed rows against the host");
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  // Past the limits (1 MiB, 16 KB of rows a block, rows of 16-byte pieces): refused, nothing enqueued.
+  DeviceBuffer any(8, DType::kBF16);
+  for (const auto& [tokens, hidden] : std::vector<std::pair<int, int>>{{600, 2048}, {1, 8200}, {1, 100}})
+    EXPECT_FALSE(
+        nccl_->all_reduce_add_rmsnorm(any.data(), any.data(), any.data(), any.data(), tokens, hidden, eps))
+        << tokens << " rows of " << hidden;
 }
 
 // The probe behind parallel.all_reduce: auto. The GPUs here are on one host with peer access (the test above
