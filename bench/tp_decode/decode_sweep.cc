@@ -10,6 +10,7 @@
 #include "bench/common/arm_schedule.h"
 #include "bench/common/sample_stats.h"
 #include "bench/tp_decode/scripted_drafts.h"
+#include "bench/tp_decode/skip_all_reduce.h"
 #include "runtime/config/config_parser.h"
 #include "runtime/tools/runtime_setup.h"
 
@@ -75,7 +76,13 @@ std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm,
   rt->setup = std::make_unique<RuntimeSetup>(config);
   const bool driver = rt->setup->world().rank() == 0;
   options.record_routing = driver;
-  rt->engine = rt->setup->make_engine(options);
+  RuntimeSetup::DataWrapper wrap;
+  if (arm.skip_all_reduce) {
+    TPS_CHECK(rt->setup->world().size() > 1, "--arm ", arm.name,
+              ": bench.skip_all_reduce needs several ranks (one rank sums nothing)");
+    wrap = make_skip_all_reduce_communicator;
+  }
+  rt->engine = rt->setup->make_engine(options, wrap);
   if (!driver) return rt;
   Engine& e = *rt->engine;
   rt->probe = make_device_probe(e.backend(), o.gpu_busy);

@@ -44,9 +44,12 @@ void parse_bench_key(ArmSpec& arm, const std::string& key, const std::string& va
     TPS_CHECK(v >= 0 && v <= 1, "--arm ", arm.name, ": bench.draft_acceptance must be in [0, 1], not ",
               value);
     arm.draft_acceptance = v;
+  } else if (key == "bench.skip_all_reduce") {
+    TPS_CHECK(v == 0 || v == 1, "--arm ", arm.name, ": bench.skip_all_reduce must be 0 or 1, not ", value);
+    arm.skip_all_reduce = v == 1;
   } else {
     TPS_THROW("--arm ", arm.name, ": unknown tp_decode key '", key,
-              "' (bench.scripted_drafts, bench.draft_acceptance)");
+              "' (bench.scripted_drafts, bench.draft_acceptance, bench.skip_all_reduce)");
   }
 }
 

@@ -18,6 +18,9 @@ struct ArmSpec {
   // greedy continuations of a reference run without speculation (scripted_drafts.h).
   int scripted_drafts = 0;
   double draft_acceptance = 1.0;
+  // `bench.skip_all_reduce=1` (several ranks): the all-reduces do nothing (skip_all_reduce.h), so that the
+  // arm's step time against the same arm without it is what they cost.
+  bool skip_all_reduce = false;
 };
 
 struct SweepOptions {

@@ -62,7 +62,8 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
   return make_cpu_backend();
 }
 
-std::unique_ptr<Engine> RuntimeSetup::make_engine(const EngineOptions& options) {
+std::unique_ptr<Engine> RuntimeSetup::make_engine(const EngineOptions& options,
+                                                  const DataWrapper& wrap_data) {
   std::unique_ptr<Backend> backend = make_backend();
   parallel::Communicator* data = world_.get();
 #if TPSERVE_HAVE_CUDA
@@ -80,6 +81,10 @@ std::unique_ptr<Engine> RuntimeSetup::make_engine(const EngineOptions& options) 
   if (config_.parallel.all_reduce == AllReduceImpl::kOneShot && data == world_.get())
     log_warn("parallel.all_reduce: one_shot applies to the CUDA backend with several ranks; sums go over ",
              world_->size() > 1 ? "MPI" : "nothing (one rank)");
+  if (wrap_data) {
+    wrapped_data_ = wrap_data(*data);
+    data = wrapped_data_.get();
+  }
   return std::make_unique<Engine>(config_, *world_, *data, std::move(backend), options);
 }
 

@@ -44,6 +44,16 @@ TEST(SweepOptions, ScriptedDraftKeysAreTpDecodesOwn) {
   EXPECT_THROW(finalize_options(o), Error);
 }
 
+TEST(SweepOptions, SkipAllReduceIsTpDecodesOwn) {
+  const ArmSpec a = parse_arm("nosum:bench.skip_all_reduce=1,parallel.tp=2");
+  EXPECT_TRUE(a.skip_all_reduce);
+  EXPECT_EQ(a.overrides, (std::vector<std::string>{"parallel.tp=2"}));
+  EXPECT_FALSE(parse_arm("x:bench.skip_all_reduce=0").skip_all_reduce);
+  EXPECT_FALSE(parse_arm("x").skip_all_reduce);
+  for (const char* bad : {"x:bench.skip_all_reduce=2", "x:bench.skip_all_reduce=yes"})
+    EXPECT_THROW(parse_arm(bad), Error) << bad;
+}
+
 TEST(SweepOptions, FinalizeAddsTheDefaultArmAndRejectsDuplicates) {
   SweepOptions o;
   o.config_path = "configs/tiny.yaml";
