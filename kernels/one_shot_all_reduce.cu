@@ -209,9 +209,12 @@ void launch_one_shot_all_reduce(const OneShotAllReduceParams& p, cudaStream_t st
   const size_t by_size = (bytes + kMinBytesPerBlock - 1) / kMinBytesPerBlock;
   const size_t by_region = (bytes + kOneShotRegionBytes - 1) / kOneShotRegionBytes;
   const int blocks = static_cast<int>(std::clamp<size_t>(std::max(by_size, by_region), 1, kOneShotMaxBlocks));
-  // 16-byte pieces where the data allows (decode activations: rows of hidden size): one NVLink round trip
-  // per thread instead of one per element.
-  const bool vec = bytes % 16 == 0 && reinterpret_cast<uintptr_t>(p.data) % 16 == 0;
+  // 16-byte pieces where the size allows (decode activations: rows of hidden size): one NVLink round trip per
+  // thread instead of one per element. Decided from the size alone, which every rank shares: the two paths
+  // cut the message into blocks differently, so ranks must not differ in it.
+  const bool vec = bytes % 16 == 0;
+  TPS_CHECK(!vec || reinterpret_cast<uintptr_t>(p.data) % 16 == 0,
+            "one-shot all-reduce: a message of whole 16-byte pieces must start 16-byte aligned");
   if (p.bf16)
     launch_for_type<bf16>(p, blocks, vec, stream, policy);
   else
@@ -230,7 +233,7 @@ void launch_one_shot_all_reduce_add_rmsnorm(const OneShotAllReduceParams& p, con
   TPS_CHECK(p.bf16 && p.count == static_cast<int64_t>(n.tokens) * n.hidden &&
                 one_shot_add_rmsnorm_fits(n.tokens, n.hidden),
             "one-shot all-reduce + add_rmsnorm: ", n.tokens, " rows of ", n.hidden,
-            " bf16 (rows of at most 8192, at most 1 MiB)");
+            " bf16 (hidden a multiple of 8; ceil(rows / 64) rows of a block within 16 KB)");
   TPS_CHECK(
       reinterpret_cast<uintptr_t>(p.data) % 16 == 0 && reinterpret_cast<uintptr_t>(n.residual) % 16 == 0 &&
           reinterpret_cast<uintptr_t>(n.out) % 16 == 0 && reinterpret_cast<uintptr_t>(n.weight) % 16 == 0,

@@ -55,6 +55,10 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
   mo.keep_logits = options.keep_logits;
   mo.record_routing = options.record_routing;
   model_ = std::make_unique<Qwen3MoeModel>(source_.spec, layout, std::move(weights), mo, *backend_, data_);
+  // Ranks finish loading at different times (seconds apart): the first forward (graph warm-up or first step)
+  // starts together, so that collectives that wait on their peers (the one-shot all-reduce's 20 s limit) do
+  // not count another rank's loading.
+  comm_.barrier();
 
   if (const char* fault = std::getenv("TPSERVE_FAULT_INJECT")) {
     TPS_CHECK(std::sscanf(fault, "rank:%d,step:%ld", &fault_rank_, &fault_step_) == 2,
