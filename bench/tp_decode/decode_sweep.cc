@@ -123,15 +123,22 @@ void warm_up(const SweepOptions& o, ArmRuntime& rt) {
 
 void print_progress(const SweepOptions& o, const ArmRecord& arm, const RoundRecord& rec, size_t run,
                     size_t runs, double elapsed_s) {
-  std::vector<double> step_ms, tps;
-  for (const auto& s : rec.steps)
-    if (!s.stats.has_prefill()) step_ms.push_back(s.wall_s * 1e3);
+  std::vector<double> step_ms, tps, host_ms, enqueue_ms, wait_ms;
+  for (const auto& s : rec.steps) {
+    if (s.stats.has_prefill()) continue;
+    step_ms.push_back(s.wall_s * 1e3);
+    const StepStats& t = s.stats;
+    host_ms.push_back((t.schedule_s + t.broadcast_s + t.enqueue_s + t.complete_s) * 1e3);
+    enqueue_ms.push_back(t.enqueue_s * 1e3);
+    wait_ms.push_back(t.wait_s * 1e3);
+  }
   for (const auto& r : rec.requests) tps.push_back(r.decode_tokens_per_s());
-  std::fprintf(stderr,
-               "[tp_decode] c=%d round %d/%d arm %s (run %zu/%zu): %zu steps, decode step median %.3f ms, "
-               "%.1f tok/s per request, %.1f s elapsed\n",
-               rec.concurrency, rec.round + 1, o.rounds, arm.spec.name.c_str(), run, runs, rec.steps.size(),
-               median(step_ms), median(tps), elapsed_s);
+  std::fprintf(
+      stderr,
+      "[tp_decode] c=%d round %d/%d arm %s (run %zu/%zu): %zu steps, decode step median %.3f ms "
+      "(host %.3f ms of it, %.3f enqueueing; waiting %.3f ms), %.1f tok/s per request, %.1f s elapsed\n",
+      rec.concurrency, rec.round + 1, o.rounds, arm.spec.name.c_str(), run, runs, rec.steps.size(),
+      median(step_ms), median(host_ms), median(enqueue_ms), median(wait_ms), median(tps), elapsed_s);
   const int decode_steps = rec.decode_only_steps();
   if (rec.kernels.empty() || decode_steps == 0) return;
   // Where the device time of a decode step goes (--gpu-busy): the kernels summed over the round's

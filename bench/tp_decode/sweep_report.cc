@@ -31,7 +31,10 @@ nlohmann::json round_json(const SweepOptions& o, const RoundRecord& r) {
       {"wall_s", nlohmann::json::array()},         {"tokens", nlohmann::json::array()},
       {"sequences", nlohmann::json::array()},      {"decode_seqs", nlohmann::json::array()},
       {"prefill_tokens", nlohmann::json::array()}, {"context_tokens", nlohmann::json::array()},
-      {"bytes", nlohmann::json::array()},          {"busy_s", nlohmann::json::array()}};
+      {"bytes", nlohmann::json::array()},          {"busy_s", nlohmann::json::array()},
+      {"schedule_s", nlohmann::json::array()},     {"broadcast_s", nlohmann::json::array()},
+      {"enqueue_s", nlohmann::json::array()},      {"wait_s", nlohmann::json::array()},
+      {"complete_s", nlohmann::json::array()}};
   for (const StepSample& s : r.steps) {
     steps["wall_s"].push_back(s.wall_s);
     steps["tokens"].push_back(s.stats.tokens);
@@ -41,6 +44,11 @@ nlohmann::json round_json(const SweepOptions& o, const RoundRecord& r) {
     steps["context_tokens"].push_back(s.stats.context_tokens);
     steps["bytes"].push_back(s.bytes);  // NaN is written as null
     steps["busy_s"].push_back(s.busy_s);
+    steps["schedule_s"].push_back(s.stats.schedule_s);
+    steps["broadcast_s"].push_back(s.stats.broadcast_s);
+    steps["enqueue_s"].push_back(s.stats.enqueue_s);
+    steps["wait_s"].push_back(s.stats.wait_s);
+    steps["complete_s"].push_back(s.stats.complete_s);
   }
   nlohmann::json requests = {{"first_token_s", nlohmann::json::array()},
                              {"last_token_s", nlohmann::json::array()},

@@ -1,6 +1,7 @@
 #include "runtime/engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -126,6 +127,9 @@ StepResult Engine::run_batch(const StepBatch& batch, bool want_logits) {
 }
 
 std::vector<TokenEvent> Engine::step() {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const auto t0 = Clock::now();
   auto batch = scheduler().schedule();
   std::vector<TokenEvent> events = scheduler_->take_aborted();
   last_step_stats_ = {};
@@ -139,9 +143,19 @@ std::vector<TokenEvent> Engine::step() {
                       .prefill_tokens = mix.prefill_tokens,
                       .context_tokens = 0};
   for (int32_t n : batch->context_lens) last_step_stats_.context_tokens += n;
-  StepResult result = run_batch(*batch);
+  const auto t1 = Clock::now();
+  broadcast_step(&*batch, false);
+  const auto t2 = Clock::now();
+  StepResult result = forward(*batch, false);
+  const auto t3 = Clock::now();
   auto emitted = scheduler_->complete(result);
   events.insert(events.end(), emitted.begin(), emitted.end());
+  StepStats& s = last_step_stats_;
+  s.schedule_s = seconds(t1 - t0);
+  s.broadcast_s = seconds(t2 - t1);
+  s.enqueue_s = model_->last_enqueue_seconds();
+  s.wait_s = std::max(0.0, seconds(t3 - t2) - s.enqueue_s);
+  s.complete_s = seconds(Clock::now() - t3);
   return events;
 }
 

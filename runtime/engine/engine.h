@@ -34,6 +34,11 @@ struct StepStats {
   int prefill_tokens = 0;
   // Sum over sequences of the tokens cached after the step (the KV the attention reads).
   int64_t context_tokens = 0;
+  // Where the driver's wall time of the step went (host clock, seconds): scheduling, sending the plan to the
+  // other ranks, the model's host work until the step is enqueued (inputs uploaded, graph launched or kernels
+  // launched eagerly), the wait for its results, and completing the requests. All but `wait_s` is host time
+  // the device may sit idle in.
+  double schedule_s = 0, broadcast_s = 0, enqueue_s = 0, wait_s = 0, complete_s = 0;
   bool has_prefill() const { return prefill_seqs > 0; }
 };
 

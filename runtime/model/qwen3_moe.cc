@@ -1,6 +1,7 @@
 #include "runtime/model/qwen3_moe.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -391,6 +392,7 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
 }
 
 StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
+  const auto start = std::chrono::steady_clock::now();
   TPS_CHECK(!want_logits || options_.keep_logits,
             "logits were asked for but ModelOptions::keep_logits is off");
   TPS_CHECK(batch.num_tokens() > 0, "empty step");
@@ -403,6 +405,7 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   } else {
     compute(shape);
   }
+  last_enqueue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   // The only synchronisation of a step: the drawn tokens (and accepted counts) of the real rows.
   StepResult result;

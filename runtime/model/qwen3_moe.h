@@ -47,6 +47,8 @@ class Qwen3MoeModel {
   // Per captured batch size, what its graph holds.
   std::vector<std::pair<int, GraphReport>> graph_reports() const;
   int64_t graph_replays() const { return graph_replays_; }
+  // Host seconds the last forward() took until its work was enqueued (before waiting for the results).
+  double last_enqueue_seconds() const { return last_enqueue_s_; }
 
   bool has_mtp() const { return weights_.mtp.present; }
   // Token id standing for draft j (0-based) of the sequence in draft-table slot `slot`
@@ -144,6 +146,7 @@ class Qwen3MoeModel {
   // Graphs by batch size; padding rows write their KV to one extra block.
   std::map<int, std::unique_ptr<StepGraph>> graphs_;
   int64_t graph_replays_ = 0;
+  double last_enqueue_s_ = 0;
   int last_tokens_ = 0;  // rows of the last forward (a replayed graph's: its bucket's)
   // proj_ holds this rank's partial MLP output (mlp_forward): the add_rmsnorm that reads it sums it first.
   bool mlp_partial_ = false;

@@ -1,9 +1,11 @@
 // The model's routing record and the engine's step statistics on the tiny CPU model: recording changes no
 // token, every MoE layer reports k distinct experts for one token and at most T * k for T, the cost model's
-// resident bytes equal what the model loaded, and last_step_stats() tells prefill from decode.
+// resident bytes equal what the model loaded, and last_step_stats() tells prefill from decode and splits the
+// step's time into host phases.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "bench/tp_decode/step_cost_model.h"
 #include "parallel/communicator.h"
@@ -100,6 +102,24 @@ TEST(EngineStepStats, PrefillThenDecode) {
   while (engine.scheduler().has_work()) engine.step();
   engine.step();  // idle
   EXPECT_EQ(engine.last_step_stats().tokens, 0);
+}
+
+// A step's wall time split into its host phases and the wait: each non-negative, the model's host work
+// (the CPU backend computes while it enqueues) present, and together no more than the step's wall time.
+TEST(EngineStepStats, HostPhasesAddUpToTheStep) {
+  auto comm = parallel::make_single_rank_communicator();
+  Engine engine(tiny_config(), *comm, make_cpu_backend());
+  engine.scheduler().add(make_request(1, {1, 2, 3, 4}, 4));
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    engine.step();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const StepStats s = engine.last_step_stats();
+    for (double phase : {s.schedule_s, s.broadcast_s, s.enqueue_s, s.wait_s, s.complete_s})
+      EXPECT_GE(phase, 0.0);
+    EXPECT_GT(s.enqueue_s, 0.0);
+    EXPECT_LE(s.schedule_s + s.broadcast_s + s.enqueue_s + s.wait_s + s.complete_s, wall + 1e-6);
+  }
 }
 
 }  // namespace
