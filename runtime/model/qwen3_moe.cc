@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <utility>
 
 #include "common/log.h"
 
@@ -313,7 +312,6 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
 
 void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens,
                                 int routing_layer) {
-  mlp_partial_ = false;
   if (w.moe && layout_.all_to_all) {
     moe_all_to_all(w, normed, proj_, tokens, routing_layer);
     return;
@@ -334,20 +332,21 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
     backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
     backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
   }
-  // Partial sums (TP-sharded intermediate, or experts held elsewhere): the next add_rmsnorm sums them.
-  TPS_CHECK(out.data == proj_.data, "mlp_forward writes proj_");
-  mlp_partial_ = comm_.size() > 1;
+}
+
+bool Qwen3MoeModel::mlp_output_partial(const LayerWeights& w) const {
+  return comm_.size() > 1 && !(w.moe && layout_.all_to_all);
 }
 
 void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta,
-                                  int tokens, bool first, int routing_layer) {
+                                  int tokens, const LayerWeights* previous, int routing_layer) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
-  if (first)
+  if (previous == nullptr)
     backend_.rmsnorm(residual, w.input_norm, eps, normed);
   else
-    reduce_add_rmsnorm(residual, proj, w.input_norm, eps, normed, std::exchange(mlp_partial_, false));
+    reduce_add_rmsnorm(residual, proj, w.input_norm, eps, normed, mlp_output_partial(*previous));
   backend_.linear(normed, w.qkv, qkv);
   backend_.qk_norm_rope_kv(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_, meta, cache, q);
   backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache,
@@ -369,9 +368,9 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
   backend_.embedding(ids, weights_.embed, layout_.vocab_begin(spec_), residual_.rows(0, tokens));
   all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
   for (int l = 0; l < spec_.num_layers; ++l)
-    layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0, l);
+    layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0 ? nullptr : &weights_.layers[l - 1], l);
   reduce_add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), weights_.final_norm, eps,
-                     normed_.rows(0, tokens), std::exchange(mlp_partial_, false));
+                     normed_.rows(0, tokens), mlp_output_partial(weights_.layers.back()));
   if (rows > 0) {
     Tensor sample_rows = input(off_rows_, DType::kI32, rows);
     Tensor hidden = sample_hidden_.rows(0, rows), logits = logits_.rows(0, rows);

@@ -97,13 +97,18 @@ class Qwen3MoeModel {
   // Sizes (options_.num_kv_blocks == 0: from memory, the same count on every rank) and allocates the KV
   // cache: last in the constructor, after everything else the model allocates.
   void allocate_kv_cache();
-  // routing_layer: the row of the routing record (ModelOptions::record_routing) this layer writes; -1: none.
+  // previous: the layer before, whose MLP output proj_ holds (nullptr: residual_ holds the layer's input
+  // alone). routing_layer: the row of the routing record (ModelOptions::record_routing) this layer writes;
+  // -1: none.
   void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
-                     bool first, int routing_layer);
+                     const LayerWeights* previous, int routing_layer);
   // Routing-record row length for a step of `tokens` rows: the top-k ids of every row, or under all-to-all
   // dispatch the expert ids of a full exchange (P equal slices of k slots per token).
   int64_t routing_width(int64_t tokens) const;
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
+  // Whether the MLP of `w` leaves this rank's partial sums in proj_ (TP-sharded intermediate, or experts held
+  // elsewhere), which the add_rmsnorm reading them sums first; all-to-all dispatch gathers whole rows.
+  bool mlp_output_partial(const LayerWeights& w) const;
   void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   void all_reduce(Tensor t);
   // residual += x; out = rmsnorm(residual) * w; with `partial`, x is first summed over the ranks (in the same
@@ -148,8 +153,6 @@ class Qwen3MoeModel {
   int64_t graph_replays_ = 0;
   double last_enqueue_s_ = 0;
   int last_tokens_ = 0;  // rows of the last forward (a replayed graph's: its bucket's)
-  // proj_ holds this rank's partial MLP output (mlp_forward): the add_rmsnorm that reads it sums it first.
-  bool mlp_partial_ = false;
 };
 
 }  // namespace tpserve

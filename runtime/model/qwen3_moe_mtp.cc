@@ -7,8 +7,6 @@
 //   u = fc_e(norm_e(embed(t_{i+1}))) + fc_h(norm_h(h_i))     (fc [H, 2H] split: embedding half first)
 //   x = mtp.layers.0(u) (own KV cache at p_i); h'_i = mtp.norm(x); logits(h'_i) -> t_{i+2}
 // Draft step j >= 2 feeds h' of the previous step and the previous draft at the next position.
-#include <utility>
-
 #include "common/log.h"
 #include "runtime/model/qwen3_moe.h"
 
@@ -49,9 +47,9 @@ void Qwen3MoeModel::mtp_forward(const StepShape& shape, const AttentionMeta& met
   Tensor next = input(off_mtp_next_, DType::kI32, tokens);
   backend_.resolve_tokens(next, emitted_);
   mtp_input(next, normed_.rows(0, tokens), tokens);
-  layer_forward(m.layer, mtp_kv_, meta, tokens, true, -1);
+  layer_forward(m.layer, mtp_kv_, meta, tokens, nullptr, -1);
   reduce_add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), m.final_norm, eps,
-                     normed_.rows(0, tokens), std::exchange(mlp_partial_, false));
+                     normed_.rows(0, tokens), mlp_output_partial(m.layer));
   const int groups = shape.groups;
   if (shape.rows == 0 || k == 0) return;
 
@@ -79,9 +77,9 @@ void Qwen3MoeModel::mtp_forward(const StepShape& shape, const AttentionMeta& met
       backend_.add_i32(input(off_base_pos_, DType::kI32, groups), accepted, j, positions);
       backend_.draft_step_meta(positions, tables, options_.kv_block_size, slots, ctx);
       mtp_input(drafts, hidden, groups);
-      layer_forward(m.layer, mtp_kv_, step, groups, true, -1);
+      layer_forward(m.layer, mtp_kv_, step, groups, nullptr, -1);
       reduce_add_rmsnorm(residual_.rows(0, groups), proj_.rows(0, groups), m.final_norm, eps, hidden,
-                         std::exchange(mlp_partial_, false));
+                         mlp_output_partial(m.layer));
     }
     const Candidates cand =
         lm_head_candidates(hidden, groups, greedy_.temperature.rows(0, groups), logits_.rows(0, groups));
