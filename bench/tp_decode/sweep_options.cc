@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
@@ -21,17 +22,23 @@ bool valid_arm_name(const std::string& name) {
   });
 }
 
-double parse_number(const std::string& arm, const std::string& key, const std::string& value) {
+// `parse` (std::stod, std::stol as a lambda) over all of `text`; nullopt where it throws or leaves
+// characters.
+template <typename Parse>
+auto parse_whole(const std::string& text, Parse parse) -> std::optional<decltype(parse(text, nullptr))> {
   size_t used = 0;
-  double v = 0;
   try {
-    v = std::stod(value, &used);
+    const auto v = parse(text, &used);
+    if (used == text.size() && !text.empty()) return v;
   } catch (const std::exception&) {
-    used = 0;
   }
-  TPS_CHECK(used == value.size() && !value.empty(), "--arm ", arm, ": ", key, "='", value,
-            "' is not a number");
-  return v;
+  return std::nullopt;
+}
+
+double parse_number(const std::string& arm, const std::string& key, const std::string& value) {
+  const auto v = parse_whole(value, [](const std::string& t, size_t* used) { return std::stod(t, used); });
+  TPS_CHECK(v.has_value(), "--arm ", arm, ": ", key, "='", value, "' is not a number");
+  return *v;
 }
 
 void parse_bench_key(ArmSpec& arm, const std::string& key, const std::string& value) {
@@ -77,15 +84,10 @@ std::vector<int> parse_concurrency_list(const std::string& text) {
   std::vector<int> values;
   for (const std::string& raw : split_top_level(text, ',')) {
     const std::string item = trim(raw);
-    size_t used = 0;
-    long v = 0;
-    try {
-      v = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TPS_CHECK(used == item.size() && !item.empty() && v >= 1 && v <= 1 << 16, "--concurrency: '", item,
-              "' is not a positive integer (e.g. 1,2,4,8)");
+    const auto parsed =
+        parse_whole(item, [](const std::string& t, size_t* used) { return std::stol(t, used); });
+    const long v = parsed.value_or(0);
+    TPS_CHECK(v >= 1 && v <= 1 << 16, "--concurrency: '", item, "' is not a positive integer (e.g. 1,2,4,8)");
     TPS_CHECK(std::find(values.begin(), values.end(), v) == values.end(), "--concurrency: ", v,
               " appears twice");
     values.push_back(static_cast<int>(v));
