@@ -24,8 +24,8 @@ struct ModelOptions {
   int max_seqs = 16;            // sequences per step
   int max_samples = 16;         // rows sampled per step
   int max_blocks_per_seq = 64;  // block-table width
-  int num_kv_blocks =
-      64;  // paged KV cache size; 0 = from the backend's memory left, up to max_seqs full sequences
+  // Paged KV cache size; 0 = from the backend's memory left, up to max_seqs full sequences.
+  int num_kv_blocks = 64;
   int kv_block_size = 16;
   int sampling_candidates = 256;   // per rank and row; top-p works within the best of these
   int num_speculative_tokens = 0;  // k drafts per sequence and step (MTP or scripted drafts)
