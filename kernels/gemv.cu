@@ -1,10 +1,12 @@
 // GEMV for decode: each block owns 16 weight rows; its warps split K into contiguous ranges, each warp runs
 // tensor-core tiles over its range (kernels/mma_tile.cuh) and the block sums the warps' tiles in a fixed
 // order. The first weight loads (kUnroll k blocks per warp: with 16 warps, K = 2048 whole, half of K = 4096)
-// are issued before pdl_wait(): weights are not written by predecessors.
+// are issued before pdl_wait(): weights are not written by predecessors. gemv_norm_kernel computes its
+// activations (an RMSNorm, gemv.h) while those loads are in flight.
 #include <algorithm>
 #include <type_traits>
 
+#include "common/error.h"
 #include "kernels/gemv.h"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
@@ -14,6 +16,27 @@ namespace {
 
 constexpr int kMaxWarps = 16;
 constexpr int kUnroll = 4;
+
+// Warp 0's summed tile into out (rows row_lo / row_hi of this thread, columns = tokens).
+template <int NT, typename Out>
+__device__ __forceinline__ void store_tile(const GemvParams& p, const float (&acc)[NT][4], int row_lo,
+                                           int row_hi, int q) {
+  Out* out =
+      std::is_same_v<Out, float> ? reinterpret_cast<Out*>(p.out_f32) : reinterpret_cast<Out*>(p.out_bf16);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int token = nt * kMmaCols + 2 * q + (i & 1);
+      const int row = i < 2 ? row_lo : row_hi;
+      if (token < p.m && row < p.n) {
+        if constexpr (std::is_same_v<Out, float>)
+          out[static_cast<int64_t>(token) * p.n + row] = acc[nt][i];
+        else
+          out[static_cast<int64_t>(token) * p.n + row] = __float2bfloat16(acc[nt][i]);
+      }
+    }
+}
 
 template <int NT, typename Out>
 __global__ void __launch_bounds__(kMaxWarps* kWarpSize) gemv_kernel(const GemvParams p) {
@@ -34,23 +57,100 @@ __global__ void __launch_bounds__(kMaxWarps* kWarpSize) gemv_kernel(const GemvPa
   float acc[NT][4] = {};
   warp_tile_mma<NT, kUnroll, /*kWaitInside=*/true>(acc, a_lo, a_hi, b, p.k, kb_begin, kb_end);
   reduce_warp_tiles<NT>(acc, scratch);
-  if (warp == 0) {
-    Out* out =
-        std::is_same_v<Out, float> ? reinterpret_cast<Out*>(p.out_f32) : reinterpret_cast<Out*>(p.out_bf16);
+  if (warp == 0) store_tile<NT, Out>(p, acc, row_lo, row_hi, q);
+}
+
+constexpr int kNormRowPad = 8;  // bf16 of padding per shared row: rows start 16 bytes apart in the banks
+
+// Rows of x = rmsnorm(residual [+ add]) * w into x_s ([M][K + pad] bf16), one warp per row; then a barrier.
+__device__ void norm_rows_to_shared(const GemvParams& p, const GemvNormParams& n, bf16* x_s) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
+  const int vectors = p.k / kBf16PerVec, stride = p.k + kNormRowPad;
+  for (int r = warp; r < p.m; r += warps) {
+    const int64_t base = static_cast<int64_t>(r) * p.k;
+    bf16* row = x_s + r * stride;
+    float sum_sq = 0.0f;
+    for (int vec = lane; vec < vectors; vec += kWarpSize) {  // the (rounded) residual into the row
+      uint4 piece = load_vec(n.residual + base + vec * kBf16PerVec);
+      float v[kBf16PerVec];
+      unpack_bf16x8(piece, v);
+      if (n.add != nullptr) {
+        float a[kBf16PerVec];
+        unpack_bf16x8(load_vec(n.add + base + vec * kBf16PerVec), a);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int token = nt * kMmaCols + 2 * q + (i & 1);
-        const int row = i < 2 ? row_lo : row_hi;
-        if (token < p.m && row < p.n) {
-          if constexpr (std::is_same_v<Out, float>)
-            out[static_cast<int64_t>(token) * p.n + row] = acc[nt][i];
-          else
-            out[static_cast<int64_t>(token) * p.n + row] = __float2bfloat16(acc[nt][i]);
-        }
+        for (int j = 0; j < kBf16PerVec; ++j) v[j] += a[j];
+        piece = pack_bf16x8(v);
+        unpack_bf16x8(piece, v);  // normalise the stored (rounded) residual
       }
+      store_vec(row + vec * kBf16PerVec, piece);
+#pragma unroll
+      for (int j = 0; j < kBf16PerVec; ++j) sum_sq += v[j] * v[j];
+    }
+    const float inv = 1.0f / sqrtf(warp_sum(sum_sq) / static_cast<float>(p.k) + n.eps);
+    for (int vec = lane; vec < vectors; vec += kWarpSize) {  // normalised in place (this lane's pieces)
+      float v[kBf16PerVec], w[kBf16PerVec], y[kBf16PerVec];
+      unpack_bf16x8(load_vec(row + vec * kBf16PerVec), v);
+      unpack_bf16x8(load_vec(n.norm_weight + vec * kBf16PerVec), w);
+#pragma unroll
+      for (int j = 0; j < kBf16PerVec; ++j) y[j] = w[j] * (v[j] * inv);
+      store_vec(row + vec * kBf16PerVec, pack_bf16x8(y));
+    }
   }
+  __syncthreads();
+}
+
+// The last block: normed = the shared rows; with add, residual += add (as the rows were computed).
+__device__ void write_norm_outputs(const GemvParams& p, const GemvNormParams& n, const bf16* x_s) {
+  const int vectors = p.k / kBf16PerVec, stride = p.k + kNormRowPad;
+  for (int i = threadIdx.x; i < p.m * vectors; i += blockDim.x) {
+    const int r = i / vectors, vec = i % vectors;
+    const int64_t at = static_cast<int64_t>(r) * p.k + vec * kBf16PerVec;
+    store_vec(n.normed + at, load_vec(x_s + r * stride + vec * kBf16PerVec));
+    if (n.add != nullptr) {
+      float v[kBf16PerVec], a[kBf16PerVec];
+      unpack_bf16x8(load_vec(n.residual + at), v);
+      unpack_bf16x8(load_vec(n.add + at), a);
+#pragma unroll
+      for (int j = 0; j < kBf16PerVec; ++j) v[j] += a[j];
+      store_vec(n.residual + at, pack_bf16x8(v));
+    }
+  }
+}
+
+template <int NT, typename Out>
+__global__ void __launch_bounds__(kMaxWarps* kWarpSize)
+    gemv_norm_kernel(const GemvParams p, const GemvNormParams n) {
+  extern __shared__ __align__(16) bf16 x_s[];  // [M][K + kNormRowPad]
+  __shared__ float scratch[kMaxWarps * NT * 4 * kWarpSize];
+  __shared__ bool last_s;
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
+  const int g = lane / 4, q = lane % 4;
+  const int row_lo = blockIdx.x * kMmaRows + g, row_hi = row_lo + 8;
+  const bf16* a_lo = row_lo < p.n ? p.w + static_cast<int64_t>(row_lo) * p.k : nullptr;
+  const bf16* a_hi = row_hi < p.n ? p.w + static_cast<int64_t>(row_hi) * p.k : nullptr;
+  const bf16* b[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int token = nt * kMmaCols + g;
+    b[nt] = token < p.m ? x_s + token * (p.k + kNormRowPad) : nullptr;
+  }
+  int kb_begin, kb_end;
+  split_range((p.k + kMmaK - 1) / kMmaK, warps, warp, kb_begin, kb_end);
+  float acc[NT][4] = {};
+  warp_tile_mma_hooked<NT, kUnroll>(acc, a_lo, a_hi, b, p.k, kb_begin, kb_end, [&] {
+    pdl_wait_then_trigger();  // residual and add are predecessors' outputs
+    norm_rows_to_shared(p, n, x_s);
+    if (threadIdx.x == 0) {  // this block has read its inputs (the barrier above orders its threads' reads)
+      __threadfence();
+      last_s = atomicAdd(n.arrivals, 1) == static_cast<int>(gridDim.x) - 1;
+      if (last_s) atomicExch(n.arrivals, 0);  // every block has arrived: zero for the next launch
+      __threadfence();
+    }
+    __syncthreads();
+  });
+  reduce_warp_tiles<NT>(acc, scratch);
+  if (warp == 0) store_tile<NT, Out>(p, acc, row_lo, row_hi, q);
+  if (last_s) write_norm_outputs(p, n, x_s);
 }
 
 template <int NT>
@@ -62,20 +162,61 @@ void launch_tiles(const GemvParams& p, dim3 grid, dim3 block, cudaStream_t strea
     launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_kernel<NT, bf16>, grid, block, 0, stream, p);
 }
 
+// Grid and block of a GEMV: one block per 16 weight rows. Few row tiles (O projection, router): more warps
+// per tile split K finer, so that enough loads are in flight on every SM. Never more warps than k blocks.
+void gemv_shape(const GemvParams& p, dim3& grid, dim3& block) {
+  const int row_tiles = (p.n + kMmaRows - 1) / kMmaRows;
+  const int k_blocks = (p.k + kMmaK - 1) / kMmaK;
+  int warps = row_tiles < 512 ? kMaxWarps : 4;
+  warps = std::max(1, std::min(warps, k_blocks));
+  grid = dim3(row_tiles);
+  block = dim3(warps * kWarpSize);
+}
+
+size_t norm_smem_bytes(int m, int k) {
+  return static_cast<size_t>(m) * (k + kNormRowPad) * sizeof(bf16);
+}
+
 }  // namespace
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
-  const int row_tiles = (p.n + kMmaRows - 1) / kMmaRows;
-  const int k_blocks = (p.k + kMmaK - 1) / kMmaK;
-  // Few row tiles (O projection, router): more warps per tile split K finer, so that enough loads are in
-  // flight on every SM. Never more warps than k blocks.
-  int warps = row_tiles < 512 ? kMaxWarps : 4;
-  warps = std::max(1, std::min(warps, k_blocks));
-  const dim3 grid(row_tiles), block(warps * kWarpSize);
+  dim3 grid, block;
+  gemv_shape(p, grid, block);
   if (p.m <= kMmaCols)
     launch_tiles<1>(p, grid, block, stream, policy);
   else
     launch_tiles<2>(p, grid, block, stream, policy);
+}
+
+bool gemv_norm_fits(int m, int k) {
+  constexpr size_t kMaxNormSmem = size_t(160) << 10;
+  return m >= 1 && m <= kGemvMaxTokens && k > 0 && k % kBf16PerVec == 0 &&
+         norm_smem_bytes(m, k) <= kMaxNormSmem;
+}
+
+void launch_gemv_norm(const GemvParams& p, const GemvNormParams& n, cudaStream_t stream,
+                      const LaunchPolicy& policy) {
+  TPS_CHECK(gemv_norm_fits(p.m, p.k) && n.residual != nullptr && n.norm_weight != nullptr &&
+                n.normed != nullptr && n.arrivals != nullptr,
+            "gemv_norm: ", p.m, " rows of ", p.k, " (at most ", kGemvMaxTokens,
+            " rows; buffers and the arrival counter set)");
+  dim3 grid, block;
+  gemv_shape(p, grid, block);
+  const size_t smem = norm_smem_bytes(p.m, p.k);
+  auto go = [&](auto kernel) {
+    launch(policy, Site::kGemv, Pdl::kEnrolled, kernel, grid, block, smem, stream, p, n);
+  };
+  if (p.m <= kMmaCols) {
+    if (p.out_f32 != nullptr)
+      go(gemv_norm_kernel<1, float>);
+    else
+      go(gemv_norm_kernel<1, bf16>);
+  } else {
+    if (p.out_f32 != nullptr)
+      go(gemv_norm_kernel<2, float>);
+    else
+      go(gemv_norm_kernel<2, bf16>);
+  }
 }
 
 }  // namespace tpserve::kernels

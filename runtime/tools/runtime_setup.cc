@@ -53,6 +53,7 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.pdl = config_.launch.pdl;
     options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
     options.gpu_memory_fraction = config_.runtime.gpu_memory_fraction;
+    options.fused_norm_linear = config_.runtime.fused_norm_linear;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

@@ -1,6 +1,8 @@
-// CUDA linear (GEMV for small M, cuBLASLt above) against the CPU reference, bf16 and f32 outputs.
+// CUDA linear (GEMV for small M, cuBLASLt above) against the CPU reference, bf16 and f32 outputs; and
+// norm_linear (the RMSNorm inside the GEMV).
 #include <gtest/gtest.h>
 
+#include "common/dtype.h"
 #include "tests/cuda/op_test_util.h"
 
 namespace tpserve::cuda_test {
@@ -56,6 +58,83 @@ TEST(Linear, CublasPlanReuseIsDeterministic) {
   b.gpu().linear(x.gpu, w.gpu, out.gpu);
   expect_close("second run", first, b.floats(out.gpu), {0.0f, 0.0f});
 }
+
+// norm_linear: at <= 16 rows the CUDA backend computes the RMSNorm (with or without the residual add) inside
+// the GEMV; above, rmsnorm then cuBLASLt. Against the CPU's rmsnorm / add_rmsnorm + linear, on fresh inputs
+// each round, eagerly and replayed from a captured graph (the fused kernel's arrival counter must be back to
+// zero after every launch, or a round's normed rows and residual are not written and stay poisoned).
+struct NormLinearCase {
+  int m, n, k;
+  bool add, out_f32;
+};
+void PrintTo(const NormLinearCase& c, std::ostream* os) {
+  *os << "M" << c.m << " N" << c.n << " K" << c.k << (c.add ? " add" : "") << (c.out_f32 ? " f32" : " bf16");
+}
+
+std::vector<uint16_t> to_bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = f32_to_bf16(v[i]);
+  return bits;
+}
+
+class NormLinearTest : public ::testing::TestWithParam<NormLinearCase> {};
+
+TEST_P(NormLinearTest, MatchesCpuEagerAndReplayed) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const NormLinearCase c = GetParam();
+  std::mt19937 rng(c.m * 7919 + c.n * 31 + c.k + (c.add ? 3 : 0) + (c.out_f32 ? 5 : 0));
+  Backends b;
+  const float eps = 1e-6f;
+  auto wv = uniform(rng, size_t(c.n) * c.k, -0.5f, 0.5f), nwv = uniform(rng, size_t(c.k), 0.5f, 1.5f);
+  Pair w = b.bf16({c.n, c.k}, wv), norm_w = b.bf16({c.k}, nwv);
+  Pair residual = b.output(DType::kBF16, {c.m, c.k}), add = b.output(DType::kBF16, {c.m, c.k});
+  Pair normed = b.output(DType::kBF16, {c.m, c.k});
+  Pair out = b.output(c.out_f32 ? DType::kF32 : DType::kBF16, {c.m, c.n});
+  auto run_gpu = [&] {
+    b.gpu().norm_linear(residual.gpu, c.add ? &add.gpu : nullptr, norm_w.gpu, eps, normed.gpu, w.gpu,
+                        out.gpu);
+  };
+  std::unique_ptr<StepGraph> graph;
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE(round < 2 ? "eager round " + std::to_string(round)
+                           : "graph replay " + std::to_string(round));
+    std::vector<float> rv = uniform(rng, size_t(c.m) * c.k, -2.0f, 2.0f),
+                       av = uniform(rng, size_t(c.m) * c.k);
+    for (auto* v : {&rv, &av})
+      for (float& x : *v) x = bf16_to_f32(f32_to_bf16(x));  // values both backends hold exactly
+    b.gpu().copy_from_host(residual.gpu, to_bf16_bits(rv).data());
+    b.gpu().copy_from_host(add.gpu, to_bf16_bits(av).data());
+    b.cpu().copy_from_host(residual.cpu, rv.data());
+    b.cpu().copy_from_host(add.cpu, av.data());
+    b.poison(normed.gpu);
+    b.poison(out.gpu);
+    if (round < 2) {
+      run_gpu();
+    } else {
+      if (!graph) graph = b.gpu().capture(run_gpu);
+      graph->replay();
+    }
+    b.cpu().norm_linear(residual.cpu, c.add ? &add.cpu : nullptr, norm_w.cpu, eps, normed.cpu, w.cpu,
+                        out.cpu);
+    const auto ref = cpu_floats(out.cpu);
+    const float scale = rms(ref);
+    // The norm's sum runs in another order: a normed value may differ by one bf16 rounding.
+    expect_close("normed", cpu_floats(normed.cpu), b.floats(normed.gpu), {1e-2f, 8e-3f});
+    if (c.add) expect_close("residual", cpu_floats(residual.cpu), b.floats(residual.gpu), {1e-2f, 4e-3f});
+    expect_close("out", ref, b.floats(out.gpu),
+                 c.out_f32 ? Tolerance{2e-3f * scale + 1e-5f, 2e-3f} : Tolerance{4e-3f * scale, 1e-2f});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, NormLinearTest,
+                         ::testing::Values(NormLinearCase{1, 5120, 2048, false, false},  // first layer's QKV
+                                           NormLinearCase{1, 5120, 2048, true, false},   // QKV
+                                           NormLinearCase{1, 128, 2048, true, true},     // router
+                                           NormLinearCase{3, 130, 96, true, false},
+                                           NormLinearCase{8, 1000, 2048, true, true},
+                                           NormLinearCase{16, 200, 264, true, false},  // two token tiles
+                                           NormLinearCase{9, 96, 96, false, true},
+                                           NormLinearCase{17, 96, 96, true, false}));  // rmsnorm + cuBLASLt
 
 }  // namespace
 }  // namespace tpserve::cuda_test

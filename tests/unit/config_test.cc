@@ -227,6 +227,8 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   const Config c = parse_config(
       M, "x", {"runtime.max_batch=8", "cuda_graph.capture_sizes=[1,2,8]", "launch.pdl.sites.sampling=off"});
   EXPECT_EQ(c.runtime.max_batch, 8);
+  EXPECT_TRUE(c.runtime.fused_norm_linear);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.fused_norm_linear=false"}).runtime.fused_norm_linear);
   EXPECT_EQ(c.cuda_graph.capture_sizes, (std::vector<int>{1, 2, 8}));
   EXPECT_EQ(c.launch.pdl.sites[static_cast<int>(kernels::Site::kSampling)], kernels::PdlMode::kOff);
   EXPECT_NE(error_of(M, {"runtime.max_batch=0"}).find("runtime.max_batch: got '0'"), std::string::npos);
