@@ -60,7 +60,9 @@ __global__ void __launch_bounds__(kMaxWarps* kWarpSize) gemv_kernel(const GemvPa
   if (warp == 0) store_tile<NT, Out>(p, acc, row_lo, row_hi, q);
 }
 
-constexpr int kNormRowPad = 8;  // bf16 of padding per shared row: rows start 16 bytes apart in the banks
+// bf16 of padding per shared row: consecutive rows start 64 bytes apart in the banks, so the 8 threads of a
+// 128-byte wavefront (two rows x four 16-byte pieces) hit distinct banks.
+constexpr int kNormRowPad = 32;
 
 // Rows of x = rmsnorm(residual [+ add]) * w into x_s ([M][K + pad] bf16), one warp per row; then a barrier.
 __device__ void norm_rows_to_shared(const GemvParams& p, const GemvNormParams& n, bf16* x_s) {
