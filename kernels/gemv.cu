@@ -190,35 +190,26 @@ void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& p
     launch_tiles<2>(p, grid, block, stream, policy);
 }
 
+// At most one token tile: 9-16 rows would take 66 KB of shared memory at K = 2048 (plus the tiles' 16 KB),
+// two blocks an SM, and a QKV projection's 320 blocks would no longer fit one wave.
 bool gemv_norm_fits(int m, int k) {
-  constexpr size_t kMaxNormSmem = size_t(160) << 10;
-  return m >= 1 && m <= kGemvMaxTokens && k > 0 && k % kBf16PerVec == 0 &&
-         norm_smem_bytes(m, k) <= kMaxNormSmem;
+  constexpr size_t kMaxNormSmem = size_t(96) << 10;
+  return m >= 1 && m <= kMmaCols && k > 0 && k % kBf16PerVec == 0 && norm_smem_bytes(m, k) <= kMaxNormSmem;
 }
 
 void launch_gemv_norm(const GemvParams& p, const GemvNormParams& n, cudaStream_t stream,
                       const LaunchPolicy& policy) {
   TPS_CHECK(gemv_norm_fits(p.m, p.k) && n.residual != nullptr && n.norm_weight != nullptr &&
                 n.normed != nullptr && n.arrivals != nullptr,
-            "gemv_norm: ", p.m, " rows of ", p.k, " (at most ", kGemvMaxTokens,
+            "gemv_norm: ", p.m, " rows of ", p.k, " (at most ", kMmaCols,
             " rows; buffers and the arrival counter set)");
   dim3 grid, block;
   gemv_shape(p, grid, block);
   const size_t smem = norm_smem_bytes(p.m, p.k);
-  auto go = [&](auto kernel) {
-    launch(policy, Site::kGemv, Pdl::kEnrolled, kernel, grid, block, smem, stream, p, n);
-  };
-  if (p.m <= kMmaCols) {
-    if (p.out_f32 != nullptr)
-      go(gemv_norm_kernel<1, float>);
-    else
-      go(gemv_norm_kernel<1, bf16>);
-  } else {
-    if (p.out_f32 != nullptr)
-      go(gemv_norm_kernel<2, float>);
-    else
-      go(gemv_norm_kernel<2, bf16>);
-  }
+  if (p.out_f32 != nullptr)
+    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_norm_kernel<1, float>, grid, block, smem, stream, p, n);
+  else
+    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_norm_kernel<1, bf16>, grid, block, smem, stream, p, n);
 }
 
 }  // namespace tpserve::kernels

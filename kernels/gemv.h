@@ -36,7 +36,7 @@ struct GemvNormParams {
   int32_t* arrivals = nullptr;  // one counter, zeroed once and left zero by every launch
 };
 
-// Whether M rows of K fit the kernel's shared memory.
+// Whether M rows of K suit the kernel: M <= 8 (one token tile) and the rows within its shared memory.
 bool gemv_norm_fits(int m, int k);
 void launch_gemv_norm(const GemvParams& p, const GemvNormParams& norm, cudaStream_t stream,
                       const LaunchPolicy& policy);
