@@ -36,6 +36,8 @@ LaunchPolicy::KernelInfo& LaunchPolicy::kernel_info_locked(int device, const voi
   // ptxVersion is the architecture the source was compiled for (what __CUDA_ARCH__ saw, so whether the
   // griddepcontrol instructions exist); binaryVersion may be higher when the driver JIT-compiled the PTX.
   info.sm = attr.ptxVersion;
+  // What dynamic shared memory a launch may ask for now: 48 KB less the kernel's static shared memory.
+  info.smem_limit = static_cast<size_t>(attr.maxDynamicSharedSizeBytes);
   const char* name = nullptr;
   if (cudaFuncGetName(&name, kernel) == cudaSuccess && name != nullptr)
     info.name = name;

@@ -55,7 +55,8 @@ class LaunchPolicy {
   PdlDecision decide(Site site, const void* kernel, Pdl pdl) const;
   // decide() + counts one launch; what launch() calls.
   bool record_launch(Site site, const void* kernel, Pdl pdl) const;
-  // Raises the kernel's dynamic shared-memory limit on the current device once (needed above 48 KiB).
+  // Raises the kernel's dynamic shared-memory limit on the current device once (needed where its static plus
+  // dynamic shared memory exceed 48 KiB).
   void ensure_dynamic_smem(const void* kernel, size_t bytes) const;
 
   // Every decision taken so far, ordered by device, site and kernel name.
@@ -67,7 +68,7 @@ class LaunchPolicy {
   struct KernelInfo {
     int sm = 0;
     std::string name;
-    size_t smem_limit = 48 * 1024;
+    size_t smem_limit = 0;  // the kernel's current dynamic shared memory limit (cudaFuncGetAttributes)
   };
   struct Decision {
     PdlDecision decision;
@@ -90,8 +91,6 @@ class LaunchPolicy {
 // A table of the report, one line per row, for logs and `--report-pdl`.
 std::string format_pdl_report(const std::vector<PdlReportRow>& rows);
 
-inline constexpr size_t kDefaultDynamicSmemLimit = 48 * 1024;
-
 // Launches kernel<<<grid, block, smem, stream>>>(args...) under the policy. An empty grid launches nothing.
 template <typename... Params, typename... Args>
 void launch(const LaunchPolicy& policy, Site site, Pdl pdl, void (*kernel)(Params...), dim3 grid, dim3 block,
@@ -99,7 +98,8 @@ void launch(const LaunchPolicy& policy, Site site, Pdl pdl, void (*kernel)(Param
   static_assert(sizeof...(Params) == sizeof...(Args), "launch(): argument count does not match the kernel");
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
   const void* fn = reinterpret_cast<const void*>(kernel);
-  if (smem > kDefaultDynamicSmemLimit) policy.ensure_dynamic_smem(fn, smem);
+  if (smem > 0)
+    policy.ensure_dynamic_smem(fn, smem);  // raises the kernel's limit where static + smem > 48 KB
   cudaLaunchAttribute attributes[1] = {};
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;

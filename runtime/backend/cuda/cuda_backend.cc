@@ -314,9 +314,10 @@ void CudaBackend::norm_linear(Tensor residual, const Tensor* add, Tensor norm_w,
                 out.dim(-1) == w.dim(0),
             op, ": residual ", residual.shape_string(), " normed ", normed.shape_string(), " norm weight ",
             norm_w.shape_string(), " w ", w.shape_string(), " out ", out.shape_string());
-  TPS_CHECK(normed.data != residual.data &&
-                (add == nullptr || (normed.data != add->data && add->data != residual.data)),
-            op, ": normed, residual and add must be distinct buffers");
+  TPS_CHECK(normed.data != residual.data && out.data != residual.data && out.data != normed.data &&
+                (add == nullptr ||
+                 (normed.data != add->data && add->data != residual.data && out.data != add->data)),
+            op, ": normed, residual, add and out must be distinct buffers");
   for (const Tensor* t : {&residual, &normed, &norm_w, &w, &out})
     cuda_ops::expect_aligned16(*t, op, "an operand");
   if (add != nullptr) cuda_ops::expect_aligned16(*add, op, "add");
