@@ -101,21 +101,27 @@ __device__ void norm_rows_to_shared(const GemvParams& p, const GemvNormParams& n
   __syncthreads();
 }
 
-// The last block: normed = the shared rows; with add, residual += add (as the rows were computed).
-__device__ void write_norm_outputs(const GemvParams& p, const GemvNormParams& n, const bf16* x_s) {
+// normed = the shared rows (every block holds all of them): block b writes the pieces b, b + blocks, ...
+__device__ void write_normed_share(const GemvParams& p, const GemvNormParams& n, const bf16* x_s) {
   const int vectors = p.k / kBf16PerVec, stride = p.k + kNormRowPad;
-  for (int i = threadIdx.x; i < p.m * vectors; i += blockDim.x) {
+  for (int i = blockIdx.x + threadIdx.x * gridDim.x; i < p.m * vectors; i += blockDim.x * gridDim.x) {
     const int r = i / vectors, vec = i % vectors;
-    const int64_t at = static_cast<int64_t>(r) * p.k + vec * kBf16PerVec;
-    store_vec(n.normed + at, load_vec(x_s + r * stride + vec * kBf16PerVec));
-    if (n.add != nullptr) {
-      float v[kBf16PerVec], a[kBf16PerVec];
-      unpack_bf16x8(load_vec(n.residual + at), v);
-      unpack_bf16x8(load_vec(n.add + at), a);
+    store_vec(n.normed + static_cast<int64_t>(r) * p.k + vec * kBf16PerVec,
+              load_vec(x_s + r * stride + vec * kBf16PerVec));
+  }
+}
+
+// The last block to have read the inputs: residual += add, rounded as the rows were computed.
+__device__ void write_residual(const GemvParams& p, const GemvNormParams& n) {
+  const int vectors = p.k / kBf16PerVec;
+  for (int i = threadIdx.x; i < p.m * vectors; i += blockDim.x) {
+    const int64_t at = static_cast<int64_t>(i / vectors) * p.k + (i % vectors) * kBf16PerVec;
+    float v[kBf16PerVec], a[kBf16PerVec];
+    unpack_bf16x8(load_vec(n.residual + at), v);
+    unpack_bf16x8(load_vec(n.add + at), a);
 #pragma unroll
-      for (int j = 0; j < kBf16PerVec; ++j) v[j] += a[j];
-      store_vec(n.residual + at, pack_bf16x8(v));
-    }
+    for (int j = 0; j < kBf16PerVec; ++j) v[j] += a[j];
+    store_vec(n.residual + at, pack_bf16x8(v));
   }
 }
 
@@ -142,7 +148,9 @@ __global__ void __launch_bounds__(kMaxWarps* kWarpSize)
   warp_tile_mma_hooked<NT, kUnroll>(acc, a_lo, a_hi, b, p.k, kb_begin, kb_end, [&] {
     pdl_wait_then_trigger();  // residual and add are predecessors' outputs
     norm_rows_to_shared(p, n, x_s);
-    if (threadIdx.x == 0) {  // this block has read its inputs (the barrier above orders its threads' reads)
+    // With add, the residual is updated in place: only once every block has read it. This block has (the
+    // barrier above orders its threads' reads); the last to arrive writes it.
+    if (n.add != nullptr && threadIdx.x == 0) {
       __threadfence();
       last_s = atomicAdd(n.arrivals, 1) == static_cast<int>(gridDim.x) - 1;
       if (last_s) atomicExch(n.arrivals, 0);  // every block has arrived: zero for the next launch
@@ -152,7 +160,8 @@ __global__ void __launch_bounds__(kMaxWarps* kWarpSize)
   });
   reduce_warp_tiles<NT>(acc, scratch);
   if (warp == 0) store_tile<NT, Out>(p, acc, row_lo, row_hi, q);
-  if (last_s) write_norm_outputs(p, n, x_s);
+  write_normed_share(p, n, x_s);
+  if (n.add != nullptr && last_s) write_residual(p, n);
 }
 
 template <int NT>
