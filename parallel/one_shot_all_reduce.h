@@ -1,8 +1,10 @@
 // OneShotAllReduce: the buffers of the one-shot NVLink all-reduce (kernels/one_shot_all_reduce.h) for a group
 // of ranks on one host, one GPU each: every rank allocates its staging buffer and flags, shares them over
-// MPI as CUDA IPC handles, and maps its peers'. Construction is collective; it throws (naming why) when the
-// group spans hosts, has more than 8 ranks, or a pair of GPUs has no peer access
-// (one_shot_all_reduce_supported says so beforehand, without throwing).
+// MPI as CUDA IPC handles, and maps its peers'. Construction is collective and ends alike on every rank:
+// make_one_shot_all_reduce throws (naming why) when the group spans hosts, has more than 8 ranks, a pair of
+// GPUs has no peer access (one_shot_all_reduce_supported says so beforehand, without throwing) or the CUDA
+// setup fails on some rank; try_make_one_shot_all_reduce returns nullptr instead (parallel.all_reduce: auto
+// then takes NCCL).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -36,6 +38,13 @@ class OneShotAllReduce {
 // Every rank gets the same answer and reason (the lowest rank that cannot use it gives the reason).
 bool one_shot_all_reduce_supported(MPI_Comm group, int device, std::string* why);
 
+// Collective setup (buffers, IPC handles shared over MPI, peers mapped). Where any rank's CUDA setup fails
+// (e.g. CUDA IPC not allowed), every rank returns nullptr with the first failing rank's error in *why.
+// Does not run the probe above.
+std::unique_ptr<OneShotAllReduce> try_make_one_shot_all_reduce(MPI_Comm group, int device,
+                                                               const kernels::LaunchPolicy& policy,
+                                                               std::string* why);
+// The probe, then the setup; throws on every rank alike (with the reason) where either says no.
 std::unique_ptr<OneShotAllReduce> make_one_shot_all_reduce(MPI_Comm group, int device,
                                                            const kernels::LaunchPolicy& policy);
 

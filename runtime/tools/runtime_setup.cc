@@ -15,17 +15,23 @@ namespace tpserve {
 namespace {
 
 #if TPSERVE_HAVE_CUDA
-// Whether the GPU data plane takes the one-shot all-reduce. Collective for auto: every rank gets the same
-// answer (one rank left out of the one-shot's setup would wait there forever).
-bool use_one_shot(AllReduceImpl impl, int device) {
-  if (impl != AllReduceImpl::kAuto) return impl == AllReduceImpl::kOneShot;  // one_shot throws where it can't
+// The one-shot all-reduce the GPU data plane takes, or nullptr for NCCL. Collective: every rank gets the same
+// answer (one rank left out of the one-shot's setup would wait there forever). `one_shot` throws where it
+// cannot be set up; `auto` falls back to NCCL, saying why.
+std::unique_ptr<parallel::OneShotAllReduce> one_shot_for(AllReduceImpl impl, int device,
+                                                         const kernels::LaunchPolicy& policy) {
+  if (impl == AllReduceImpl::kNccl) return nullptr;
+  if (impl == AllReduceImpl::kOneShot)
+    return parallel::make_one_shot_all_reduce(MPI_COMM_WORLD, device, policy);
   std::string why;
-  const bool ok = parallel::one_shot_all_reduce_supported(MPI_COMM_WORLD, device, &why);
-  if (ok)
+  std::unique_ptr<parallel::OneShotAllReduce> one_shot;
+  if (parallel::one_shot_all_reduce_supported(MPI_COMM_WORLD, device, &why))
+    one_shot = parallel::try_make_one_shot_all_reduce(MPI_COMM_WORLD, device, policy, &why);
+  if (one_shot != nullptr)
     log_info("parallel.all_reduce auto: one_shot (every rank on one host, peer access between their GPUs)");
   else
     log_info("parallel.all_reduce auto: nccl (one_shot ", why, ")");
-  return ok;
+  return one_shot;
 }
 #endif
 
@@ -72,9 +78,9 @@ std::unique_ptr<Engine> RuntimeSetup::make_engine(const EngineOptions& options,
     auto nccl = parallel::make_nccl_communicator(MPI_COMM_WORLD, cuda->device_index(), cuda->stream());
     // A wait on a collective whose peer failed ends with NCCL's error instead of hanging.
     cuda->set_wait_hook([comm = nccl.get()] { comm->check_health(); });
-    if (use_one_shot(config_.parallel.all_reduce, cuda->device_index()))
-      nccl->use_one_shot_all_reduce(
-          parallel::make_one_shot_all_reduce(MPI_COMM_WORLD, cuda->device_index(), cuda->launch_policy()));
+    if (auto one_shot =
+            one_shot_for(config_.parallel.all_reduce, cuda->device_index(), cuda->launch_policy()))
+      nccl->use_one_shot_all_reduce(std::move(one_shot));
     data_ = std::move(nccl);
     data = data_.get();
   }

@@ -12,6 +12,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype.h"
+#include "common/error.h"
 #include "kernels/launch.h"
 #include "kernels/rmsnorm.h"
 #include "parallel/mpi_communicator.h"
@@ -319,6 +320,24 @@ TEST(OneShotSupport, AgreesOnEveryRank) {
   const std::string want = "needs peer access from GPU " + gpu + " (rank " + gpu + ") to GPU " + gpu +
                            " (rank " + std::to_string(p - 1) + ")";
   EXPECT_EQ(why.rfind(want, 0), 0u) << why;
+}
+
+// The one-shot's CUDA setup failing on one rank (here: the last rank names a GPU that does not exist) ends
+// alike on every rank: try_make returns nullptr with that rank's error everywhere (auto then takes NCCL),
+// make throws everywhere, and nobody is left waiting in the setup's collectives. A good setup still works
+// after.
+TEST(OneShotSupport, SetupFailureEndsAlikeOnEveryRank) {
+  TPS_REQUIRE_MULTIGPU();
+  const int p = world_size(), r = world_rank();
+  kernels::LaunchPolicy policy;
+  const int device = r == p - 1 ? 1 << 20 : local_gpu();
+  std::string why;
+  EXPECT_EQ(parallel::try_make_one_shot_all_reduce(MPI_COMM_WORLD, device, policy, &why), nullptr);
+  EXPECT_NE(why.find("rank setup failed"), std::string::npos) << why;
+  EXPECT_THROW(parallel::make_one_shot_all_reduce(MPI_COMM_WORLD, device, policy), Error);
+  CUDA_CHECK(cudaSetDevice(local_gpu()));
+  EXPECT_NE(parallel::try_make_one_shot_all_reduce(MPI_COMM_WORLD, local_gpu(), policy, &why), nullptr)
+      << why;
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, NcclCollectives, ::testing::Values(DType::kF32, DType::kBF16),
