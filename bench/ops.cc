@@ -20,6 +20,7 @@
 #include "bench/bench_kernels.h"
 #include "bench/common/tool_main.h"
 #include "common/cuda_check.h"
+#include "kernels/gemv.h"
 #include "runtime/backend/cuda/cublaslt_gemm.h"
 #include "runtime/backend/cuda/cuda_backend.h"
 
@@ -87,6 +88,34 @@ class Bench {
     return r;
   }
 
+  // Per-run time of `chain` runs back to back between two events (a launch's tail overlaps the next one's
+  // start, PDL included, as in a decode step); median and minimum over `reps` chains.
+  Result time_chained(const std::string& name, double bytes, int chain, const std::function<void(int)>& run) {
+    for (int i = 0; i < 3; ++i) run(i);
+    const int chains = std::max(5, reps_ / chain);
+    std::vector<cudaEvent_t> events(2 * chains);
+    for (auto& e : events) CUDA_CHECK(cudaEventCreate(&e));
+    launch_spin(be_.launch_policy(), be_.stream(), static_cast<long long>(chains) * chain * 50 * 1000);
+    for (int c = 0; c < chains; ++c) {
+      CUDA_CHECK(cudaEventRecord(events[2 * c], be_.stream()));
+      for (int i = 0; i < chain; ++i) run(c * chain + i);
+      CUDA_CHECK(cudaEventRecord(events[2 * c + 1], be_.stream()));
+    }
+    be_.synchronize();
+    std::vector<double> us(chains);
+    for (int c = 0; c < chains; ++c) {
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * c], events[2 * c + 1]));
+      us[c] = ms * 1e3 / chain;
+    }
+    for (auto& e : events) CUDA_CHECK(cudaEventDestroy(e));
+    std::sort(us.begin(), us.end());
+    Result r{name, us[us.size() / 2], us.front(), bytes};
+    std::fprintf(stderr, "  %-44s %9.2f us\n", name.c_str(), r.median_us);
+    results_.push_back(r);
+    return r;
+  }
+
   CudaBackend& backend() { return be_; }
   const std::vector<Result>& results() const { return results_; }
 
@@ -130,7 +159,29 @@ void bench_projections(Bench& b) {
       Tensor out = be.alloc(p.f32_out ? DType::kF32 : DType::kBF16, {m, p.n});
       const double bytes = double(w_bytes) + 2.0 * m * p.k + double(out.nbytes());
       const std::string shape = std::string(p.name) + " M=" + std::to_string(m);
-      b.time("linear " + shape + " (gemv)", bytes, [&](int i) { be.linear(x, w[i % copies], out); });
+      kernels::GemvParams gp;
+      gp.x = static_cast<const kernels::bf16*>(x.data);
+      gp.w = static_cast<const kernels::bf16*>(w[0].data);
+      if (p.f32_out)
+        gp.out_f32 = out.ptr<float>();
+      else
+        gp.out_bf16 = static_cast<kernels::bf16*>(out.data);
+      gp.m = m, gp.n = p.n, gp.k = p.k;
+      // The two GEMV kernels: staged (weights in shared memory, where they fit; else it is the other) and
+      // register-pipelined; each alone and chained 20 in a row.
+      kernels::GemvLaunchOptions staged;
+      staged.staged_sms = be.num_sms();
+      staged.staged_smem = size_t(216) << 10;
+      for (const auto& [label, options] :
+           {std::pair{"gemv staged", staged}, std::pair{"gemv", kernels::GemvLaunchOptions{}}}) {
+        auto run = [&, options = options](int i) {
+          kernels::GemvParams q = gp;
+          q.w = static_cast<const kernels::bf16*>(w[i % copies].data);
+          kernels::launch_gemv(q, be.stream(), be.launch_policy(), options);
+        };
+        b.time("linear " + shape + " (" + label + ")", bytes, run);
+        b.time_chained("linear " + shape + " (" + label + ", x20)", bytes, 20, run);
+      }
       b.time("linear " + shape + " (cublasLt)", bytes, [&](int i) {
         cublas.run(x.data, w[i % copies].data, out.data, p.f32_out, m, p.n, p.k, be.stream());
       });

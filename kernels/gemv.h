@@ -19,7 +19,19 @@ struct GemvParams {
   int k = 0;                 // K, a multiple of 8
 };
 
-void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy);
+// Staging (kernels/gemv_staged.cu): where all of a GEMV's weights fit in the shared memory of the SMs (each
+// block at most `staged_smem` bytes, about one block an SM), every block copies all of its weight rows into
+// shared memory with asynchronous copies issued before pdl_wait(). Under PDL the blocks start while their
+// predecessor still runs, so the whole weight read overlaps it, not just the first loads. staged_sms = 0:
+// never stage (the register-pipelined kernel); the caller also sets the launch policy's shared-memory
+// carveout preference (launch.h), or an SM busy with a predecessor may not take a staged block early.
+struct GemvLaunchOptions {
+  int staged_sms = 0;      // SMs of the device; 0 = do not stage
+  size_t staged_smem = 0;  // shared memory a staged block may use (at most the device's opt-in limit)
+};
+
+void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,
+                 const GemvLaunchOptions& options = {});
 
 // The GEMV with its activations computed in the kernel: x = rmsnorm(residual [+ add]) * norm_weight, with
 // kernels/rmsnorm.h's arithmetic, rounded to bf16 (GemvParams::x is unused). Every block normalises the M
@@ -39,6 +51,12 @@ struct GemvNormParams {
 // Whether M rows of K suit the kernel: M <= 8 (one token tile) and the rows within its shared memory.
 bool gemv_norm_fits(int m, int k);
 void launch_gemv_norm(const GemvParams& p, const GemvNormParams& norm, cudaStream_t stream,
-                      const LaunchPolicy& policy);
+                      const LaunchPolicy& policy, const GemvLaunchOptions& options = {});
+
+// The staged kernel (see GemvLaunchOptions) for `p`, with its activations computed as launch_gemv_norm's
+// where norm != nullptr. Launches nothing and returns false where the shape does not suit it (K not a
+// multiple of 32, or the weight rows and activations beyond staged_smem).
+bool launch_gemv_staged(const GemvParams& p, const GemvNormParams* norm, const GemvLaunchOptions& options,
+                        cudaStream_t stream, const LaunchPolicy& policy);
 
 }  // namespace tpserve::kernels

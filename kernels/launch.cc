@@ -32,6 +32,9 @@ LaunchPolicy::KernelInfo& LaunchPolicy::kernel_info_locked(int device, const voi
   cudaFuncAttributes attr{};
   CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
   ++attribute_queries_;
+  if (prefer_max_shared_)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
   KernelInfo info;
   // ptxVersion is the architecture the source was compiled for (what __CUDA_ARCH__ saw, so whether the
   // griddepcontrol instructions exist); binaryVersion may be higher when the driver JIT-compiled the PTX.

@@ -44,11 +44,18 @@ struct PdlReportRow {
 
 class LaunchPolicy {
  public:
-  explicit LaunchPolicy(PdlSettings settings = {}) : settings_(std::move(settings)) {}
+  // prefer_max_shared: every kernel launched through the policy asks for the largest shared-memory carveout
+  // (cudaFuncAttributePreferredSharedMemoryCarveout), set once per (device, kernel). An SM's split between L1
+  // and shared memory changes only when it is idle, so a kernel that starts early under PDL with a large
+  // shared-memory block (the staged GEMV, gemv.h) finds room on SMs still running a small-shared predecessor
+  // only if that predecessor's SMs already have the large carveout.
+  explicit LaunchPolicy(PdlSettings settings = {}, bool prefer_max_shared = false)
+      : settings_(std::move(settings)), prefer_max_shared_(prefer_max_shared) {}
   LaunchPolicy(const LaunchPolicy&) = delete;
   LaunchPolicy& operator=(const LaunchPolicy&) = delete;
 
   const PdlSettings& settings() const { return settings_; }
+  bool prefers_max_shared() const { return prefer_max_shared_; }
 
   // The decision for `site` and `kernel` on the current device; computed once per (device, site, kernel)
   // and logged when it is the costly `on` below SM90.
@@ -81,6 +88,7 @@ class LaunchPolicy {
   Decision& decision_locked(Site site, const void* kernel, Pdl pdl) const;
 
   PdlSettings settings_;
+  bool prefer_max_shared_ = false;
   mutable std::mutex mutex_;
   mutable std::map<int, int> device_sm_;
   mutable std::map<std::pair<int, const void*>, KernelInfo> kernels_;

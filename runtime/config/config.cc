@@ -108,7 +108,8 @@ std::string config_to_yaml(const Config& c) {
       << YAML::Key << "num_kv_blocks" << YAML::Value << r.num_kv_blocks << YAML::Key
       << "max_num_batched_tokens" << YAML::Value << r.max_num_batched_tokens << YAML::Key
       << "sampling_candidates" << YAML::Value << r.sampling_candidates << YAML::Key << "fused_norm_linear"
-      << YAML::Value << r.fused_norm_linear << YAML::EndMap;
+      << YAML::Value << r.fused_norm_linear << YAML::Key << "staged_gemv" << YAML::Value << r.staged_gemv
+      << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

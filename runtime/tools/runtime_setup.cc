@@ -60,6 +60,7 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
     options.gpu_memory_fraction = config_.runtime.gpu_memory_fraction;
     options.fused_norm_linear = config_.runtime.fused_norm_linear;
+    options.staged_gemv = config_.runtime.staged_gemv;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

@@ -1,5 +1,6 @@
 // CUDA linear (GEMV for small M, cuBLASLt above) against the CPU reference, bf16 and f32 outputs; and
-// norm_linear (the RMSNorm inside the GEMV).
+// norm_linear (the RMSNorm inside the GEMV). Both with the staged GEMV (weights in shared memory, where they
+// fit) and without it.
 #include <gtest/gtest.h>
 
 #include "common/dtype.h"
@@ -15,13 +16,13 @@ void PrintTo(const LinearCase& c, std::ostream* os) {
   *os << "M" << c.m << " N" << c.n << " K" << c.k;
 }
 
-class LinearTest : public ::testing::TestWithParam<std::tuple<LinearCase, bool>> {};
+class LinearTest : public ::testing::TestWithParam<std::tuple<LinearCase, bool, bool>> {};
 
 TEST_P(LinearTest, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
-  const auto [c, out_f32] = GetParam();
-  std::mt19937 rng(c.m * 1000003 + c.n * 1009 + c.k + (out_f32 ? 7 : 0));
-  Backends b;
+  const auto [c, out_f32, staged] = GetParam();
+  std::mt19937 rng(c.m * 1000003 + c.n * 1009 + c.k + (out_f32 ? 7 : 0) + (staged ? 11 : 0));
+  Backends b(size_t(1) << 30, size_t(256) << 20, staged);
   auto xv = uniform(rng, size_t(c.m) * c.k), wv = uniform(rng, size_t(c.n) * c.k, -0.5f, 0.5f);
   Pair x = b.bf16({c.m, c.k}, xv), w = b.bf16({c.n, c.k}, wv);
   Pair out = b.output(out_f32 ? DType::kF32 : DType::kBF16, {c.m, c.n});
@@ -41,8 +42,15 @@ INSTANTIATE_TEST_SUITE_P(
                                          LinearCase{8, 1000, 2048}, LinearCase{9, 200, 2048},
                                          LinearCase{16, 2048, 4096}, LinearCase{17, 520, 2048},
                                          LinearCase{64, 384, 96}, LinearCase{1, 5120, 2048},
-                                         LinearCase{2, 4099, 264}),
-                       ::testing::Bool()));
+                                         LinearCase{2, 4099, 264}, LinearCase{1, 2048, 4096},
+                                         LinearCase{5, 128, 2048}, LinearCase{16, 2056, 96},
+                                         LinearCase{2, 4100, 64}),
+                       ::testing::Bool(), ::testing::Bool()),
+    [](const auto& test) {
+      const LinearCase& c = std::get<0>(test.param);
+      return "M" + std::to_string(c.m) + "N" + std::to_string(c.n) + "K" + std::to_string(c.k) +
+             (std::get<1>(test.param) ? "_f32" : "_bf16") + (std::get<2>(test.param) ? "_staged" : "");
+    });
 
 // Repeated shapes reuse the cached cuBLASLt plan and give the same result.
 TEST(Linear, CublasPlanReuseIsDeterministic) {
@@ -77,13 +85,13 @@ std::vector<uint16_t> to_bf16_bits(const std::vector<float>& v) {
   return bits;
 }
 
-class NormLinearTest : public ::testing::TestWithParam<NormLinearCase> {};
+class NormLinearTest : public ::testing::TestWithParam<std::tuple<NormLinearCase, bool>> {};
 
 TEST_P(NormLinearTest, MatchesCpuEagerAndReplayed) {
   TPS_REQUIRE_CUDA_DEVICE();
-  const NormLinearCase c = GetParam();
-  std::mt19937 rng(c.m * 7919 + c.n * 31 + c.k + (c.add ? 3 : 0) + (c.out_f32 ? 5 : 0));
-  Backends b;
+  const auto [c, staged] = GetParam();
+  std::mt19937 rng(c.m * 7919 + c.n * 31 + c.k + (c.add ? 3 : 0) + (c.out_f32 ? 5 : 0) + (staged ? 13 : 0));
+  Backends b(size_t(1) << 30, size_t(256) << 20, staged);
   const float eps = 1e-6f;
   const int n2 = 64;  // a second product on the updated residual (the next layer's QKV after the router)
   auto wv = uniform(rng, size_t(c.n) * c.k, -0.5f, 0.5f), nwv = uniform(rng, size_t(c.k), 0.5f, 1.5f);
@@ -143,15 +151,17 @@ TEST_P(NormLinearTest, MatchesCpuEagerAndReplayed) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, NormLinearTest,
-    ::testing::Values(NormLinearCase{1, 5120, 2048, false, false},  // first layer's QKV
-                      NormLinearCase{1, 5120, 2048, true, false},   // QKV
-                      NormLinearCase{1, 128, 2048, true, true},     // router
-                      NormLinearCase{3, 130, 96, true, false}, NormLinearCase{8, 1000, 2048, true, true},
-                      NormLinearCase{5, 1000, 4096, true, false},  // > 48 KB static + dynamic
-                      NormLinearCase{8, 8320, 2048, true, true},   // 4 warps a block
-                      NormLinearCase{7, 200, 264, true, false},
-                      NormLinearCase{9, 96, 96, false, true},     // rmsnorm + GEMV
-                      NormLinearCase{17, 96, 96, true, false}));  // rmsnorm + cuBLASLt
+    ::testing::Combine(
+        ::testing::Values(NormLinearCase{1, 5120, 2048, false, false},  // first layer's QKV
+                          NormLinearCase{1, 5120, 2048, true, false},   // QKV
+                          NormLinearCase{1, 128, 2048, true, true},     // router
+                          NormLinearCase{3, 130, 96, true, false}, NormLinearCase{8, 1000, 2048, true, true},
+                          NormLinearCase{5, 1000, 4096, true, false},  // > 48 KB static + dynamic
+                          NormLinearCase{8, 8320, 2048, true, true},   // 4 warps a block
+                          NormLinearCase{7, 200, 264, true, false},
+                          NormLinearCase{9, 96, 96, false, true},    // rmsnorm + GEMV
+                          NormLinearCase{17, 96, 96, true, false}),  // rmsnorm + cuBLASLt
+        ::testing::Bool()));
 
 }  // namespace
 }  // namespace tpserve::cuda_test

@@ -32,7 +32,9 @@ struct Pair {
 class Backends {
  public:
   // A fresh CUDA backend with a small arena (tests allocate per case and never free).
-  explicit Backends(size_t arena_bytes = size_t(1) << 30, size_t workspace_bytes = size_t(256) << 20);
+  // staged_gemv: CudaBackendOptions::staged_gemv (the GEMV tests run both kernels).
+  explicit Backends(size_t arena_bytes = size_t(1) << 30, size_t workspace_bytes = size_t(256) << 20,
+                    bool staged_gemv = true);
 
   Backend& cpu() { return *cpu_; }
   CudaBackend& gpu() { return *gpu_; }

@@ -229,6 +229,8 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_EQ(c.runtime.max_batch, 8);
   EXPECT_TRUE(c.runtime.fused_norm_linear);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.fused_norm_linear=false"}).runtime.fused_norm_linear);
+  EXPECT_TRUE(c.runtime.staged_gemv);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.staged_gemv=false"}).runtime.staged_gemv);
   EXPECT_EQ(c.cuda_graph.capture_sizes, (std::vector<int>{1, 2, 8}));
   EXPECT_EQ(c.launch.pdl.sites[static_cast<int>(kernels::Site::kSampling)], kernels::PdlMode::kOff);
   EXPECT_NE(error_of(M, {"runtime.max_batch=0"}).find("runtime.max_batch: got '0'"), std::string::npos);

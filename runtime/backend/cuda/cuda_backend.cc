@@ -53,6 +53,12 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   num_sms_ = prop.multiProcessorCount;
+  if (options.staged_gemv) {
+    // At most 216 KB a block, leaving an SM room for a small predecessor's block beside it.
+    constexpr size_t kStagedSmemMax = size_t(216) << 10;
+    gemv_options_.staged_sms = num_sms_;
+    gemv_options_.staged_smem = std::min(kStagedSmemMax, static_cast<size_t>(prop.sharedMemPerBlockOptin));
+  }
 
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -71,7 +77,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   TPS_CHECK(arena_bytes > reserved, "CUDA arena of ", arena_bytes, " bytes cannot hold the ", reserved,
             " bytes of workspace");
 
-  policy_ = std::make_unique<kernels::LaunchPolicy>(options.pdl);
+  policy_ = std::make_unique<kernels::LaunchPolicy>(options.pdl, options.staged_gemv);
   arena_ = std::make_unique<DeviceArena>(arena_bytes);
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   staging_bytes_ = std::max<size_t>(options.staging_bytes, 2 * 4096);
@@ -284,7 +290,7 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
     p.m = m;
     p.n = to_int(n, "out features");
     p.k = to_int(k, "in features");
-    kernels::launch_gemv(p, stream_, *policy_);
+    kernels::launch_gemv(p, stream_, *policy_, gemv_options_);
     return;
   }
   gemm_->run(x.data, w.data, out.data, out_f32, m, to_int(n, "out features"), to_int(k, "in features"),
@@ -337,7 +343,7 @@ void CudaBackend::norm_linear(Tensor residual, const Tensor* add, Tensor norm_w,
   n.normed = bf16_mut(normed);
   n.eps = eps;
   n.arrivals = gemv_norm_arrivals_;
-  kernels::launch_gemv_norm(p, n, stream_, *policy_);
+  kernels::launch_gemv_norm(p, n, stream_, *policy_, gemv_options_);
 }
 
 void CudaBackend::silu_mul(Tensor gate_up, Tensor out) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 
+#include "kernels/gemv.h"
 #include "kernels/policy.h"
 #include "kernels/sample.h"
 #include "runtime/backend/backend.h"
@@ -35,6 +36,9 @@ struct CudaBackendOptions {
   size_t cublas_workspace_bytes = size_t(32) << 20;
   size_t staging_bytes = size_t(32) << 20;  // pinned host buffers for copies, each way
   bool fused_norm_linear = true;            // norm_linear: the GEMV computes the norm (kernels/gemv.h)
+  // Small-M products whose weights fit in the SMs' shared memory take the staged GEMV (kernels/gemv.h,
+  // GemvLaunchOptions), and every kernel prefers the largest shared-memory carveout (kernels/launch.h).
+  bool staged_gemv = true;
 };
 
 // linear() uses the GEMV for up to this many rows and cuBLASLt above. The GEMV reads each weight once with
@@ -118,7 +122,8 @@ class CudaBackend final : public Backend {
   // Arrival counters of split decode attention: allocated and zeroed once, left zero by every launch.
   int32_t* attention_split_counters_ = nullptr;
   bool fused_norm_linear_ = true;
-  int32_t* gemv_norm_arrivals_ = nullptr;  // the fused norm GEMV's arrival counter (zeroed once, left zero)
+  kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
+  int32_t* gemv_norm_arrivals_ = nullptr;    // the fused norm GEMV's arrival counter (zeroed once, left zero)
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;

@@ -1,0 +1,190 @@
+// The staged GEMV (kernels/gemv.h, GemvLaunchOptions): about one block an SM, each owning T row tiles of 16
+// weight rows whole in shared memory. Warp w works on tile w / S and the k range w % S of it (S k splits). It
+// first issues asynchronous 16-byte copies (cp.async, no registers held) of exactly the weight pieces it will
+// read, in two groups (the halves of its k range), and only then waits for the predecessor grid: under PDL
+// the block becomes resident while the predecessor still runs, so the weight read overlaps it whole. The
+// activations go to shared memory (copied, or normalised as in gemv_norm), the warp's tensor-core tiles read
+// both from there (rows padded by 64 bytes: no bank conflicts), and the S partial tiles of a tile are summed
+// in a fixed order through shared memory that the weight rows no longer need.
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/gemv.h"
+#include "kernels/gemv_parts.cuh"
+#include "kernels/launch.h"
+#include "kernels/mma_tile.cuh"
+
+namespace tpserve::kernels {
+namespace {
+
+constexpr int kMaxStagedWarps = 32;
+constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
+
+__device__ __forceinline__ void cp_async_16(void* shared, const void* global) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// The warp's 16 rows (from tile_row0; rows >= N are skipped: their products are never stored), k blocks
+// [kb0, kb1), into w_tile ([16][row_elems] bf16). Consecutive lanes take consecutive 16-byte pieces of a row.
+__device__ __forceinline__ void copy_tile_async(const GemvParams& p, bf16* w_tile, int row_elems,
+                                                int tile_row0, int kb0, int kb1) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int vecs = (kb1 - kb0) * (kMmaK / kBf16PerVec);  // pieces a row
+  for (int i = lane; i < kMmaRows * vecs; i += kWarpSize) {
+    const int r = i / vecs, at = kb0 * kMmaK + (i % vecs) * kBf16PerVec;
+    if (tile_row0 + r < p.n)
+      cp_async_16(w_tile + r * row_elems + at, p.w + static_cast<int64_t>(tile_row0 + r) * p.k + at);
+  }
+  cp_async_commit();
+}
+
+// acc += the warp's tile over k blocks [kb0, kb1), A from w_tile, B from x_s ([M][row_elems]; rows >= M
+// read as zero).
+template <int NT>
+__device__ __forceinline__ void mma_shared(float (&acc)[NT][4], const bf16* w_tile, const bf16* x_s,
+                                           int row_elems, int m, int kb0, int kb1) {
+  const int lane = threadIdx.x % kWarpSize, g = lane / 4, q = lane % 4;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  const bf16* a_lo = w_tile + g * row_elems + q * kBf16PerVec;
+  const bf16* a_hi = a_lo + 8 * row_elems;
+#pragma unroll 4
+  for (int kb = kb0; kb < kb1; ++kb) {
+    const int at = kb * kMmaK;
+    const uint4 lo = load_vec(a_lo + at), hi = load_vec(a_hi + at);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int token = nt * kMmaCols + g;
+      const uint4 b = token < m ? load_vec(x_s + token * row_elems + at + q * kBf16PerVec) : zero;
+      mma_k32(acc[nt], lo, hi, b);
+    }
+  }
+}
+
+// Shared memory: the weight rows [T * 16][row_elems] (reused for the partial tiles once read), then the
+// activations [M][row_elems] at x_offset bytes.
+template <int NT, typename Out, bool kNorm>
+__global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
+    gemv_staged_kernel(const GemvParams p, const GemvNormParams n, int tiles_per_block, int k_splits,
+                       int x_offset) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int g = lane / 4, q = lane % 4;
+  const int row_elems = p.k + kNormRowPad;
+  const int tile = warp / k_splits, split = warp % k_splits;
+  const int tile_row0 = (blockIdx.x * tiles_per_block + tile) * kMmaRows;
+  bf16* w_tile = reinterpret_cast<bf16*>(smem) + tile * kMmaRows * row_elems;
+  bf16* x_s = reinterpret_cast<bf16*>(smem + x_offset);
+  int kb_begin, kb_end;
+  split_range(p.k / kMmaK, k_splits, split, kb_begin, kb_end);
+  const int kb_mid = kb_begin + (kb_end - kb_begin + 1) / 2;
+  copy_tile_async(p, w_tile, row_elems, tile_row0, kb_begin, kb_mid);
+  copy_tile_async(p, w_tile, row_elems, tile_row0, kb_mid, kb_end);
+
+  pdl_wait_then_trigger();  // the activations are predecessors' outputs
+  bool last = false;
+  if constexpr (kNorm) {
+    norm_rows_to_shared(p, n, x_s);
+    last = arrive_after_reading_inputs(n);
+  } else {
+    const int vecs = p.k / kBf16PerVec;
+    for (int i = threadIdx.x; i < p.m * vecs; i += blockDim.x)
+      store_vec(x_s + (i / vecs) * row_elems + (i % vecs) * kBf16PerVec,
+                load_vec(p.x + static_cast<int64_t>(i / vecs) * p.k + (i % vecs) * kBf16PerVec));
+    __syncthreads();
+  }
+
+  float acc[NT][4] = {};
+  cp_async_wait<1>();  // this thread's first half; __syncwarp makes the warp's copies visible to it
+  __syncwarp();
+  mma_shared<NT>(acc, w_tile, x_s, row_elems, p.m, kb_begin, kb_mid);
+  cp_async_wait<0>();
+  __syncwarp();
+  mma_shared<NT>(acc, w_tile, x_s, row_elems, p.m, kb_mid, kb_end);
+
+  __syncthreads();  // every warp is done with the weight rows: their space takes the partial tiles
+  float* partial = reinterpret_cast<float*>(smem);
+  auto slot = [&](int w, int nt, int i) { return ((w * NT + nt) * 4 + i) * kWarpSize + lane; };
+  if (split > 0) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[slot(warp, nt, i)] = acc[nt][i];
+  }
+  __syncthreads();
+  if (split == 0) {
+    for (int s = 1; s < k_splits; ++s)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] += partial[slot(warp + s, nt, i)];
+    store_tile<NT, Out>(p, acc, tile_row0 + g, tile_row0 + g + 8, q);
+  }
+  if constexpr (kNorm) {
+    write_normed_share(p, n, x_s);
+    if (last) write_residual(p, n);
+  }
+}
+
+struct StagedShape {
+  int tiles_per_block = 0, k_splits = 0, blocks = 0;
+  size_t x_offset = 0, smem = 0;
+};
+
+// T = the row tiles an SM must hold for one wave; S = k splits, so that each warp has >= 4 k blocks and the
+// block at most 32 warps. False where K is not whole k blocks or the block's shared memory exceeds the limit.
+bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_tiles, StagedShape& s) {
+  if (p.k % kMmaK != 0 || p.m < 1 || p.m > kGemvMaxTokens || p.n < 1 || o.staged_sms < 1) return false;
+  const int tiles = (p.n + kMmaRows - 1) / kMmaRows, k_blocks = p.k / kMmaK;
+  s.tiles_per_block = (tiles + o.staged_sms - 1) / o.staged_sms;
+  if (s.tiles_per_block > kMaxStagedWarps) return false;
+  s.k_splits = std::max(1, std::min({k_blocks, kMaxStagedWarps / s.tiles_per_block,
+                                     (k_blocks + kMinKBlocksPerWarp - 1) / kMinKBlocksPerWarp}));
+  s.blocks = (tiles + s.tiles_per_block - 1) / s.tiles_per_block;
+  const size_t row_bytes = static_cast<size_t>(p.k + kNormRowPad) * sizeof(bf16);
+  const size_t weights = s.tiles_per_block * kMmaRows * row_bytes;
+  const size_t partials =
+      static_cast<size_t>(s.tiles_per_block) * s.k_splits * token_tiles * 4 * kWarpSize * 4;
+  s.x_offset = std::max(weights, partials);
+  s.smem = s.x_offset + p.m * row_bytes;
+  return s.smem <= o.staged_smem;
+}
+
+template <int NT, bool kNorm>
+void launch_staged(const GemvParams& p, const GemvNormParams& n, const StagedShape& s, cudaStream_t stream,
+                   const LaunchPolicy& policy) {
+  const dim3 grid(s.blocks), block(s.tiles_per_block * s.k_splits * kWarpSize);
+  const int x_offset = static_cast<int>(s.x_offset);
+  if (p.out_f32 != nullptr)
+    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, float, kNorm>, grid, block, s.smem,
+           stream, p, n, s.tiles_per_block, s.k_splits, x_offset);
+  else
+    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, bf16, kNorm>, grid, block, s.smem,
+           stream, p, n, s.tiles_per_block, s.k_splits, x_offset);
+}
+
+}  // namespace
+
+bool launch_gemv_staged(const GemvParams& p, const GemvNormParams* norm, const GemvLaunchOptions& options,
+                        cudaStream_t stream, const LaunchPolicy& policy) {
+  const int token_tiles = p.m <= kMmaCols ? 1 : 2;
+  StagedShape s;
+  if (norm != nullptr && token_tiles != 1) return false;  // gemv_norm_fits: one token tile
+  if (!staged_shape(p, options, token_tiles, s)) return false;
+  if (norm != nullptr)
+    launch_staged<1, true>(p, *norm, s, stream, policy);
+  else if (token_tiles == 1)
+    launch_staged<1, false>(p, GemvNormParams{}, s, stream, policy);
+  else
+    launch_staged<2, false>(p, GemvNormParams{}, s, stream, policy);
+  return true;
+}
+
+}  // namespace tpserve::kernels
