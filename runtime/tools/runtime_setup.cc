@@ -61,6 +61,7 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.gpu_memory_fraction = config_.runtime.gpu_memory_fraction;
     options.fused_norm_linear = config_.runtime.fused_norm_linear;
     options.staged_gemv = config_.runtime.staged_gemv;
+    options.gemv_max_rows = config_.runtime.gemv_max_rows;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

@@ -230,6 +230,8 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.fused_norm_linear);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.fused_norm_linear=false"}).runtime.fused_norm_linear);
   EXPECT_TRUE(c.runtime.staged_gemv);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.gemv_max_rows=4"}).runtime.gemv_max_rows, 4);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.gemv_max_rows=17"}), ConfigError);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.staged_gemv=false"}).runtime.staged_gemv);
   EXPECT_EQ(c.cuda_graph.capture_sizes, (std::vector<int>{1, 2, 8}));
   EXPECT_EQ(c.launch.pdl.sites[static_cast<int>(kernels::Site::kSampling)], kernels::PdlMode::kOff);

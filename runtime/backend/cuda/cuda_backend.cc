@@ -44,7 +44,9 @@ int cuda_device_count(std::string* why) {
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : device_(options.device), fused_norm_linear_(options.fused_norm_linear) {
+    : device_(options.device),
+      fused_norm_linear_(options.fused_norm_linear),
+      gemv_max_rows_(options.gemv_max_rows) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");
@@ -53,6 +55,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   num_sms_ = prop.multiProcessorCount;
+  TPS_CHECK(gemv_max_rows_ >= 0 && gemv_max_rows_ <= kLinearGemvMaxRows, "CUDA backend: gemv_max_rows ",
+            gemv_max_rows_, " (0 to ", kLinearGemvMaxRows, ")");
   if (options.staged_gemv) {
     // At most 216 KB a block, leaving an SM room for a small predecessor's block beside it.
     constexpr size_t kStagedSmemMax = size_t(216) << 10;
@@ -279,7 +283,7 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
   const int m = to_int(x.numel() / k, "rows");
   if (m == 0) return;
   const bool out_f32 = out.dtype == DType::kF32;
-  if (m <= kLinearGemvMaxRows) {
+  if (m <= gemv_max_rows_ && w.nbytes() < kLinearCublasMinWeightBytes) {
     kernels::GemvParams p;
     p.x = bf16_ptr(x);
     p.w = bf16_ptr(w);
@@ -300,8 +304,7 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
 void CudaBackend::norm_linear(Tensor residual, const Tensor* add, Tensor norm_w, float eps, Tensor normed,
                               Tensor w, Tensor out) {
   const int64_t k = residual.dim(-1), m = residual.numel() / std::max<int64_t>(k, 1);
-  const bool fused = fused_norm_linear_ && w.ndim == 2 && w.dim(1) == k && m >= 1 &&
-                     m <= kLinearGemvMaxRows &&
+  const bool fused = fused_norm_linear_ && w.ndim == 2 && w.dim(1) == k && m >= 1 && m <= gemv_max_rows_ &&
                      kernels::gemv_norm_fits(static_cast<int>(m), static_cast<int>(k));
   if (!fused) {
     Backend::norm_linear(residual, add, norm_w, eps, normed, w, out);

@@ -26,6 +26,15 @@ class DeviceArena;
 class ScratchRegion;
 class CublasLtGemm;
 
+// linear() uses the GEMV for up to this many rows and cuBLASLt above. The GEMV reads each weight once with
+// 16-byte loads whatever M is (up to 16), where cuBLASLt pads M to its tile (64+) and splits K; above 16
+// rows the tensor-core GEMM tiles of cuBLASLt win. Benchmarked by bench/ops.
+inline constexpr int kLinearGemvMaxRows = 16;
+// Weights of at least this many bytes (an lm_head: 622 MB for Qwen3-30B-A3B) take cuBLASLt whatever M: its
+// tiles stream such a matrix at 91-93% of HBM bandwidth at M = 1-16, where the GEMV reaches 47-86% (bench/ops
+// on an H200, docs/PERF.md); PDL overlap is negligible against a 150 us read.
+inline constexpr size_t kLinearCublasMinWeightBytes = size_t(64) << 20;
+
 struct CudaBackendOptions {
   int device = 0;
   kernels::PdlSettings pdl;  // kill_switch: the caller fills it from the environment
@@ -39,12 +48,9 @@ struct CudaBackendOptions {
   // Small-M products whose weights fit in the SMs' shared memory take the staged GEMV (kernels/gemv.h,
   // GemvLaunchOptions), and every kernel prefers the largest shared-memory carveout (kernels/launch.h).
   bool staged_gemv = true;
+  // linear() takes the GEMV for up to this many rows (at most kLinearGemvMaxRows) and cuBLASLt above.
+  int gemv_max_rows = kLinearGemvMaxRows;
 };
-
-// linear() uses the GEMV for up to this many rows and cuBLASLt above. The GEMV reads each weight once with
-// 16-byte loads whatever M is (up to 16), where cuBLASLt pads M to its tile (64+) and splits K; above 16
-// rows the tensor-core GEMM tiles of cuBLASLt win. Benchmarked by bench/ops.
-inline constexpr int kLinearGemvMaxRows = 16;
 
 class CudaBackend final : public Backend {
  public:
@@ -122,8 +128,9 @@ class CudaBackend final : public Backend {
   // Arrival counters of split decode attention: allocated and zeroed once, left zero by every launch.
   int32_t* attention_split_counters_ = nullptr;
   bool fused_norm_linear_ = true;
-  kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
-  int32_t* gemv_norm_arrivals_ = nullptr;    // the fused norm GEMV's arrival counter (zeroed once, left zero)
+  kernels::GemvLaunchOptions gemv_options_;
+  int gemv_max_rows_ = kLinearGemvMaxRows;  // staged_sms = 0 where staging is off
+  int32_t* gemv_norm_arrivals_ = nullptr;   // the fused norm GEMV's arrival counter (zeroed once, left zero)
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;
