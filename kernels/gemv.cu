@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarpSize)
   split_range((p.k + kMmaK - 1) / kMmaK, warps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
   warp_tile_mma_hooked<NT, kUnroll>(acc, a_lo, a_hi, b, p.k, kb_begin, kb_end, [&] {
+    prefetch_norm_weight(n, p.k);
     pdl_wait_then_trigger();  // residual and add are predecessors' outputs
     norm_rows_to_shared(p, n, x_s);
     last = arrive_after_reading_inputs(n);

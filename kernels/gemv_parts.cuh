@@ -35,38 +35,91 @@ __device__ __forceinline__ void store_tile(const GemvParams& p, const float (&ac
 // 128-byte wavefront (two rows x four 16-byte pieces) hit distinct banks.
 inline constexpr int kNormRowPad = 32;
 
-// Rows of x = rmsnorm(residual [+ add]) * w into x_s ([M][K + pad] bf16), one warp per row; then a barrier.
+// Before pdl_wait(): the norm weight (a weight: no predecessor writes it) into L2, so that
+// norm_rows_to_shared() does not wait for HBM after the barrier.
+__device__ inline void prefetch_norm_weight(const GemvNormParams& n, int k) {
+  constexpr int kLineElems = 128 / sizeof(bf16);
+  for (int at = threadIdx.x * kLineElems; at < k; at += blockDim.x * kLineElems)
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(n.norm_weight + at));
+}
+
+// Rows of x = rmsnorm(residual [+ add]) * w into x_s ([M][K + pad] bf16), with kernels/rmsnorm.h's
+// arithmetic (the residual rounded to bf16 before its squares are summed); then a barrier. This runs after
+// pdl_wait(), on the kernel's critical path: each row is split over a group of warps and every lane issues
+// its loads before using any, so the inputs cost about one round trip to L2; the group's partial sums of
+// squares meet in shared memory in a fixed order (deterministic).
+inline constexpr int kNormMaxRows = 16, kNormMaxWarps = 32, kNormPieces = 2;
 __device__ inline void norm_rows_to_shared(const GemvParams& p, const GemvNormParams& n, bf16* x_s) {
+  __shared__ float sums_s[kNormMaxRows][kNormMaxWarps];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
+  const int group = max(1, warps / p.m), rows_a_pass = warps / group, member = warp % group;
   const int vectors = p.k / kBf16PerVec, stride = p.k + kNormRowPad;
-  for (int r = warp; r < p.m; r += warps) {
+  const int per_warp = (vectors + group - 1) / group, first = member * per_warp;
+  const int last = min(vectors, first + per_warp);
+  for (int r = warp / group; r < p.m && warp < rows_a_pass * group; r += rows_a_pass) {
     const int64_t base = static_cast<int64_t>(r) * p.k;
     bf16* row = x_s + r * stride;
     float sum_sq = 0.0f;
-    for (int vec = lane; vec < vectors; vec += kWarpSize) {  // the (rounded) residual into the row
-      uint4 piece = load_vec(n.residual + base + vec * kBf16PerVec);
-      float v[kBf16PerVec];
-      unpack_bf16x8(piece, v);
-      if (n.add != nullptr) {
-        float a[kBf16PerVec];
-        unpack_bf16x8(load_vec(n.add + base + vec * kBf16PerVec), a);
+    for (int v0 = first; v0 < last; v0 += kWarpSize * kNormPieces) {
+      uint4 res[kNormPieces], add[kNormPieces];
 #pragma unroll
-        for (int j = 0; j < kBf16PerVec; ++j) v[j] += a[j];
-        piece = pack_bf16x8(v);
-        unpack_bf16x8(piece, v);  // normalise the stored (rounded) residual
+      for (int j = 0; j < kNormPieces; ++j) {  // every load first
+        const int vec = v0 + lane + j * kWarpSize;
+        if (vec < last) {
+          res[j] = load_vec(n.residual + base + vec * kBf16PerVec);
+          if (n.add != nullptr) add[j] = load_vec(n.add + base + vec * kBf16PerVec);
+        }
       }
-      store_vec(row + vec * kBf16PerVec, piece);
 #pragma unroll
-      for (int j = 0; j < kBf16PerVec; ++j) sum_sq += v[j] * v[j];
+      for (int j = 0; j < kNormPieces; ++j) {
+        const int vec = v0 + lane + j * kWarpSize;
+        if (vec >= last) continue;
+        float v[kBf16PerVec];
+        uint4 piece = res[j];
+        unpack_bf16x8(piece, v);
+        if (n.add != nullptr) {
+          float a[kBf16PerVec];
+          unpack_bf16x8(add[j], a);
+#pragma unroll
+          for (int i = 0; i < kBf16PerVec; ++i) v[i] += a[i];
+          piece = pack_bf16x8(v);
+          unpack_bf16x8(piece, v);  // normalise the stored (rounded) residual
+        }
+        store_vec(row + vec * kBf16PerVec, piece);
+#pragma unroll
+        for (int i = 0; i < kBf16PerVec; ++i) sum_sq += v[i] * v[i];
+      }
     }
-    const float inv = 1.0f / sqrtf(warp_sum(sum_sq) / static_cast<float>(p.k) + n.eps);
-    for (int vec = lane; vec < vectors; vec += kWarpSize) {  // normalised in place (this lane's pieces)
-      float v[kBf16PerVec], w[kBf16PerVec], y[kBf16PerVec];
-      unpack_bf16x8(load_vec(row + vec * kBf16PerVec), v);
-      unpack_bf16x8(load_vec(n.norm_weight + vec * kBf16PerVec), w);
+    sum_sq = warp_sum(sum_sq);
+    if (lane == 0) sums_s[r][member] = sum_sq;
+  }
+  __syncthreads();
+  for (int r = warp / group; r < p.m && warp < rows_a_pass * group; r += rows_a_pass) {
+    float total = 0.0f;
+    for (int m = 0; m < group; ++m) total += sums_s[r][m];
+    const float inv = 1.0f / sqrtf(total / static_cast<float>(p.k) + n.eps);
+    bf16* row = x_s + r * stride;
+    for (int v0 = first; v0 < last; v0 += kWarpSize * kNormPieces) {  // this warp's pieces, in place
+      uint4 xs[kNormPieces], ws[kNormPieces];
 #pragma unroll
-      for (int j = 0; j < kBf16PerVec; ++j) y[j] = w[j] * (v[j] * inv);
-      store_vec(row + vec * kBf16PerVec, pack_bf16x8(y));
+      for (int j = 0; j < kNormPieces; ++j) {  // every load first
+        const int vec = v0 + lane + j * kWarpSize;
+        if (vec < last) {
+          xs[j] = load_vec(row + vec * kBf16PerVec);
+          ws[j] = load_vec(n.norm_weight + vec * kBf16PerVec);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kNormPieces; ++j) {
+        const int vec = v0 + lane + j * kWarpSize;
+        if (vec >= last) continue;
+        float v[kBf16PerVec], w[kBf16PerVec], y[kBf16PerVec];
+        unpack_bf16x8(xs[j], v);
+        unpack_bf16x8(ws[j], w);
+#pragma unroll
+        for (int i = 0; i < kBf16PerVec; ++i) y[i] = w[i] * (v[i] * inv);
+        store_vec(row + vec * kBf16PerVec, pack_bf16x8(y));
+      }
     }
   }
   __syncthreads();

@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   const int kb_mid = kb_begin + (kb_end - kb_begin + 1) / 2;
   copy_tile_async(p, w_tile, row_elems, tile_row0, kb_begin, kb_mid);
   copy_tile_async(p, w_tile, row_elems, tile_row0, kb_mid, kb_end);
+  if constexpr (kNorm) prefetch_norm_weight(n, p.k);
 
   pdl_wait_then_trigger();  // the activations are predecessors' outputs
   bool last = false;

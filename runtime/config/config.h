@@ -58,10 +58,12 @@ struct RuntimeConfig {
   int num_kv_blocks = 0;  // 0 = sized from memory (CPU backend: enough for max_batch x max_seq_len)
   int max_num_batched_tokens = 512;  // tokens per step: decode rows + prefill chunks
   int sampling_candidates = 256;     // best logits kept per rank and row; top-p/top-k act within them
+  // CUDA: small-M GEMVs stage their weights in shared memory (kernels/gemv.h).
   bool staged_gemv = true;
-  int gemv_max_rows = 16;  // CUDA: linear() takes the GEMV up to this many rows, cuBLASLt above           //
-                           // CUDA: small-M GEMVs stage their weights in shared memory (kernels/gemv.h)
-  bool fused_norm_linear = true;  // CUDA: RMSNorm computed inside the next GEMV (QKV, router) at decode
+  // CUDA: linear() takes the GEMV up to this many rows, cuBLASLt above (0-16).
+  int gemv_max_rows = 8;
+  // CUDA: the RMSNorm before the QKV projection and the MoE router computed inside that GEMV, at decode.
+  bool fused_norm_linear = true;
 };
 
 struct CudaGraphConfig {

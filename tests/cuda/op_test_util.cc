@@ -26,6 +26,7 @@ Tensor alloc(Backend& backend, DType dtype, const std::vector<int64_t>& shape) {
 Backends::Backends(size_t arena_bytes, size_t workspace_bytes, bool staged_gemv) : cpu_(make_cpu_backend()) {
   CudaBackendOptions options;
   options.staged_gemv = staged_gemv;
+  options.gemv_max_rows = kLinearGemvMaxRows;  // every GEMV shape reachable by configuration is tested
   options.arena_bytes = arena_bytes;
   options.workspace_bytes = workspace_bytes;
   options.cublas_workspace_bytes = size_t(32) << 20;

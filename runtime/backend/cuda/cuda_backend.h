@@ -49,7 +49,7 @@ struct CudaBackendOptions {
   // GemvLaunchOptions), and every kernel prefers the largest shared-memory carveout (kernels/launch.h).
   bool staged_gemv = true;
   // linear() takes the GEMV for up to this many rows (at most kLinearGemvMaxRows) and cuBLASLt above.
-  int gemv_max_rows = kLinearGemvMaxRows;
+  int gemv_max_rows = 8;
 };
 
 class CudaBackend final : public Backend {
@@ -128,9 +128,9 @@ class CudaBackend final : public Backend {
   // Arrival counters of split decode attention: allocated and zeroed once, left zero by every launch.
   int32_t* attention_split_counters_ = nullptr;
   bool fused_norm_linear_ = true;
-  kernels::GemvLaunchOptions gemv_options_;
-  int gemv_max_rows_ = kLinearGemvMaxRows;  // staged_sms = 0 where staging is off
-  int32_t* gemv_norm_arrivals_ = nullptr;   // the fused norm GEMV's arrival counter (zeroed once, left zero)
+  kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
+  int gemv_max_rows_ = kLinearGemvMaxRows;
+  int32_t* gemv_norm_arrivals_ = nullptr;  // the fused norm GEMV's arrival counter (zeroed once, left zero)
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;
