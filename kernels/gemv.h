@@ -33,30 +33,9 @@ struct GemvLaunchOptions {
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,
                  const GemvLaunchOptions& options = {});
 
-// The GEMV with its activations computed in the kernel: x = rmsnorm(residual [+ add]) * norm_weight, with
-// kernels/rmsnorm.h's arithmetic, rounded to bf16 (GemvParams::x is unused). Every block normalises the M
-// rows into shared memory (after issuing its first weight loads, whose latency hides the norm) and writes
-// its share of `normed`; with `add`, the last block to have read the inputs (an arrival counter it resets)
-// writes the new residual, so that no block reads a residual another has already updated. One launch instead
-// of rmsnorm + GEMV.
-struct GemvNormParams {
-  bf16* residual = nullptr;           // [M, K] the norm's input; with add: residual += add (stored in bf16)
-  const bf16* add = nullptr;          // [M, K] or nullptr (plain RMSNorm of residual)
-  const bf16* norm_weight = nullptr;  // [K]
-  bf16* normed = nullptr;             // [M, K] out: the activations (for later consumers); not aliasing above
-  float eps = 1e-6f;
-  int32_t* arrivals = nullptr;  // one counter, zeroed once and left zero by every launch (used with add)
-};
-
-// Whether M rows of K suit the kernel: M <= 8 (one token tile) and the rows within its shared memory.
-bool gemv_norm_fits(int m, int k);
-void launch_gemv_norm(const GemvParams& p, const GemvNormParams& norm, cudaStream_t stream,
-                      const LaunchPolicy& policy, const GemvLaunchOptions& options = {});
-
-// The staged kernel (see GemvLaunchOptions) for `p`, with its activations computed as launch_gemv_norm's
-// where norm != nullptr. Launches nothing and returns false where the shape does not suit it (K not a
-// multiple of 32, or the weight rows and activations beyond staged_smem).
-bool launch_gemv_staged(const GemvParams& p, const GemvNormParams* norm, const GemvLaunchOptions& options,
-                        cudaStream_t stream, const LaunchPolicy& policy);
+// The staged kernel (see GemvLaunchOptions) for `p`. Launches nothing and returns false where the shape does
+// not suit it (K not a multiple of 32, or the weight rows and activations beyond staged_smem).
+bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, cudaStream_t stream,
+                        const LaunchPolicy& policy);
 
 }  // namespace tpserve::kernels

@@ -3,7 +3,7 @@
 // first issues asynchronous 16-byte copies (cp.async, no registers held) of exactly the weight pieces it will
 // read, in two groups (the halves of its k range), and only then waits for the predecessor grid: under PDL
 // the block becomes resident while the predecessor still runs, so the weight read overlaps it whole. The
-// activations go to shared memory (copied, or normalised as in gemv_norm), the warp's tensor-core tiles read
+// activations are copied to shared memory, the warp's tensor-core tiles read
 // both from there (rows padded by 64 bytes: no bank conflicts), and the S partial tiles of a tile are summed
 // in a fixed order through shared memory that the weight rows no longer need.
 #include <algorithm>
@@ -18,6 +18,9 @@ namespace tpserve::kernels {
 namespace {
 
 constexpr int kMaxStagedWarps = 32;
+// bf16 of padding per shared row: consecutive rows start 64 bytes apart in the banks, so the 8 threads of a
+// 128-byte wavefront (two rows x four 16-byte pieces) hit distinct banks.
+constexpr int kRowPad = 32;
 constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
 
 __device__ __forceinline__ void cp_async_16(void* shared, const void* global) {
@@ -70,14 +73,13 @@ __device__ __forceinline__ void mma_shared(float (&acc)[NT][4], const bf16* w_ti
 
 // Shared memory: the weight rows [T * 16][row_elems] (reused for the partial tiles once read), then the
 // activations [M][row_elems] at x_offset bytes.
-template <int NT, typename Out, bool kNorm>
+template <int NT, typename Out>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
-    gemv_staged_kernel(const GemvParams p, const GemvNormParams n, int tiles_per_block, int k_splits,
-                       int x_offset) {
+    gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, q = lane % 4;
-  const int row_elems = p.k + kNormRowPad;
+  const int row_elems = p.k + kRowPad;
   const int tile = warp / k_splits, split = warp % k_splits;
   const int tile_row0 = (blockIdx.x * tiles_per_block + tile) * kMmaRows;
   bf16* w_tile = reinterpret_cast<bf16*>(smem) + tile * kMmaRows * row_elems;
@@ -87,20 +89,13 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   const int kb_mid = kb_begin + (kb_end - kb_begin + 1) / 2;
   copy_tile_async(p, w_tile, row_elems, tile_row0, kb_begin, kb_mid);
   copy_tile_async(p, w_tile, row_elems, tile_row0, kb_mid, kb_end);
-  if constexpr (kNorm) prefetch_norm_weight(n, p.k);
 
   pdl_wait_then_trigger();  // the activations are predecessors' outputs
-  bool last = false;
-  if constexpr (kNorm) {
-    norm_rows_to_shared(p, n, x_s);
-    last = arrive_after_reading_inputs(n);
-  } else {
-    const int vecs = p.k / kBf16PerVec;
-    for (int i = threadIdx.x; i < p.m * vecs; i += blockDim.x)
-      store_vec(x_s + (i / vecs) * row_elems + (i % vecs) * kBf16PerVec,
-                load_vec(p.x + static_cast<int64_t>(i / vecs) * p.k + (i % vecs) * kBf16PerVec));
-    __syncthreads();
-  }
+  const int vecs = p.k / kBf16PerVec;
+  for (int i = threadIdx.x; i < p.m * vecs; i += blockDim.x)
+    store_vec(x_s + (i / vecs) * row_elems + (i % vecs) * kBf16PerVec,
+              load_vec(p.x + static_cast<int64_t>(i / vecs) * p.k + (i % vecs) * kBf16PerVec));
+  __syncthreads();
 
   float acc[NT][4] = {};
   cp_async_wait<1>();  // this thread's first half; __syncwarp makes the warp's copies visible to it
@@ -128,10 +123,6 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
         for (int i = 0; i < 4; ++i) acc[nt][i] += partial[slot(warp + s, nt, i)];
     store_tile<NT, Out>(p, acc, tile_row0 + g, tile_row0 + g + 8, q);
   }
-  if constexpr (kNorm) {
-    write_normed_share(p, n, x_s);
-    if (last) write_residual(p, n);
-  }
 }
 
 struct StagedShape {
@@ -149,7 +140,7 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
   s.k_splits = std::max(1, std::min({k_blocks, kMaxStagedWarps / s.tiles_per_block,
                                      (k_blocks + kMinKBlocksPerWarp - 1) / kMinKBlocksPerWarp}));
   s.blocks = (tiles + s.tiles_per_block - 1) / s.tiles_per_block;
-  const size_t row_bytes = static_cast<size_t>(p.k + kNormRowPad) * sizeof(bf16);
+  const size_t row_bytes = static_cast<size_t>(p.k + kRowPad) * sizeof(bf16);
   const size_t weights = s.tiles_per_block * kMmaRows * row_bytes;
   const size_t partials =
       static_cast<size_t>(s.tiles_per_block) * s.k_splits * token_tiles * 4 * kWarpSize * 4;
@@ -158,33 +149,30 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
   return s.smem <= o.staged_smem;
 }
 
-template <int NT, bool kNorm>
-void launch_staged(const GemvParams& p, const GemvNormParams& n, const StagedShape& s, cudaStream_t stream,
+template <int NT>
+void launch_staged(const GemvParams& p, const StagedShape& s, cudaStream_t stream,
                    const LaunchPolicy& policy) {
   const dim3 grid(s.blocks), block(s.tiles_per_block * s.k_splits * kWarpSize);
   const int x_offset = static_cast<int>(s.x_offset);
   if (p.out_f32 != nullptr)
-    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, float, kNorm>, grid, block, s.smem,
-           stream, p, n, s.tiles_per_block, s.k_splits, x_offset);
+    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, float>, grid, block, s.smem, stream, p,
+           s.tiles_per_block, s.k_splits, x_offset);
   else
-    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, bf16, kNorm>, grid, block, s.smem,
-           stream, p, n, s.tiles_per_block, s.k_splits, x_offset);
+    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, bf16>, grid, block, s.smem, stream, p,
+           s.tiles_per_block, s.k_splits, x_offset);
 }
 
 }  // namespace
 
-bool launch_gemv_staged(const GemvParams& p, const GemvNormParams* norm, const GemvLaunchOptions& options,
-                        cudaStream_t stream, const LaunchPolicy& policy) {
+bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, cudaStream_t stream,
+                        const LaunchPolicy& policy) {
   const int token_tiles = p.m <= kMmaCols ? 1 : 2;
   StagedShape s;
-  if (norm != nullptr && token_tiles != 1) return false;  // gemv_norm_fits: one token tile
   if (!staged_shape(p, options, token_tiles, s)) return false;
-  if (norm != nullptr)
-    launch_staged<1, true>(p, *norm, s, stream, policy);
-  else if (token_tiles == 1)
-    launch_staged<1, false>(p, GemvNormParams{}, s, stream, policy);
+  if (token_tiles == 1)
+    launch_staged<1>(p, s, stream, policy);
   else
-    launch_staged<2, false>(p, GemvNormParams{}, s, stream, policy);
+    launch_staged<2>(p, s, stream, policy);
   return true;
 }
 

@@ -39,13 +39,9 @@ __device__ __forceinline__ void mma_k32(float (&c)[4], const uint4& a_lo, const 
 // b[nt]: its B column nt * 8 + g, nullptr = a zero column. With kWaitInside, the first A loads (weights,
 // written before the step) are issued before pdl_wait(), so they overlap the predecessor's tail; B is only
 // read after it.
-//
-// warp_tile_mma_hooked runs `after_first_loads()` (every thread of the block) where warp_tile_mma waits:
-// after the first A loads are issued and before anything of B is read, so that B may be computed there.
-template <int NT, int kUnroll, typename AfterFirstLoads>
-__device__ __forceinline__ void warp_tile_mma_hooked(float (&acc)[NT][4], const bf16* a_lo, const bf16* a_hi,
-                                                     const bf16* const (&b)[NT], int k, int kb_begin,
-                                                     int kb_end, AfterFirstLoads after_first_loads) {
+template <int NT, int kUnroll, bool kWaitInside>
+__device__ __forceinline__ void warp_tile_mma(float (&acc)[NT][4], const bf16* a_lo, const bf16* a_hi,
+                                              const bf16* const (&b)[NT], int k, int kb_begin, int kb_end) {
   const int q = (threadIdx.x % kWarpSize) % 4;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   uint4 ra_lo[kUnroll], ra_hi[kUnroll];
@@ -59,7 +55,7 @@ __device__ __forceinline__ void warp_tile_mma_hooked(float (&acc)[NT][4], const 
     }
   };
   load_a(kb_begin);
-  after_first_loads();
+  if constexpr (kWaitInside) pdl_wait_then_trigger();
   for (int kb0 = kb_begin; kb0 < kb_end; kb0 += kUnroll) {
     if (kb0 != kb_begin) load_a(kb0);
     uint4 rb[kUnroll][NT];
@@ -75,14 +71,6 @@ __device__ __forceinline__ void warp_tile_mma_hooked(float (&acc)[NT][4], const 
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) mma_k32(acc[nt], ra_lo[u], ra_hi[u], rb[u][nt]);
   }
-}
-
-template <int NT, int kUnroll, bool kWaitInside>
-__device__ __forceinline__ void warp_tile_mma(float (&acc)[NT][4], const bf16* a_lo, const bf16* a_hi,
-                                              const bf16* const (&b)[NT], int k, int kb_begin, int kb_end) {
-  warp_tile_mma_hooked<NT, kUnroll>(acc, a_lo, a_hi, b, k, kb_begin, kb_end, [] {
-    if constexpr (kWaitInside) pdl_wait_then_trigger();
-  });
 }
 
 // Splits `blocks` k blocks into `parts` contiguous ranges; returns range `part` as [begin, end).

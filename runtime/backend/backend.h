@@ -120,16 +120,6 @@ class Backend {
   virtual void add(Tensor inout /*[T, H]*/, Tensor x /*[T, H]*/) = 0;
   // out[T, N] = x[T, K] * w[N, K]^T (weights in [out, in] layout as in checkpoints).
   virtual void linear(Tensor x, Tensor w, Tensor out) = 0;
-  // normed = rmsnorm(residual) * norm_w, or with `add`: add_rmsnorm(residual, *add, ...); then
-  // linear(normed, w, out). One op, so that a backend can compute the norm inside the product's kernel.
-  virtual void norm_linear(Tensor residual /*[T, H]*/, const Tensor* add /*[T, H] or null*/, Tensor norm_w,
-                           float eps, Tensor normed /*[T, H]*/, Tensor w /*[N, H]*/, Tensor out /*[T, N]*/) {
-    if (add != nullptr)
-      add_rmsnorm(residual, *add, norm_w, eps, normed);
-    else
-      rmsnorm(residual, norm_w, eps, normed);
-    linear(normed, w, out);
-  }
   // From qkv [T, (Hq + 2 Hkv) * D]: per-head RMSNorm of q and k (weights [D]), RoPE (neox half split) at
   // positions, k and v written to the cache at slot_mapping; q [T, Hq * D] out.
   virtual void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w,

@@ -107,9 +107,9 @@ std::string config_to_yaml(const Config& c) {
       << r.kv_block_size << YAML::Key << "gpu_memory_fraction" << YAML::Value << r.gpu_memory_fraction
       << YAML::Key << "num_kv_blocks" << YAML::Value << r.num_kv_blocks << YAML::Key
       << "max_num_batched_tokens" << YAML::Value << r.max_num_batched_tokens << YAML::Key
-      << "sampling_candidates" << YAML::Value << r.sampling_candidates << YAML::Key << "fused_norm_linear"
-      << YAML::Value << r.fused_norm_linear << YAML::Key << "staged_gemv" << YAML::Value << r.staged_gemv
-      << YAML::Key << "gemv_max_rows" << YAML::Value << r.gemv_max_rows << YAML::EndMap;
+      << "sampling_candidates" << YAML::Value << r.sampling_candidates << YAML::Key << "staged_gemv"
+      << YAML::Value << r.staged_gemv << YAML::Key << "gemv_max_rows" << YAML::Value << r.gemv_max_rows
+      << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

@@ -62,8 +62,6 @@ struct RuntimeConfig {
   bool staged_gemv = true;
   // CUDA: linear() takes the GEMV up to this many rows, cuBLASLt above (0-16).
   int gemv_max_rows = 8;
-  // CUDA: the RMSNorm before the QKV projection and the MoE router computed inside that GEMV, at decode.
-  bool fused_norm_linear = true;
 };
 
 struct CudaGraphConfig {

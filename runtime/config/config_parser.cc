@@ -217,10 +217,9 @@ void read_parallel(const YAML::Node& root, Config& c, Problems& p) {
 }
 
 void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
-  Section s(
-      root["runtime"], "runtime", p,
-      {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks",
-       "max_num_batched_tokens", "sampling_candidates", "fused_norm_linear", "gemv_max_rows", "staged_gemv"});
+  Section s(root["runtime"], "runtime", p,
+            {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks",
+             "max_num_batched_tokens", "sampling_candidates", "gemv_max_rows", "staged_gemv"});
   s.choice<BackendKind>(
       "backend", c.runtime.backend,
       {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
@@ -231,7 +230,6 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.integer("num_kv_blocks", c.runtime.num_kv_blocks, 0, 1 << 30);
   s.integer("max_num_batched_tokens", c.runtime.max_num_batched_tokens, 1, 1 << 20);
   s.integer("sampling_candidates", c.runtime.sampling_candidates, 1, 4096);
-  s.boolean("fused_norm_linear", c.runtime.fused_norm_linear);
   s.boolean("staged_gemv", c.runtime.staged_gemv);
   s.integer("gemv_max_rows", c.runtime.gemv_max_rows, 0, 16);
   if (c.runtime.max_num_batched_tokens < c.runtime.max_batch)

@@ -264,7 +264,7 @@ void Qwen3MoeModel::all_reduce(Tensor t) {
 }
 
 void Qwen3MoeModel::reduce_add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out,
-                                       bool partial, const Tensor* next_w, Tensor next_out) {
+                                       bool partial) {
   if (partial && comm_.size() > 1) {
     const int64_t hidden = x.dim(-1), rows = x.numel() / std::max<int64_t>(hidden, 1);
     TPS_CHECK(residual.numel() == x.numel() && out.numel() == x.numel() && w.numel() == hidden,
@@ -273,16 +273,11 @@ void Qwen3MoeModel::reduce_add_rmsnorm(Tensor residual, Tensor x, Tensor w, floa
     const bool bf16 = x.dtype == DType::kBF16 && residual.dtype == DType::kBF16 && w.dtype == DType::kBF16 &&
                       out.dtype == DType::kBF16;
     if (bf16 && comm_.all_reduce_add_rmsnorm(x.data, residual.data, w.data, out.data, static_cast<int>(rows),
-                                             static_cast<int>(hidden), eps)) {
-      if (next_w != nullptr) backend_.linear(out, *next_w, next_out);
+                                             static_cast<int>(hidden), eps))
       return;
-    }
     all_reduce(x);
   }
-  if (next_w != nullptr)
-    backend_.norm_linear(residual, &x, w, eps, out, *next_w, next_out);
-  else
-    backend_.add_rmsnorm(residual, x, w, eps, out);
+  backend_.add_rmsnorm(residual, x, w, eps, out);
 }
 
 // Expert parallelism with all-to-all dispatch: each rank routes its slice of the tokens, sends each (token,
@@ -316,7 +311,7 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
 }
 
 void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens,
-                                int routing_layer, bool router_done) {
+                                int routing_layer) {
   if (w.moe && layout_.all_to_all) {
     moe_all_to_all(w, normed, proj_, tokens, routing_layer);
     return;
@@ -333,7 +328,7 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
            ids = topk_ids_.rows(0, tokens);
     if (options_.record_routing && routing_layer >= 0)
       ids = routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k});
-    if (!router_done) backend_.linear(normed, w.router, logits);
+    backend_.linear(normed, w.router, logits);
     backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
     backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
   }
@@ -349,18 +344,16 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
   if (previous == nullptr)
-    backend_.norm_linear(residual, nullptr, w.input_norm, eps, normed, w.qkv, qkv);
+    backend_.rmsnorm(residual, w.input_norm, eps, normed);
   else
-    reduce_add_rmsnorm(residual, proj, w.input_norm, eps, normed, mlp_output_partial(*previous), &w.qkv, qkv);
+    reduce_add_rmsnorm(residual, proj, w.input_norm, eps, normed, mlp_output_partial(*previous));
+  backend_.linear(normed, w.qkv, qkv);
   backend_.qk_norm_rope_kv(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_, meta, cache, q);
   backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache,
                      meta, attn);
   backend_.linear(attn, w.o_proj, proj);
-  // The MoE router (when this rank routes all its tokens itself) takes the norm into its product.
-  const bool router_with_norm = w.moe && !layout_.all_to_all;
-  reduce_add_rmsnorm(residual, proj, w.post_norm, eps, normed, true, router_with_norm ? &w.router : nullptr,
-                     router_with_norm ? router_logits_.rows(0, tokens) : Tensor{});
-  mlp_forward(w, normed, proj, tokens, routing_layer, router_with_norm);
+  reduce_add_rmsnorm(residual, proj, w.post_norm, eps, normed, true);
+  mlp_forward(w, normed, proj, tokens, routing_layer);
 }
 
 void Qwen3MoeModel::compute(const StepShape& shape) {

@@ -105,19 +105,15 @@ class Qwen3MoeModel {
   // Routing-record row length for a step of `tokens` rows: the top-k ids of every row, or under all-to-all
   // dispatch the expert ids of a full exchange (P equal slices of k slots per token).
   int64_t routing_width(int64_t tokens) const;
-  // router_done: the MoE router logits are already in router_logits_ (computed with the norm before it).
-  void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer,
-                   bool router_done = false);
+  void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   // Whether the MLP of `w` leaves this rank's partial sums in proj_ (TP-sharded intermediate, or experts held
   // elsewhere), which the add_rmsnorm reading them sums first; all-to-all dispatch gathers whole rows.
   bool mlp_output_partial(const LayerWeights& w) const;
   void moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   void all_reduce(Tensor t);
   // residual += x; out = rmsnorm(residual) * w; with `partial`, x is first summed over the ranks (in the same
-  // kernel where the communicator can fuse them); with `next_w`, then next_out = linear(out, next_w) (the
-  // norm inside the product's kernel where the backend can: Backend::norm_linear).
-  void reduce_add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out, bool partial,
-                          const Tensor* next_w = nullptr, Tensor next_out = {});
+  // kernel where the communicator can fuse them).
+  void reduce_add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out, bool partial);
 
   ModelSpec spec_;
   ShardLayout layout_;

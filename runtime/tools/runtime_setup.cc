@@ -59,7 +59,6 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.pdl = config_.launch.pdl;
     options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
     options.gpu_memory_fraction = config_.runtime.gpu_memory_fraction;
-    options.fused_norm_linear = config_.runtime.fused_norm_linear;
     options.staged_gemv = config_.runtime.staged_gemv;
     options.gemv_max_rows = config_.runtime.gemv_max_rows;
     return make_cuda_backend(options);

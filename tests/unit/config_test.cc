@@ -227,8 +227,6 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   const Config c = parse_config(
       M, "x", {"runtime.max_batch=8", "cuda_graph.capture_sizes=[1,2,8]", "launch.pdl.sites.sampling=off"});
   EXPECT_EQ(c.runtime.max_batch, 8);
-  EXPECT_TRUE(c.runtime.fused_norm_linear);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.fused_norm_linear=false"}).runtime.fused_norm_linear);
   EXPECT_TRUE(c.runtime.staged_gemv);
   EXPECT_EQ(parse_config(M, "x", {"runtime.gemv_max_rows=4"}).runtime.gemv_max_rows, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.gemv_max_rows=17"}), ConfigError);

@@ -44,9 +44,7 @@ int cuda_device_count(std::string* why) {
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : device_(options.device),
-      fused_norm_linear_(options.fused_norm_linear),
-      gemv_max_rows_(options.gemv_max_rows) {
+    : device_(options.device), gemv_max_rows_(options.gemv_max_rows) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");
@@ -100,8 +98,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   attention_split_counters_ =
       static_cast<int32_t*>(arena_->allocate(counter_bytes, "attention split counters"));
   CUDA_CHECK(cudaMemsetAsync(attention_split_counters_, 0, counter_bytes, stream_));
-  gemv_norm_arrivals_ = static_cast<int32_t*>(arena_->allocate(sizeof(int32_t), "norm GEMV arrival counter"));
-  CUDA_CHECK(cudaMemsetAsync(gemv_norm_arrivals_, 0, sizeof(int32_t), stream_));
   log_info("CUDA backend on device ", device_, " (", prop.name, ", sm_", prop.major, prop.minor, ", ",
            num_sms_, " SMs): arena ", static_cast<double>(arena_bytes) / (1 << 30), " GiB");
 }
@@ -299,54 +295,6 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
   }
   gemm_->run(x.data, w.data, out.data, out_f32, m, to_int(n, "out features"), to_int(k, "in features"),
              stream_);
-}
-
-void CudaBackend::norm_linear(Tensor residual, const Tensor* add, Tensor norm_w, float eps, Tensor normed,
-                              Tensor w, Tensor out) {
-  const int64_t k = residual.dim(-1), m = residual.numel() / std::max<int64_t>(k, 1);
-  const bool fused = fused_norm_linear_ && w.ndim == 2 && w.dim(1) == k && m >= 1 && m <= gemv_max_rows_ &&
-                     kernels::gemv_norm_fits(static_cast<int>(m), static_cast<int>(k));
-  if (!fused) {
-    Backend::norm_linear(residual, add, norm_w, eps, normed, w, out);
-    return;
-  }
-  const char* op = "norm_linear";
-  expect(residual, DType::kBF16, op, "residual");
-  expect(norm_w, DType::kBF16, op, "norm weight");
-  expect(normed, DType::kBF16, op, "normed");
-  expect(w, DType::kBF16, op, "weight");
-  if (add != nullptr) expect(*add, DType::kBF16, op, "add");
-  TPS_CHECK(out.device == Device::kCuda && (out.dtype == DType::kBF16 || out.dtype == DType::kF32), op,
-            ": out must be a CUDA bf16 or f32 tensor, got ", out.shape_string());
-  TPS_CHECK(normed.numel() == residual.numel() && norm_w.numel() == k &&
-                (add == nullptr || add->numel() == residual.numel()) && out.numel() == m * w.dim(0) &&
-                out.dim(-1) == w.dim(0),
-            op, ": residual ", residual.shape_string(), " normed ", normed.shape_string(), " norm weight ",
-            norm_w.shape_string(), " w ", w.shape_string(), " out ", out.shape_string());
-  TPS_CHECK(normed.data != residual.data && out.data != residual.data && out.data != normed.data &&
-                (add == nullptr ||
-                 (normed.data != add->data && add->data != residual.data && out.data != add->data)),
-            op, ": normed, residual, add and out must be distinct buffers");
-  for (const Tensor* t : {&residual, &normed, &norm_w, &w, &out})
-    cuda_ops::expect_aligned16(*t, op, "an operand");
-  if (add != nullptr) cuda_ops::expect_aligned16(*add, op, "add");
-  kernels::GemvParams p;
-  p.w = bf16_ptr(w);
-  if (out.dtype == DType::kF32)
-    p.out_f32 = out.ptr<float>();
-  else
-    p.out_bf16 = bf16_mut(out);
-  p.m = static_cast<int>(m);
-  p.n = to_int(w.dim(0), "out features");
-  p.k = static_cast<int>(k);
-  kernels::GemvNormParams n;
-  n.residual = bf16_mut(residual);
-  n.add = add != nullptr ? bf16_ptr(*add) : nullptr;
-  n.norm_weight = bf16_ptr(norm_w);
-  n.normed = bf16_mut(normed);
-  n.eps = eps;
-  n.arrivals = gemv_norm_arrivals_;
-  kernels::launch_gemv_norm(p, n, stream_, *policy_, gemv_options_);
 }
 
 void CudaBackend::silu_mul(Tensor gate_up, Tensor out) {

@@ -44,7 +44,6 @@ struct CudaBackendOptions {
   size_t workspace_bytes = size_t(256) << 20;  // per-op scratch (MoE routing, attention splits, sampling)
   size_t cublas_workspace_bytes = size_t(32) << 20;
   size_t staging_bytes = size_t(32) << 20;  // pinned host buffers for copies, each way
-  bool fused_norm_linear = true;            // norm_linear: the GEMV computes the norm (kernels/gemv.h)
   // Small-M products whose weights fit in the SMs' shared memory take the staged GEMV (kernels/gemv.h,
   // GemvLaunchOptions), and every kernel prefers the largest shared-memory carveout (kernels/launch.h).
   bool staged_gemv = true;
@@ -75,8 +74,6 @@ class CudaBackend final : public Backend {
   void add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out) override;
   void add(Tensor inout, Tensor x) override;
   void linear(Tensor x, Tensor w, Tensor out) override;
-  void norm_linear(Tensor residual, const Tensor* add, Tensor norm_w, float eps, Tensor normed, Tensor w,
-                   Tensor out) override;
   void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w,
                        float eps, const RopeConfig& rope, const AttentionMeta& meta, KvCacheLayer cache,
                        Tensor q_out) override;
@@ -127,10 +124,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CublasLtGemm> gemm_;
   // Arrival counters of split decode attention: allocated and zeroed once, left zero by every launch.
   int32_t* attention_split_counters_ = nullptr;
-  bool fused_norm_linear_ = true;
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
   int gemv_max_rows_ = kLinearGemvMaxRows;
-  int32_t* gemv_norm_arrivals_ = nullptr;  // the fused norm GEMV's arrival counter (zeroed once, left zero)
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;
