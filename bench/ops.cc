@@ -2,7 +2,8 @@
 // 4 KV heads x 128, 128 experts top-8, moe_intermediate 768, vocabulary 151936), each against the HBM read
 // bandwidth measured in the same run. Inputs are rotated over copies several times larger than L2 so that
 // every run reads from HBM; a spin kernel holds the GPU while the host queues all runs, and CUDA events
-// around each run give the median and the minimum. GB/s counts the bytes an op must read (weights, KV).
+// around each run (or each chain of 20 runs: the GEMVs) give the median and the minimum. GB/s counts the
+// bytes an op must read (weights, KV).
 //
 //   ops [--reps N] [--device D] [--json out.json]
 #include <CLI/CLI.hpp>
@@ -61,41 +62,16 @@ class Bench {
     return t;
   }
 
-  // Median and minimum of `reps` runs of run(i), each between two events.
-  Result time(const std::string& name, double bytes, const std::function<void(int)>& run) {
+  // Median and minimum of the time of run(i): `reps` runs, each between two events (chain = 1); or chains of
+  // `chain` runs back to back between two events, the time per run (a launch's tail overlaps the next one's
+  // start, PDL included, as in a decode step), over max(5, reps / chain) chains.
+  Result time(const std::string& name, double bytes, const std::function<void(int)>& run, int chain = 1) {
     for (int i = 0; i < 3; ++i) run(i);
-    std::vector<cudaEvent_t> events(reps_ + 1);
-    for (auto& e : events) CUDA_CHECK(cudaEventCreate(&e));
-    launch_spin(be_.launch_policy(), be_.stream(),
-                static_cast<long long>(reps_) * 50 * 1000);  // ~50 us a run
-    CUDA_CHECK(cudaEventRecord(events[0], be_.stream()));
-    for (int i = 0; i < reps_; ++i) {
-      run(i);
-      CUDA_CHECK(cudaEventRecord(events[i + 1], be_.stream()));
-    }
-    be_.synchronize();
-    std::vector<double> us(reps_);
-    for (int i = 0; i < reps_; ++i) {
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
-      us[i] = ms * 1e3;
-    }
-    for (auto& e : events) CUDA_CHECK(cudaEventDestroy(e));
-    std::sort(us.begin(), us.end());
-    Result r{name, us[us.size() / 2], us.front(), bytes};
-    std::fprintf(stderr, "  %-44s %9.2f us\n", name.c_str(), r.median_us);
-    results_.push_back(r);
-    return r;
-  }
-
-  // Per-run time of `chain` runs back to back between two events (a launch's tail overlaps the next one's
-  // start, PDL included, as in a decode step); median and minimum over `reps` chains.
-  Result time_chained(const std::string& name, double bytes, int chain, const std::function<void(int)>& run) {
-    for (int i = 0; i < 3; ++i) run(i);
-    const int chains = std::max(5, reps_ / chain);
+    const int chains = chain == 1 ? reps_ : std::max(5, reps_ / chain);
     std::vector<cudaEvent_t> events(2 * chains);
     for (auto& e : events) CUDA_CHECK(cudaEventCreate(&e));
-    launch_spin(be_.launch_policy(), be_.stream(), static_cast<long long>(chains) * chain * 50 * 1000);
+    launch_spin(be_.launch_policy(), be_.stream(),
+                static_cast<long long>(chains) * chain * 50 * 1000);  // ~50 us a run
     for (int c = 0; c < chains; ++c) {
       CUDA_CHECK(cudaEventRecord(events[2 * c], be_.stream()));
       for (int i = 0; i < chain; ++i) run(c * chain + i);
@@ -180,7 +156,7 @@ void bench_projections(Bench& b) {
           kernels::launch_gemv(q, be.stream(), be.launch_policy(), options);
         };
         b.time("linear " + shape + " (" + label + ")", bytes, run);
-        b.time_chained("linear " + shape + " (" + label + ", x20)", bytes, 20, run);
+        b.time("linear " + shape + " (" + label + ", x20)", bytes, run, 20);
       }
       b.time("linear " + shape + " (cublasLt)", bytes, [&](int i) {
         cublas.run(x.data, w[i % copies].data, out.data, p.f32_out, m, p.n, p.k, be.stream());

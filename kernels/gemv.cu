@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarpSize) gemv_kernel(const GemvPa
   split_range((p.k + kMmaK - 1) / kMmaK, warps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
   warp_tile_mma<NT, kUnroll, /*kWaitInside=*/true>(acc, a_lo, a_hi, b, p.k, kb_begin, kb_end);
-  reduce_warp_tiles<NT>(acc, scratch);
+  reduce_warp_tiles<NT>(acc, scratch, warps);
   if (warp == 0) store_tile<NT, Out>(p, acc, row_lo, row_hi, q);
 }
 

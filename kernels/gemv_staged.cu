@@ -23,18 +23,6 @@ constexpr int kMaxStagedWarps = 32;
 constexpr int kRowPad = 32;
 constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
 
-__device__ __forceinline__ void cp_async_16(void* shared, const void* global) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 // The warp's 16 rows (from tile_row0; rows >= N are skipped: their products are never stored), k blocks
 // [kb0, kb1), into w_tile ([16][row_elems] bf16). Consecutive lanes take consecutive 16-byte pieces of a row.
 __device__ __forceinline__ void copy_tile_async(const GemvParams& p, bf16* w_tile, int row_elems,
@@ -44,7 +32,7 @@ __device__ __forceinline__ void copy_tile_async(const GemvParams& p, bf16* w_til
   for (int i = lane; i < kMmaRows * vecs; i += kWarpSize) {
     const int r = i / vecs, at = kb0 * kMmaK + (i % vecs) * kBf16PerVec;
     if (tile_row0 + r < p.n)
-      cp_async_16(w_tile + r * row_elems + at, p.w + static_cast<int64_t>(tile_row0 + r) * p.k + at);
+      cp_async_16(w_tile + r * row_elems + at, p.w + static_cast<int64_t>(tile_row0 + r) * p.k + at, true);
   }
   cp_async_commit();
 }
@@ -98,31 +86,16 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   __syncthreads();
 
   float acc[NT][4] = {};
-  cp_async_wait<1>();  // this thread's first half; __syncwarp makes the warp's copies visible to it
+  cp_async_wait_one();  // this thread's first half; __syncwarp makes the warp's copies visible to it
   __syncwarp();
   mma_shared<NT>(acc, w_tile, x_s, row_elems, p.m, kb_begin, kb_mid);
-  cp_async_wait<0>();
+  cp_async_wait_all();
   __syncwarp();
   mma_shared<NT>(acc, w_tile, x_s, row_elems, p.m, kb_mid, kb_end);
 
   __syncthreads();  // every warp is done with the weight rows: their space takes the partial tiles
-  float* partial = reinterpret_cast<float*>(smem);
-  auto slot = [&](int w, int nt, int i) { return ((w * NT + nt) * 4 + i) * kWarpSize + lane; };
-  if (split > 0) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) partial[slot(warp, nt, i)] = acc[nt][i];
-  }
-  __syncthreads();
-  if (split == 0) {
-    for (int s = 1; s < k_splits; ++s)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] += partial[slot(warp + s, nt, i)];
-    store_tile<NT, Out>(p, acc, tile_row0 + g, tile_row0 + g + 8, q);
-  }
+  reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), k_splits);
+  if (split == 0) store_tile<NT, Out>(p, acc, tile_row0 + g, tile_row0 + g + 8, q);
 }
 
 struct StagedShape {

@@ -80,25 +80,27 @@ __device__ __forceinline__ void split_range(int blocks, int parts, int part, int
   end = min(blocks, begin + per);
 }
 
-// Sums the warps' tiles in a fixed order (deterministic); afterwards warp 0 holds the total in acc.
-// scratch: kMaxWarps * NT * 4 * 32 floats of shared memory.
+// Sums the warps' tiles in groups of `group` consecutive warps (the block's warps a multiple of it), in a
+// fixed order (deterministic); afterwards the first warp of each group holds its group's total in acc.
+// scratch: warps * NT * 4 * 32 floats of shared memory.
 template <int NT>
-__device__ __forceinline__ void reduce_warp_tiles(float (&acc)[NT][4], float* scratch) {
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
-  if (warps == 1) return;
-  if (warp > 0) {
+__device__ __forceinline__ void reduce_warp_tiles(float (&acc)[NT][4], float* scratch, int group) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  if (group == 1) return;
+  auto slot = [&](int w, int nt, int i) { return ((w * NT + nt) * 4 + i) * kWarpSize + lane; };
+  if (warp % group > 0) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) scratch[((warp * NT + nt) * 4 + i) * kWarpSize + lane] = acc[nt][i];
+      for (int i = 0; i < 4; ++i) scratch[slot(warp, nt, i)] = acc[nt][i];
   }
   __syncthreads();
-  if (warp == 0) {
-    for (int w = 1; w < warps; ++w)
+  if (warp % group == 0) {
+    for (int w = warp + 1; w < warp + group; ++w)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] += scratch[((w * NT + nt) * 4 + i) * kWarpSize + lane];
+        for (int i = 0; i < 4; ++i) acc[nt][i] += scratch[slot(w, nt, i)];
   }
 }
 

@@ -51,7 +51,7 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
   split_range((p.hidden + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
   warp_tile_mma<NT, kUnroll, false>(acc, a_lo, a_hi, b, p.hidden, kb_begin, kb_end);
-  reduce_warp_tiles<NT>(acc, scratch);
+  reduce_warp_tiles<NT>(acc, scratch, kWarps);
   if (warp != 0 || row >= p.inter) return;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
@@ -81,7 +81,7 @@ __device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* s
   split_range((p.inter + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
   warp_tile_mma<NT, kUnroll, false>(acc, a_lo, a_hi, b, p.inter, kb_begin, kb_end);
-  reduce_warp_tiles<NT>(acc, scratch);
+  reduce_warp_tiles<NT>(acc, scratch, kWarps);
   if (warp != 0) return;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
