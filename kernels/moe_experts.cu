@@ -64,7 +64,8 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
     }
 }
 
-template <int NT>
+// kWaitInside: pdl_wait() after the first weight loads (inside warp_tile_mma), not before this call.
+template <int NT, bool kWaitInside>
 __device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* scratch) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
   const int row_lo = blockIdx.x * kMmaRows + g, row_hi = row_lo + 8;
@@ -80,7 +81,7 @@ __device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* s
   int kb_begin, kb_end;
   split_range((p.inter + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
-  warp_tile_mma<NT, kUnroll, false>(acc, a_lo, a_hi, b, p.inter, kb_begin, kb_end);
+  warp_tile_mma<NT, kUnroll, kWaitInside>(acc, a_lo, a_hi, b, p.inter, kb_begin, kb_end);
   reduce_warp_tiles<NT>(acc, scratch, kWarps);
   if (warp != 0) return;
 #pragma unroll
@@ -111,13 +112,23 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
-  pdl_wait_then_trigger();
-  if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
+  if (!p.down_loads_before_wait) pdl_wait_then_trigger();
+  if (static_cast<int>(blockIdx.y) >= *p.num_work) {
+    if (p.down_loads_before_wait) pdl_wait_then_trigger();  // every block waits before it exits
+    return;
+  }
   const WorkItem w = work_item(p);
-  if (w.count <= kMmaCols)
-    down_tile<1>(p, w, scratch);
-  else
-    down_tile<2>(p, w, scratch);
+  if (p.down_loads_before_wait) {
+    if (w.count <= kMmaCols)
+      down_tile<1, true>(p, w, scratch);
+    else
+      down_tile<2, true>(p, w, scratch);
+  } else {
+    if (w.count <= kMmaCols)
+      down_tile<1, false>(p, w, scratch);
+    else
+      down_tile<2, false>(p, w, scratch);
+  }
 }
 
 }  // namespace

@@ -24,6 +24,10 @@ struct MoeExpertsParams {
   bf16* y_bf16 = nullptr;  // [A, H] (exactly one of the two is set)
   int hidden = 0;          // H, a multiple of 8
   int inter = 0;           // I, a multiple of 8
+  // The down kernel reads the routing and issues its first weight loads before pdl_wait(): moe_align wrote
+  // the routing before gate_up (the down kernel's predecessor) passed its own wait (kernels/pdl.cuh), so
+  // the down weights start loading during gate_up's tail. false: every read after the wait.
+  bool down_loads_before_wait = true;
 };
 
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy);

@@ -3,6 +3,10 @@
 // pdl_wait(): blocks until the grids this launch depends on have completed and their writes are visible.
 // Every enrolled kernel calls it before its first read of anything a predecessor wrote (activations,
 // routing, step inputs). Weights may be read before it: nothing in a step writes them.
+// What may be read before pdl_wait(): weights, and anything written before the predecessor grid started
+// (step inputs copied before the step's first kernel; the MoE routing moe_align wrote before gate_up, when
+// the down kernel runs). Every kernel waits before it triggers, so when this grid's blocks start, every grid
+// before its predecessor has completed; only the predecessor's own output may not be there yet.
 // pdl_trigger(): lets the next launch in the stream start: its blocks become resident and run up to their
 // own pdl_wait() (issuing their weight loads) while this grid still runs. tpserve's kernels call it right
 // after pdl_wait() (pdl_wait_then_trigger()): dependents wait in pdl_wait() for this grid's completion and

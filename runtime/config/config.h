@@ -62,6 +62,8 @@ struct RuntimeConfig {
   bool staged_gemv = true;
   // CUDA: linear() takes the GEMV up to this many rows, cuBLASLt above (0-16).
   int gemv_max_rows = 8;
+  // CUDA: the MoE down kernel issues its first weight loads before its PDL wait (during gate_up's tail).
+  bool moe_down_early_loads = true;
 };
 
 struct CudaGraphConfig {

@@ -228,6 +228,8 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
       M, "x", {"runtime.max_batch=8", "cuda_graph.capture_sizes=[1,2,8]", "launch.pdl.sites.sampling=off"});
   EXPECT_EQ(c.runtime.max_batch, 8);
   EXPECT_TRUE(c.runtime.staged_gemv);
+  EXPECT_TRUE(c.runtime.moe_down_early_loads);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_early_loads=false"}).runtime.moe_down_early_loads);
   EXPECT_EQ(parse_config(M, "x", {"runtime.gemv_max_rows=4"}).runtime.gemv_max_rows, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.gemv_max_rows=17"}), ConfigError);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.staged_gemv=false"}).runtime.staged_gemv);

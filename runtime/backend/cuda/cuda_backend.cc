@@ -44,7 +44,9 @@ int cuda_device_count(std::string* why) {
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : device_(options.device), gemv_max_rows_(options.gemv_max_rows) {
+    : device_(options.device),
+      gemv_max_rows_(options.gemv_max_rows),
+      moe_down_loads_before_wait_(options.moe_down_loads_before_wait) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");

@@ -49,6 +49,8 @@ struct CudaBackendOptions {
   bool staged_gemv = true;
   // linear() takes the GEMV for up to this many rows (at most kLinearGemvMaxRows) and cuBLASLt above.
   int gemv_max_rows = 8;
+  // The MoE down kernel issues its first weight loads before its PDL wait (kernels/moe_experts.h).
+  bool moe_down_loads_before_wait = true;
 };
 
 class CudaBackend final : public Backend {
@@ -126,6 +128,7 @@ class CudaBackend final : public Backend {
   int32_t* attention_split_counters_ = nullptr;
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
   int gemv_max_rows_ = kLinearGemvMaxRows;
+  bool moe_down_loads_before_wait_ = true;
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;

@@ -127,6 +127,7 @@ void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk
     ScratchRegion::Cursor scratch(*scratch_);
     const int32_t* ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
     kernels::MoeExpertsParams e;
+    e.down_loads_before_wait = moe_down_loads_before_wait_;
     e.x = bf16_ptr(x) + int64_t(t0) * hidden;
     e.x_row_divisor = k;
     e.gate_up = bf16_ptr(gate_up);
@@ -166,6 +167,7 @@ void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_u
     const int count = std::min(chunk, n - r0);
     ScratchRegion::Cursor scratch(*scratch_);
     kernels::MoeExpertsParams e;
+    e.down_loads_before_wait = moe_down_loads_before_wait_;
     e.x = bf16_ptr(rows) + int64_t(r0) * hidden;
     e.x_row_divisor = 1;
     e.gate_up = bf16_ptr(gate_up);
