@@ -3,9 +3,9 @@
 // first issues asynchronous 16-byte copies (cp.async, no registers held) of exactly the weight pieces it will
 // read, in two groups (the halves of its k range), and only then waits for the predecessor grid: under PDL
 // the block becomes resident while the predecessor still runs, so the weight read overlaps it whole. The
-// activations are copied to shared memory, the warp's tensor-core tiles read
-// both from there (rows padded by 64 bytes: no bank conflicts), and the S partial tiles of a tile are summed
-// in a fixed order through shared memory that the weight rows no longer need.
+// activations are copied to shared memory, the warp's tensor-core tiles read both from there (rows padded by
+// 64 bytes), and the S partial tiles of a tile are summed in a fixed order through shared memory that the
+// weight rows no longer need.
 #include <algorithm>
 #include <type_traits>
 
@@ -18,8 +18,9 @@ namespace tpserve::kernels {
 namespace {
 
 constexpr int kMaxStagedWarps = 32;
-// bf16 of padding per shared row: consecutive rows start 64 bytes apart in the banks, so the 8 threads of a
-// 128-byte wavefront (two rows x four 16-byte pieces) hit distinct banks.
+// bf16 of padding per shared row: where K is a multiple of 64, consecutive rows start 64 bytes apart in the
+// banks, so the 8 threads of a 128-byte wavefront (two rows x four 16-byte pieces) hit distinct banks (K = 32
+// mod 64 leaves 2-way conflicts: correct, slower; no Qwen3 projection has such a K).
 constexpr int kRowPad = 32;
 constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
 
