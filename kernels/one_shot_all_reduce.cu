@@ -9,6 +9,7 @@
 #include "kernels/launch.h"
 #include "kernels/one_shot_all_reduce.h"
 #include "kernels/pdl.cuh"
+#include "kernels/rmsnorm.cuh"
 
 namespace tpserve::kernels {
 namespace {
@@ -153,13 +154,7 @@ __global__ void __launch_bounds__(kThreads)
       sum_piece<bf16>(p, region, static_cast<int64_t>(row - row_begin) * vectors + vec, &sum);
       store_vec(data + base + vec * kBf16PerVec, sum);
       unpack_bf16x8(sum, v[i]);
-      float r[kBf16PerVec];
-      unpack_bf16x8(load_vec(n.residual + base + vec * kBf16PerVec), r);
-#pragma unroll
-      for (int j = 0; j < kBf16PerVec; ++j) r[j] += v[i][j];
-      const uint4 packed = pack_bf16x8(r);
-      store_vec(n.residual + base + vec * kBf16PerVec, packed);
-      unpack_bf16x8(packed, v[i]);  // normalise the stored (rounded) residual
+      add_residual_piece(n.residual + base + vec * kBf16PerVec, v[i]);
 #pragma unroll
       for (int j = 0; j < kBf16PerVec; ++j) sum_sq += v[i][j] * v[i][j];
     }
@@ -169,11 +164,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < kNormVecPerThread; ++i) {
       const int vec = threadIdx.x + i * kThreads;
       if (vec >= vectors) break;
-      float w[kBf16PerVec], y[kBf16PerVec];
-      unpack_bf16x8(load_vec(n.weight + vec * kBf16PerVec), w);
-#pragma unroll
-      for (int j = 0; j < kBf16PerVec; ++j) y[j] = w[j] * (v[i][j] * inv);
-      store_vec(n.out + base + vec * kBf16PerVec, pack_bf16x8(y));
+      store_normed_piece(n.weight + vec * kBf16PerVec, v[i], inv, n.out + base + vec * kBf16PerVec);
     }
   }
   if (threadIdx.x == 0) p.counters[b] = call;

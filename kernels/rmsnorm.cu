@@ -3,6 +3,7 @@
 #include "kernels/device_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
+#include "kernels/rmsnorm.cuh"
 #include "kernels/rmsnorm.h"
 
 namespace tpserve::kernels {
@@ -25,15 +26,7 @@ __global__ void rmsnorm_kernel(const RmsNormParams p) {
     if (vec >= vectors) break;
     const int64_t at = base + vec * kBf16PerVec;
     unpack_bf16x8(load_vec(p.x + at), v[i]);
-    if (p.residual != nullptr) {
-      float r[kBf16PerVec];
-      unpack_bf16x8(load_vec(p.residual + at), r);
-#pragma unroll
-      for (int j = 0; j < kBf16PerVec; ++j) r[j] += v[i][j];
-      const uint4 packed = pack_bf16x8(r);
-      store_vec(p.residual + at, packed);
-      unpack_bf16x8(packed, v[i]);  // normalise the stored (rounded) residual
-    }
+    if (p.residual != nullptr) add_residual_piece(p.residual + at, v[i]);
 #pragma unroll
     for (int j = 0; j < kBf16PerVec; ++j) sum_sq += v[i][j] * v[i][j];
   }
@@ -43,11 +36,7 @@ __global__ void rmsnorm_kernel(const RmsNormParams p) {
   for (int i = 0; i < kMaxVecPerThread; ++i) {
     const int vec = threadIdx.x + i * blockDim.x;
     if (vec >= vectors) break;
-    float w[kBf16PerVec], y[kBf16PerVec];
-    unpack_bf16x8(load_vec(p.weight + vec * kBf16PerVec), w);
-#pragma unroll
-    for (int j = 0; j < kBf16PerVec; ++j) y[j] = w[j] * (v[i][j] * inv);
-    store_vec(p.out + base + vec * kBf16PerVec, pack_bf16x8(y));
+    store_normed_piece(p.weight + vec * kBf16PerVec, v[i], inv, p.out + base + vec * kBf16PerVec);
   }
 }
 
