@@ -49,8 +49,8 @@ LaunchPolicy::KernelInfo& LaunchPolicy::kernel_info_locked(int device, const voi
   return kernels_.emplace(key, std::move(info)).first->second;
 }
 
-LaunchPolicy::Decision& LaunchPolicy::decision_locked(Site site, const void* kernel, Pdl pdl) const {
-  const int device = current_device();
+LaunchPolicy::Decision& LaunchPolicy::decision_locked(int device, Site site, const void* kernel,
+                                                      Pdl pdl) const {
   const bool enrolled = pdl == Pdl::kEnrolled;
   auto key = std::make_tuple(device, static_cast<int>(site), kernel, enrolled);
   auto it = decisions_.find(key);
@@ -71,23 +71,23 @@ LaunchPolicy::Decision& LaunchPolicy::decision_locked(Site site, const void* ker
 
 PdlDecision LaunchPolicy::decide(Site site, const void* kernel, Pdl pdl) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return decision_locked(site, kernel, pdl).decision;
+  return decision_locked(current_device(), site, kernel, pdl).decision;
 }
 
-bool LaunchPolicy::record_launch(Site site, const void* kernel, Pdl pdl) const {
+bool LaunchPolicy::record_launch(Site site, const void* kernel, Pdl pdl, size_t smem) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  Decision& d = decision_locked(site, kernel, pdl);
+  const int device = current_device();
+  Decision& d = decision_locked(device, site, kernel, pdl);
+  if (smem > 0) {
+    KernelInfo& info = kernel_info_locked(device, kernel);
+    if (smem > info.smem_limit) {
+      CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      info.smem_limit = smem;
+    }
+  }
   ++d.launches;
   return d.decision.enabled;
-}
-
-void LaunchPolicy::ensure_dynamic_smem(const void* kernel, size_t bytes) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  KernelInfo& info = kernel_info_locked(current_device(), kernel);
-  if (bytes <= info.smem_limit) return;
-  CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  info.smem_limit = bytes;
 }
 
 std::vector<PdlReportRow> LaunchPolicy::report() const {

@@ -55,16 +55,14 @@ class LaunchPolicy {
   LaunchPolicy& operator=(const LaunchPolicy&) = delete;
 
   const PdlSettings& settings() const { return settings_; }
-  bool prefers_max_shared() const { return prefer_max_shared_; }
 
   // The decision for `site` and `kernel` on the current device; computed once per (device, site, kernel)
   // and logged when it is the costly `on` below SM90.
   PdlDecision decide(Site site, const void* kernel, Pdl pdl) const;
-  // decide() + counts one launch; what launch() calls.
-  bool record_launch(Site site, const void* kernel, Pdl pdl) const;
-  // Raises the kernel's dynamic shared-memory limit on the current device once (needed where its static plus
-  // dynamic shared memory exceed 48 KiB).
-  void ensure_dynamic_smem(const void* kernel, size_t bytes) const;
+  // decide() + counts one launch, and raises the kernel's dynamic shared-memory limit on the current device
+  // to `smem` where it is lower (needed where its static plus dynamic shared memory exceed 48 KiB); what
+  // launch() calls, under one lock.
+  bool record_launch(Site site, const void* kernel, Pdl pdl, size_t smem) const;
 
   // Every decision taken so far, ordered by device, site and kernel name.
   std::vector<PdlReportRow> report() const;
@@ -85,7 +83,7 @@ class LaunchPolicy {
   // Callers hold mutex_.
   int device_sm_locked(int device) const;
   KernelInfo& kernel_info_locked(int device, const void* kernel) const;
-  Decision& decision_locked(Site site, const void* kernel, Pdl pdl) const;
+  Decision& decision_locked(int device, Site site, const void* kernel, Pdl pdl) const;
 
   PdlSettings settings_;
   bool prefer_max_shared_ = false;
@@ -106,8 +104,6 @@ void launch(const LaunchPolicy& policy, Site site, Pdl pdl, void (*kernel)(Param
   static_assert(sizeof...(Params) == sizeof...(Args), "launch(): argument count does not match the kernel");
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
   const void* fn = reinterpret_cast<const void*>(kernel);
-  if (smem > 0)
-    policy.ensure_dynamic_smem(fn, smem);  // raises the kernel's limit where static + smem > 48 KB
   cudaLaunchAttribute attributes[1] = {};
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
@@ -116,7 +112,7 @@ void launch(const LaunchPolicy& policy, Site site, Pdl pdl, void (*kernel)(Param
   config.stream = stream;
   config.attrs = attributes;
   config.numAttrs = 0;
-  if (policy.record_launch(site, fn, pdl)) {
+  if (policy.record_launch(site, fn, pdl, smem)) {
     attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attributes[0].val.programmaticStreamSerializationAllowed = 1;
     config.numAttrs = 1;
