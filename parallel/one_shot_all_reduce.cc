@@ -195,12 +195,18 @@ std::unique_ptr<OneShotAllReduce> try_make_one_shot_all_reduce(MPI_Comm group, i
   return OneShotAllReduceImpl::create(group, device, policy, why);
 }
 
+std::unique_ptr<OneShotAllReduce> make_one_shot_all_reduce_if_supported(MPI_Comm group, int device,
+                                                                        const kernels::LaunchPolicy& policy,
+                                                                        std::string* why) {
+  if (!one_shot_all_reduce_supported(group, device, why)) return nullptr;
+  return try_make_one_shot_all_reduce(group, device, policy, why);
+}
+
 std::unique_ptr<OneShotAllReduce> make_one_shot_all_reduce(MPI_Comm group, int device,
                                                            const kernels::LaunchPolicy& policy) {
   std::string why;
-  std::unique_ptr<OneShotAllReduce> one_shot;
-  if (one_shot_all_reduce_supported(group, device, &why))
-    one_shot = try_make_one_shot_all_reduce(group, device, policy, &why);
+  std::unique_ptr<OneShotAllReduce> one_shot =
+      make_one_shot_all_reduce_if_supported(group, device, policy, &why);
   if (one_shot == nullptr) TPS_THROW("parallel.all_reduce: one_shot ", why, ": use nccl");
   return one_shot;
 }

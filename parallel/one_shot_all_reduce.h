@@ -3,8 +3,8 @@
 // MPI as CUDA IPC handles, and maps its peers'. Construction is collective and ends alike on every rank:
 // make_one_shot_all_reduce throws (naming why) when the group spans hosts, has more than 8 ranks, a pair of
 // GPUs has no peer access (one_shot_all_reduce_supported says so beforehand, without throwing) or the CUDA
-// setup fails on some rank; try_make_one_shot_all_reduce returns nullptr instead (parallel.all_reduce: auto
-// then takes NCCL).
+// setup fails on some rank; make_one_shot_all_reduce_if_supported returns nullptr instead
+// (parallel.all_reduce: auto then takes NCCL).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -44,7 +44,12 @@ bool one_shot_all_reduce_supported(MPI_Comm group, int device, std::string* why)
 std::unique_ptr<OneShotAllReduce> try_make_one_shot_all_reduce(MPI_Comm group, int device,
                                                                const kernels::LaunchPolicy& policy,
                                                                std::string* why);
-// The probe, then the setup; throws on every rank alike (with the reason) where either says no.
+// The probe, then the setup: nullptr on every rank alike (with the reason in *why) where either says no
+// (parallel.all_reduce: auto).
+std::unique_ptr<OneShotAllReduce> make_one_shot_all_reduce_if_supported(MPI_Comm group, int device,
+                                                                        const kernels::LaunchPolicy& policy,
+                                                                        std::string* why);
+// The same, throwing on every rank alike (with the reason) where it would return nullptr.
 std::unique_ptr<OneShotAllReduce> make_one_shot_all_reduce(MPI_Comm group, int device,
                                                            const kernels::LaunchPolicy& policy);
 

@@ -24,9 +24,7 @@ std::unique_ptr<parallel::OneShotAllReduce> one_shot_for(AllReduceImpl impl, int
   if (impl == AllReduceImpl::kOneShot)
     return parallel::make_one_shot_all_reduce(MPI_COMM_WORLD, device, policy);
   std::string why;
-  std::unique_ptr<parallel::OneShotAllReduce> one_shot;
-  if (parallel::one_shot_all_reduce_supported(MPI_COMM_WORLD, device, &why))
-    one_shot = parallel::try_make_one_shot_all_reduce(MPI_COMM_WORLD, device, policy, &why);
+  auto one_shot = parallel::make_one_shot_all_reduce_if_supported(MPI_COMM_WORLD, device, policy, &why);
   if (one_shot != nullptr)
     log_info("parallel.all_reduce auto: one_shot (every rank on one host, peer access between their GPUs)");
   else
