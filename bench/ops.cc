@@ -144,12 +144,9 @@ void bench_projections(Bench& b) {
         gp.out_bf16 = static_cast<kernels::bf16*>(out.data);
       gp.m = m, gp.n = p.n, gp.k = p.k;
       // The two GEMV kernels: staged (weights in shared memory, where they fit; else it is the other) and
-      // register-pipelined; each alone and chained 20 in a row.
-      kernels::GemvLaunchOptions staged;
-      staged.staged_sms = be.num_sms();
-      staged.staged_smem = size_t(216) << 10;
-      for (const auto& [label, options] :
-           {std::pair{"gemv staged", staged}, std::pair{"gemv", kernels::GemvLaunchOptions{}}}) {
+      // register-pipelined; each alone and chained 20 in a row. Staged as the backend stages (its options).
+      for (const auto& [label, options] : {std::pair{"gemv staged", be.gemv_launch_options()},
+                                           std::pair{"gemv", kernels::GemvLaunchOptions{}}}) {
         auto run = [&, options = options](int i) {
           kernels::GemvParams q = gp;
           q.w = static_cast<const kernels::bf16*>(w[i % copies].data);

@@ -26,10 +26,10 @@ class DeviceArena;
 class ScratchRegion;
 class CublasLtGemm;
 
-// linear() uses the GEMV for up to this many rows and cuBLASLt above. The GEMV reads each weight once with
-// 16-byte loads whatever M is (up to 16), where cuBLASLt pads M to its tile (64+) and splits K; above 16
-// rows the tensor-core GEMM tiles of cuBLASLt win. Benchmarked by bench/ops.
-inline constexpr int kLinearGemvMaxRows = 16;
+// The most rows linear() can give the GEMV (its limit); CudaBackendOptions::gemv_max_rows sets where
+// cuBLASLt takes over below that (8: measured A/B on an H200, docs/PERF.md). The GEMV reads each weight once
+// with 16-byte loads whatever M is, where cuBLASLt pads M to its tile (64+) and splits K.
+inline constexpr int kLinearGemvMaxRows = kernels::kGemvMaxTokens;
 // Weights of at least this many bytes (an lm_head: 622 MB for Qwen3-30B-A3B) take cuBLASLt whatever M: its
 // tiles stream such a matrix at 91-93% of HBM bandwidth at M = 1-16, where the GEMV reaches 47-86% (bench/ops
 // on an H200, docs/PERF.md); PDL overlap is negligible against a 150 us read.
@@ -109,6 +109,8 @@ class CudaBackend final : public Backend {
   // Arena bytes not yet handed out: what the engine can give the KV cache.
   std::optional<size_t> memory_left() const override;
   const kernels::LaunchPolicy& launch_policy() const { return *policy_; }
+  // How linear() launches the GEMV (staged_sms = 0 where CudaBackendOptions::staged_gemv is off).
+  const kernels::GemvLaunchOptions& gemv_launch_options() const { return gemv_options_; }
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
   int num_sms() const { return num_sms_; }
