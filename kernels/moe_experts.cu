@@ -118,17 +118,16 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeEx
     return;
   }
   const WorkItem w = work_item(p);
-  if (p.down_loads_before_wait) {
+  auto run = [&](auto wait_inside) {
     if (w.count <= kMmaCols)
-      down_tile<1, true>(p, w, scratch);
+      down_tile<1, decltype(wait_inside)::value>(p, w, scratch);
     else
-      down_tile<2, true>(p, w, scratch);
-  } else {
-    if (w.count <= kMmaCols)
-      down_tile<1, false>(p, w, scratch);
-    else
-      down_tile<2, false>(p, w, scratch);
-  }
+      down_tile<2, decltype(wait_inside)::value>(p, w, scratch);
+  };
+  if (p.down_loads_before_wait)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
 }
 
 }  // namespace
