@@ -24,7 +24,7 @@ constexpr int kMaxStagedWarps = 32;
 constexpr int kRowPad = 32;
 constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
 
-// The warp's 16 rows (from tile_row0; rows >= N are skipped: their products are never stored), k blocks
+// The warp's 16 rows (from tile_row0; rows >= N are zero-filled: their products are never stored), k blocks
 // [kb0, kb1), into w_tile ([16][row_elems] bf16). Consecutive lanes take consecutive 16-byte pieces of a row.
 __device__ __forceinline__ void copy_tile_async(const GemvParams& p, bf16* w_tile, int row_elems,
                                                 int tile_row0, int kb0, int kb1) {
@@ -32,8 +32,9 @@ __device__ __forceinline__ void copy_tile_async(const GemvParams& p, bf16* w_til
   const int vecs = (kb1 - kb0) * (kMmaK / kBf16PerVec);  // pieces a row
   for (int i = lane; i < kMmaRows * vecs; i += kWarpSize) {
     const int r = i / vecs, at = kb0 * kMmaK + (i % vecs) * kBf16PerVec;
-    if (tile_row0 + r < p.n)
-      cp_async_16(w_tile + r * row_elems + at, p.w + static_cast<int64_t>(tile_row0 + r) * p.k + at, true);
+    const bool valid = tile_row0 + r < p.n;  // rows past N: zero-filled, never read from global
+    cp_async_16(w_tile + r * row_elems + at,
+                valid ? p.w + static_cast<int64_t>(tile_row0 + r) * p.k + at : p.w, valid);
   }
   cp_async_commit();
 }

@@ -37,14 +37,15 @@ TEST_P(LinearTest, MatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LinearTest,
-    ::testing::Combine(::testing::Values(LinearCase{1, 96, 96}, LinearCase{3, 130, 96},
-                                         LinearCase{8, 1000, 2048}, LinearCase{9, 200, 2048},
-                                         LinearCase{16, 2048, 4096}, LinearCase{17, 520, 2048},
-                                         LinearCase{64, 384, 96}, LinearCase{1, 5120, 2048},
-                                         LinearCase{2, 4099, 264}, LinearCase{1, 2048, 4096},
-                                         LinearCase{5, 128, 2048}, LinearCase{16, 2056, 96},
-                                         LinearCase{2, 4100, 64}),
-                       ::testing::Bool(), ::testing::Bool()),
+    ::testing::Combine(
+        ::testing::Values(LinearCase{1, 96, 96}, LinearCase{3, 130, 96}, LinearCase{8, 1000, 2048},
+                          LinearCase{9, 200, 2048}, LinearCase{16, 2048, 4096}, LinearCase{17, 520, 2048},
+                          LinearCase{64, 384, 96}, LinearCase{1, 5120, 2048}, LinearCase{2, 4099, 264},
+                          LinearCase{1, 2048, 4096}, LinearCase{5, 128, 2048}, LinearCase{16, 2056, 96},
+                          LinearCase{2, 4100, 64},
+                          LinearCase{12, 4100, 1024},   // staged: 2 tiles a block, 2 token tiles
+                          LinearCase{1, 16384, 2048}),  // 64 MiB of weights: cuBLASLt at one row
+        ::testing::Bool(), ::testing::Bool()),
     [](const auto& test) {
       const LinearCase& c = std::get<0>(test.param);
       return "M" + std::to_string(c.m) + "N" + std::to_string(c.n) + "K" + std::to_string(c.k) +
