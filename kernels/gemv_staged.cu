@@ -13,53 +13,13 @@
 #include "kernels/gemv_parts.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
+#include "kernels/staged_tile.cuh"
 
 namespace tpserve::kernels {
 namespace {
 
 constexpr int kMaxStagedWarps = 32;
-// bf16 of padding per shared row: where K is a multiple of 64, consecutive rows start 64 bytes apart in the
-// banks, so the 8 threads of a 128-byte wavefront (two rows x four 16-byte pieces) hit distinct banks (K = 32
-// mod 64 leaves 2-way conflicts: correct, slower; no Qwen3 projection has such a K).
-constexpr int kRowPad = 32;
 constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
-
-// The warp's 16 rows (from tile_row0; rows >= N are zero-filled: their products are never stored), k blocks
-// [kb0, kb1), into w_tile ([16][row_elems] bf16). Consecutive lanes take consecutive 16-byte pieces of a row.
-__device__ __forceinline__ void copy_tile_async(const GemvParams& p, bf16* w_tile, int row_elems,
-                                                int tile_row0, int kb0, int kb1) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int vecs = (kb1 - kb0) * (kMmaK / kBf16PerVec);  // pieces a row
-  for (int i = lane; i < kMmaRows * vecs; i += kWarpSize) {
-    const int r = i / vecs, at = kb0 * kMmaK + (i % vecs) * kBf16PerVec;
-    const bool valid = tile_row0 + r < p.n;  // rows past N: zero-filled, never read from global
-    cp_async_16(w_tile + r * row_elems + at,
-                valid ? p.w + static_cast<int64_t>(tile_row0 + r) * p.k + at : p.w, valid);
-  }
-  cp_async_commit();
-}
-
-// acc += the warp's tile over k blocks [kb0, kb1), A from w_tile, B from x_s ([M][row_elems]; rows >= M
-// read as zero).
-template <int NT>
-__device__ __forceinline__ void mma_shared(float (&acc)[NT][4], const bf16* w_tile, const bf16* x_s,
-                                           int row_elems, int m, int kb0, int kb1) {
-  const int lane = threadIdx.x % kWarpSize, g = lane / 4, q = lane % 4;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  const bf16* a_lo = w_tile + g * row_elems + q * kBf16PerVec;
-  const bf16* a_hi = a_lo + 8 * row_elems;
-#pragma unroll 4
-  for (int kb = kb0; kb < kb1; ++kb) {
-    const int at = kb * kMmaK;
-    const uint4 lo = load_vec(a_lo + at), hi = load_vec(a_hi + at);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int token = nt * kMmaCols + g;
-      const uint4 b = token < m ? load_vec(x_s + token * row_elems + at + q * kBf16PerVec) : zero;
-      mma_k32(acc[nt], lo, hi, b);
-    }
-  }
-}
 
 // Shared memory: the weight rows [T * 16][row_elems] (reused for the partial tiles once read), then the
 // activations [M][row_elems] at x_offset bytes.
@@ -69,7 +29,7 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, q = lane % 4;
-  const int row_elems = p.k + kRowPad;
+  const int row_elems = p.k + kStagedRowPad;
   const int tile = warp / k_splits, split = warp % k_splits;
   const int tile_row0 = (blockIdx.x * tiles_per_block + tile) * kMmaRows;
   bf16* w_tile = reinterpret_cast<bf16*>(smem) + tile * kMmaRows * row_elems;
@@ -77,8 +37,12 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   int kb_begin, kb_end;
   split_range(p.k / kMmaK, k_splits, split, kb_begin, kb_end);
   const int kb_mid = kb_begin + (kb_end - kb_begin + 1) / 2;
-  copy_tile_async(p, w_tile, row_elems, tile_row0, kb_begin, kb_mid);
-  copy_tile_async(p, w_tile, row_elems, tile_row0, kb_mid, kb_end);
+  // Rows past N are zero-filled: their products are never stored.
+  auto row_ptr = [&](int r) {
+    return tile_row0 + r < p.n ? p.w + static_cast<int64_t>(tile_row0 + r) * p.k : nullptr;
+  };
+  copy_rows_async(w_tile, row_elems, row_ptr, p.w, kb_begin, kb_mid);
+  copy_rows_async(w_tile, row_elems, row_ptr, p.w, kb_mid, kb_end);
 
   pdl_wait_then_trigger();  // the activations are predecessors' outputs
   const int vecs = p.k / kBf16PerVec;
@@ -87,13 +51,17 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
               load_vec(p.x + static_cast<int64_t>(i / vecs) * p.k + (i % vecs) * kBf16PerVec));
   __syncthreads();
 
+  const bf16* b[NT];  // token columns; rows >= M read as zero
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    b[nt] = nt * kMmaCols + g < p.m ? x_s + (nt * kMmaCols + g) * row_elems : nullptr;
   float acc[NT][4] = {};
   cp_async_wait_one();  // this thread's first half; __syncwarp makes the warp's copies visible to it
   __syncwarp();
-  mma_shared<NT>(acc, w_tile, x_s, row_elems, p.m, kb_begin, kb_mid);
+  mma_staged<NT, 1>(acc, w_tile, row_elems, b, kb_begin, kb_mid);
   cp_async_wait_all();
   __syncwarp();
-  mma_shared<NT>(acc, w_tile, x_s, row_elems, p.m, kb_mid, kb_end);
+  mma_staged<NT, 1>(acc, w_tile, row_elems, b, kb_mid, kb_end);
 
   __syncthreads();  // every warp is done with the weight rows: their space takes the partial tiles
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), k_splits);
@@ -115,7 +83,7 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
   s.k_splits = std::max(1, std::min({k_blocks, kMaxStagedWarps / s.tiles_per_block,
                                      (k_blocks + kMinKBlocksPerWarp - 1) / kMinKBlocksPerWarp}));
   s.blocks = (tiles + s.tiles_per_block - 1) / s.tiles_per_block;
-  const size_t row_bytes = static_cast<size_t>(p.k + kRowPad) * sizeof(bf16);
+  const size_t row_bytes = static_cast<size_t>(p.k + kStagedRowPad) * sizeof(bf16);
   const size_t weights = s.tiles_per_block * kMmaRows * row_bytes;
   const size_t partials =
       static_cast<size_t>(s.tiles_per_block) * s.k_splits * token_tiles * 4 * kWarpSize * 4;

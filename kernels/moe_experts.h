@@ -28,6 +28,13 @@ struct MoeExpertsParams {
   // the routing before gate_up (the down kernel's predecessor) passed its own wait (kernels/pdl.cuh), so
   // the down weights start loading during gate_up's tail. false: every read after the wait.
   bool down_loads_before_wait = true;
+  // Staged weights (kernels/staged_tile.cuh): each block copies its 16 weight rows whole into shared memory
+  // with cp.async (the down kernel before its PDL wait, gate_up once its work item is known) instead of
+  // loading them into registers a few k blocks at a time. Taken where K (I for down, H for gate_up) is a
+  // multiple of 32 and the tile fits staged_smem bytes; down_loads_before_wait does not apply to it.
+  bool stage_down = false;
+  bool stage_gate_up = false;
+  size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
 };
 
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy);

@@ -2,6 +2,8 @@
 // experts too), and the expert-parallel pack / expert rows / combine.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "tests/cuda/op_test_util.h"
 
 namespace tpserve::cuda_test {
@@ -71,13 +73,16 @@ void route(std::mt19937& rng, int tokens, int experts, int k, std::vector<int32_
   }
 }
 
-class MoeExpertsTest : public ::testing::TestWithParam<MoeCase> {};
+// Each case with the expert kernels' weights staged in shared memory (where K allows) and through registers.
+class MoeExpertsTest : public ::testing::TestWithParam<std::tuple<MoeCase, bool>> {};
 
 TEST_P(MoeExpertsTest, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
-  const MoeCase c = GetParam();
-  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))));
-  Backends b;
+  const auto [c, staged] = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (staged ? 1 : 0));
+  CudaBackendOptions options = test_backend_options();
+  options.moe_down_staged = options.moe_gate_up_staged = staged;
+  Backends b(options);
   auto xv = uniform(rng, size_t(c.tokens) * c.hidden);
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden));
   auto guv = uniform(rng, size_t(c.local_experts) * 2 * c.inter * c.hidden, -2 * w_scale, 2 * w_scale);
@@ -94,18 +99,23 @@ TEST_P(MoeExpertsTest, MatchesCpu) {
   b.gpu().moe_experts(x.gpu, gate_up.gpu, down.gpu, ids_t.gpu, w_t.gpu, c.expert_begin, out.gpu);
   const auto ref = cpu_floats(out.cpu);
   // The intermediate is bf16 on the GPU (f32 on the CPU): about 2^-9 relative per element, averaged.
-  expect_close("moe_experts " + describe(c), ref, b.floats(out.gpu), {2e-2f * rms(ref) + 1e-4f, 2e-2f});
+  expect_close("moe_experts " + describe(c) + (staged ? " staged" : ""), ref, b.floats(out.gpu),
+               {2e-2f * rms(ref) + 1e-4f, 2e-2f});
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, MoeExpertsTest,
-                         ::testing::Values(MoeCase{1, 96, 64, 8, 2, 0, 8}, MoeCase{3, 96, 40, 8, 2, 0, 8},
-                                           MoeCase{16, 256, 96, 128, 8, 0, 128},
-                                           MoeCase{64, 96, 64, 128, 8, 0, 128},
-                                           MoeCase{16, 96, 32, 512, 10, 0, 512},
-                                           MoeCase{16, 2048, 768, 8, 8, 0, 8},
-                                           MoeCase{64, 96, 64, 8, 2, 0, 8},      // > 16 tokens per expert
-                                           MoeCase{16, 96, 64, 128, 8, 32, 32},  // an EP rank's slice
-                                           MoeCase{3, 264, 72, 16, 4, 8, 8}));
+// H or I not a multiple of 32 (40, 72, 264) takes the register path even where staging is asked for.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MoeExpertsTest,
+    ::testing::Combine(::testing::Values(MoeCase{1, 96, 64, 8, 2, 0, 8}, MoeCase{3, 96, 40, 8, 2, 0, 8},
+                                         MoeCase{16, 256, 96, 128, 8, 0, 128},
+                                         MoeCase{64, 96, 64, 128, 8, 0, 128},
+                                         MoeCase{16, 96, 32, 512, 10, 0, 512},
+                                         MoeCase{1, 2048, 768, 16, 8, 0, 16},
+                                         MoeCase{16, 2048, 768, 8, 8, 0, 8},
+                                         MoeCase{64, 96, 64, 8, 2, 0, 8},      // > 16 a expert
+                                         MoeCase{16, 96, 64, 128, 8, 32, 32},  // EP slice
+                                         MoeCase{3, 264, 72, 16, 4, 8, 8}),
+                       ::testing::Bool()));
 
 TEST(MoeExpertParallel, PackExpertRowsCombineMatchCpu) {
   TPS_REQUIRE_CUDA_DEVICE();

@@ -23,16 +23,25 @@ Tensor alloc(Backend& backend, DType dtype, const std::vector<int64_t>& shape) {
   }
 }
 
-Backends::Backends(size_t arena_bytes, size_t workspace_bytes, bool staged_gemv) : cpu_(make_cpu_backend()) {
+CudaBackendOptions test_backend_options(size_t arena_bytes, size_t workspace_bytes) {
   CudaBackendOptions options;
-  options.staged_gemv = staged_gemv;
   options.gemv_max_rows = kLinearGemvMaxRows;  // every GEMV shape reachable by configuration is tested
   options.arena_bytes = arena_bytes;
   options.workspace_bytes = workspace_bytes;
   options.cublas_workspace_bytes = size_t(32) << 20;
   options.staging_bytes = size_t(8) << 20;
-  gpu_ = make_cuda_backend(options);
+  return options;
 }
+
+Backends::Backends(const CudaBackendOptions& options)
+    : cpu_(make_cpu_backend()), gpu_(make_cuda_backend(options)) {}
+
+Backends::Backends(size_t arena_bytes, size_t workspace_bytes, bool staged_gemv)
+    : Backends([&] {
+        CudaBackendOptions options = test_backend_options(arena_bytes, workspace_bytes);
+        options.staged_gemv = staged_gemv;
+        return options;
+      }()) {}
 
 Pair Backends::bf16(const std::vector<int64_t>& shape, std::vector<float>& values) {
   Pair p{alloc(*cpu_, DType::kF32, shape), alloc(*gpu_, DType::kBF16, shape)};

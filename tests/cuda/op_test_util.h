@@ -29,12 +29,18 @@ struct Pair {
   Tensor gpu;  // bf16 / f32 / i32 / i64 on the CUDA backend
 };
 
+// The CUDA backend options of the op tests: a small arena (tests allocate per case and never free), every
+// GEMV shape reachable by configuration (gemv_max_rows at its limit).
+CudaBackendOptions test_backend_options(size_t arena_bytes = size_t(1) << 30,
+                                        size_t workspace_bytes = size_t(256) << 20);
+
 class Backends {
  public:
-  // A fresh CUDA backend with a small arena (tests allocate per case and never free).
-  // staged_gemv: CudaBackendOptions::staged_gemv (the GEMV tests run both kernels).
+  // A fresh CUDA backend with test_backend_options(); staged_gemv: CudaBackendOptions::staged_gemv (the
+  // GEMV tests run both kernels).
   explicit Backends(size_t arena_bytes = size_t(1) << 30, size_t workspace_bytes = size_t(256) << 20,
                     bool staged_gemv = true);
+  explicit Backends(const CudaBackendOptions& options);
 
   Backend& cpu() { return *cpu_; }
   CudaBackend& gpu() { return *gpu_; }

@@ -46,7 +46,9 @@ int cuda_device_count(std::string* why) {
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : device_(options.device),
       gemv_max_rows_(options.gemv_max_rows),
-      moe_down_loads_before_wait_(options.moe_down_loads_before_wait) {
+      moe_down_loads_before_wait_(options.moe_down_loads_before_wait),
+      moe_down_staged_(options.moe_down_staged),
+      moe_gate_up_staged_(options.moe_gate_up_staged) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");
@@ -55,6 +57,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   num_sms_ = prop.multiProcessorCount;
+  staged_smem_limit_ = static_cast<size_t>(prop.sharedMemPerBlockOptin);
   TPS_CHECK(gemv_max_rows_ >= 0 && gemv_max_rows_ <= kLinearGemvMaxRows, "CUDA backend: gemv_max_rows ",
             gemv_max_rows_, " (0 to ", kLinearGemvMaxRows, ")");
   if (options.staged_gemv) {

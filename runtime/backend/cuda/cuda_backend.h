@@ -21,7 +21,8 @@ namespace tpserve {
 
 namespace kernels {
 class LaunchPolicy;
-}
+struct MoeExpertsParams;
+}  // namespace kernels
 class DeviceArena;
 class ScratchRegion;
 class CublasLtGemm;
@@ -51,6 +52,9 @@ struct CudaBackendOptions {
   int gemv_max_rows = 8;
   // The MoE down kernel issues its first weight loads before its PDL wait (kernels/moe_experts.h).
   bool moe_down_loads_before_wait = true;
+  // The MoE expert kernels stage each block's weight rows in shared memory (kernels/moe_experts.h).
+  bool moe_down_staged = true;
+  bool moe_gate_up_staged = false;
 };
 
 class CudaBackend final : public Backend {
@@ -119,6 +123,9 @@ class CudaBackend final : public Backend {
   void set_wait_hook(std::function<void()> hook) { wait_hook_ = std::move(hook); }
 
  private:
+  // The MoE expert kernels' options from CudaBackendOptions (early down loads, staging).
+  void set_moe_kernel_options(kernels::MoeExpertsParams& e) const;
+
   int device_ = 0;
   int num_sms_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -131,6 +138,8 @@ class CudaBackend final : public Backend {
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
   int gemv_max_rows_ = kLinearGemvMaxRows;
   bool moe_down_loads_before_wait_ = true;
+  bool moe_down_staged_ = true, moe_gate_up_staged_ = false;
+  size_t staged_smem_limit_ = 0;  // the device's opt-in shared memory a block
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;

@@ -105,6 +105,13 @@ void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Ten
   kernels::launch_topk_gating(p, stream_, *policy_);
 }
 
+void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
+  e.down_loads_before_wait = moe_down_loads_before_wait_;
+  e.stage_down = moe_down_staged_;
+  e.stage_gate_up = moe_gate_up_staged_;
+  e.staged_smem = staged_smem_limit_;
+}
+
 void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
                               int expert_begin, Tensor out) {
   const char* op = "moe_experts";
@@ -127,7 +134,7 @@ void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk
     ScratchRegion::Cursor scratch(*scratch_);
     const int32_t* ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
     kernels::MoeExpertsParams e;
-    e.down_loads_before_wait = moe_down_loads_before_wait_;
+    set_moe_kernel_options(e);
     e.x = bf16_ptr(x) + int64_t(t0) * hidden;
     e.x_row_divisor = k;
     e.gate_up = bf16_ptr(gate_up);
@@ -167,7 +174,7 @@ void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_u
     const int count = std::min(chunk, n - r0);
     ScratchRegion::Cursor scratch(*scratch_);
     kernels::MoeExpertsParams e;
-    e.down_loads_before_wait = moe_down_loads_before_wait_;
+    set_moe_kernel_options(e);
     e.x = bf16_ptr(rows) + int64_t(r0) * hidden;
     e.x_row_divisor = 1;
     e.gate_up = bf16_ptr(gate_up);
