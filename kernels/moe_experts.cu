@@ -4,10 +4,9 @@
 //   gate_up: a block owns 8 intermediate rows; its tile's rows are gate rows i..i+7 (A rows 0-7) and up
 //            rows i..i+7 (A rows 8-15), so each thread ends with gate and up of the same (row, column) and
 //            applies silu(gate) * up in registers.
-//   down:    a block owns 16 output rows of the expert's down projection.
-// Staged (MoeExpertsParams::stage_down / stage_gate_up): the block's 16 weight rows go to shared memory by
-// cp.async, all at once (kernels/staged_tile.cuh); the down kernel issues them before its PDL wait, so under
-// PDL the down weights stream in during gate_up's tail without holding registers.
+//   down:    a block owns 16 output rows of the expert's down projection. Staged (MoeExpertsParams::
+//            stage_down): its weight rows go to shared memory whole by cp.async before the PDL wait, so
+//            under PDL they stream in during gate_up's tail without holding registers.
 #include <algorithm>
 #include <type_traits>
 
@@ -39,53 +38,24 @@ __device__ __forceinline__ int assignment(const MoeExpertsParams& p, const WorkI
   return col < w.count ? p.sorted[w.first + col] : -1;
 }
 
-constexpr size_t kScratchBytes = kWarps * kNt * 4 * kWarpSize * sizeof(float);
-
-// The block's 16 x (8 NT) product tile, summed over its warps into warp 0's acc: A rows row_ptr(0 .. 15)
-// (nullptr = a zero row; any_row: some valid address), K = k split over the warps, B columns b[nt].
-// kStaged: each warp copies its k range of the 16 rows into `tile` (shared, staged_tile_bytes(k)) with
-// cp.async, whose space then takes the partial tiles; else A goes through registers and the partials through
-// `scratch` (kScratchBytes). kWaitInside: pdl_wait() right after the first weights are requested (B is read
-// after it either way).
-template <int NT, bool kStaged, bool kWaitInside, typename RowPtr>
-__device__ __forceinline__ void block_tile(float (&acc)[NT][4], const RowPtr& row_ptr, const bf16* any_row,
-                                           const bf16* const (&b)[NT], int k, float* scratch, bf16* tile) {
-  const int warp = threadIdx.x / kWarpSize, g = (threadIdx.x % kWarpSize) / 4;
-  int kb_begin, kb_end;
-  split_range((k + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
-  if constexpr (kStaged) {
-    const int row_elems = k + kStagedRowPad;
-    copy_rows_async(tile, row_elems, row_ptr, any_row, kb_begin, kb_end);
-    if constexpr (kWaitInside) pdl_wait_then_trigger();
-    cp_async_wait_all();
-    __syncwarp();  // the warp's copies, visible to all its lanes
-    mma_staged<NT, kUnroll>(acc, tile, row_elems, b, kb_begin, kb_end);
-    __syncthreads();  // every warp is done with the rows: their space takes the partial tiles
-  } else {
-    warp_tile_mma<NT, kUnroll, kWaitInside>(acc, row_ptr(g), row_ptr(g + 8), b, k, kb_begin, kb_end);
-  }
-  reduce_warp_tiles<NT>(acc, scratch, kWarps);
-}
-
-template <int NT, bool kStaged>
+template <int NT>
 __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float* scratch) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
   const int row = blockIdx.x * 8 + g;  // intermediate row of this thread's A rows
   const int64_t expert_base = static_cast<int64_t>(w.expert) * 2 * p.inter;
-  // Tile rows 0-7: gate rows of intermediate rows blockIdx.x * 8 + r; rows 8-15: the up rows of the same.
-  auto row_ptr = [&](int r) -> const bf16* {
-    const int i = blockIdx.x * 8 + r % 8;
-    return i < p.inter ? p.gate_up + (expert_base + (r < 8 ? 0 : p.inter) + i) * p.hidden : nullptr;
-  };
+  const bf16* a_lo = row < p.inter ? p.gate_up + (expert_base + row) * p.hidden : nullptr;
+  const bf16* a_hi = row < p.inter ? p.gate_up + (expert_base + p.inter + row) * p.hidden : nullptr;
   const bf16* b[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const int a = assignment(p, w, nt * kMmaCols + g);
     b[nt] = a >= 0 ? p.x + static_cast<int64_t>(a / p.x_row_divisor) * p.hidden : nullptr;
   }
+  int kb_begin, kb_end;
+  split_range((p.hidden + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
-  block_tile<NT, kStaged, false>(acc, row_ptr, p.gate_up, b, p.hidden, scratch,
-                                 reinterpret_cast<bf16*>(scratch));
+  warp_tile_mma<NT, kUnroll, false>(acc, a_lo, a_hi, b, p.hidden, kb_begin, kb_end);
+  reduce_warp_tiles<NT>(acc, scratch, kWarps);
   if (warp != 0 || row >= p.inter) return;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
@@ -98,26 +68,11 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
     }
 }
 
-// kWaitInside: pdl_wait() after the first weight loads (inside block_tile), not before this call.
-template <int NT, bool kStaged, bool kWaitInside>
-__device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* scratch) {
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
-  const int row_lo = blockIdx.x * kMmaRows + g, row_hi = row_lo + 8;
-  const int64_t expert_base = static_cast<int64_t>(w.expert) * p.hidden;
-  auto row_ptr = [&](int r) -> const bf16* {
-    const int row = blockIdx.x * kMmaRows + r;
-    return row < p.hidden ? p.down + (expert_base + row) * p.inter : nullptr;
-  };
-  const bf16* b[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int a = assignment(p, w, nt * kMmaCols + g);
-    b[nt] = a >= 0 ? p.act + static_cast<int64_t>(a) * p.inter : nullptr;
-  }
-  float acc[NT][4] = {};
-  block_tile<NT, kStaged, kWaitInside>(acc, row_ptr, p.down, b, p.inter, scratch,
-                                       reinterpret_cast<bf16*>(scratch));
-  if (warp != 0) return;
+// Warp 0's summed down tile into y (rows row_lo / row_hi of this thread, columns = the work item's
+// assignments).
+template <int NT>
+__device__ __forceinline__ void store_down_tile(const MoeExpertsParams& p, const WorkItem& w,
+                                                const float (&acc)[NT][4], int row_lo, int row_hi, int q) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -133,70 +88,111 @@ __device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* s
     }
 }
 
-// The block's scratch: static for the register path, the dynamic staged tile otherwise.
-template <bool kStaged>
-__device__ __forceinline__ float* block_scratch() {
-  if constexpr (kStaged) {
-    extern __shared__ __align__(16) unsigned char staged_smem[];
-    return reinterpret_cast<float*>(staged_smem);
-  } else {
-    __shared__ float scratch[kScratchBytes / sizeof(float)];
-    return scratch;
+// kWaitInside: pdl_wait() after the first weight loads (inside warp_tile_mma), not before this call.
+template <int NT, bool kWaitInside>
+__device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* scratch) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
+  const int row_lo = blockIdx.x * kMmaRows + g, row_hi = row_lo + 8;
+  const int64_t expert_base = static_cast<int64_t>(w.expert) * p.hidden;
+  const bf16* a_lo = row_lo < p.hidden ? p.down + (expert_base + row_lo) * p.inter : nullptr;
+  const bf16* a_hi = row_hi < p.hidden ? p.down + (expert_base + row_hi) * p.inter : nullptr;
+  const bf16* b[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int a = assignment(p, w, nt * kMmaCols + g);
+    b[nt] = a >= 0 ? p.act + static_cast<int64_t>(a) * p.inter : nullptr;
   }
+  int kb_begin, kb_end;
+  split_range((p.inter + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
+  float acc[NT][4] = {};
+  warp_tile_mma<NT, kUnroll, kWaitInside>(acc, a_lo, a_hi, b, p.inter, kb_begin, kb_end);
+  reduce_warp_tiles<NT>(acc, scratch, kWarps);
+  if (warp == 0) store_down_tile<NT>(p, w, acc, row_lo, row_hi, q);
 }
 
-template <bool kStaged>
+// The staged down tile (MoeExpertsParams::stage_down): each warp copies its k range of the block's 16 weight
+// rows into shared memory (cp.async, kernels/staged_tile.cuh) before pdl_wait(), then reads the activations;
+// the rows' space takes the partial tiles afterwards. Shared memory: staged_bytes(I).
+template <int NT>
+__device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, unsigned char* smem) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
+  const int row0 = blockIdx.x * kMmaRows;
+  const int64_t expert_base = static_cast<int64_t>(w.expert) * p.hidden;
+  const bf16* b[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int a = assignment(p, w, nt * kMmaCols + g);
+    b[nt] = a >= 0 ? p.act + static_cast<int64_t>(a) * p.inter : nullptr;
+  }
+  int kb_begin, kb_end;
+  split_range(p.inter / kMmaK, kWarps, warp, kb_begin, kb_end);
+  bf16* tile = reinterpret_cast<bf16*>(smem);
+  const int row_elems = p.inter + kStagedRowPad;
+  auto row_ptr = [&](int r) -> const bf16* {  // rows past H: zero-filled, their products never stored
+    return row0 + r < p.hidden ? p.down + (expert_base + row0 + r) * p.inter : nullptr;
+  };
+  copy_rows_async(tile, row_elems, row_ptr, p.down, kb_begin, kb_end);
+  pdl_wait_then_trigger();  // the activations are gate_up's output
+  cp_async_wait_all();
+  __syncwarp();  // the warp's copies, visible to all its lanes
+  float acc[NT][4] = {};
+  mma_staged<NT, kUnroll>(acc, tile, row_elems, b, kb_begin, kb_end);
+  __syncthreads();  // every warp is done with the rows: their space takes the partial tiles
+  reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);
+  if (warp == 0) store_down_tile<NT>(p, w, acc, row0 + g, row0 + g + 8, q);
+}
+
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
-  float* scratch = block_scratch<kStaged>();
+  __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
   pdl_wait_then_trigger();
   if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
   const WorkItem w = work_item(p);
   if (w.count <= kMmaCols)
-    gate_up_tile<1, kStaged>(p, w, scratch);
+    gate_up_tile<1>(p, w, scratch);
   else
-    gate_up_tile<2, kStaged>(p, w, scratch);
+    gate_up_tile<2>(p, w, scratch);
 }
 
-// Staged: the weight copies always go out before the wait (down_loads_before_wait is for the register path).
-template <bool kStaged>
-__device__ __forceinline__ void down_block(const MoeExpertsParams& p) {
-  float* scratch = block_scratch<kStaged>();
-  const bool early = kStaged || p.down_loads_before_wait;
-  if (!early) pdl_wait_then_trigger();
+__global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
+  __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
+  if (!p.down_loads_before_wait) pdl_wait_then_trigger();
   if (static_cast<int>(blockIdx.y) >= *p.num_work) {
-    if (early) pdl_wait_then_trigger();  // every block waits before it exits
+    if (p.down_loads_before_wait) pdl_wait_then_trigger();  // every block waits before it exits
     return;
   }
   const WorkItem w = work_item(p);
   auto run = [&](auto wait_inside) {
     if (w.count <= kMmaCols)
-      down_tile<1, kStaged, decltype(wait_inside)::value>(p, w, scratch);
+      down_tile<1, decltype(wait_inside)::value>(p, w, scratch);
     else
-      down_tile<2, kStaged, decltype(wait_inside)::value>(p, w, scratch);
+      down_tile<2, decltype(wait_inside)::value>(p, w, scratch);
   };
-  if constexpr (kStaged)
-    run(std::true_type{});
-  else if (p.down_loads_before_wait)
+  if (p.down_loads_before_wait)
     run(std::true_type{});
   else
     run(std::false_type{});
 }
 
-__global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
-  down_block<false>(p);
-}
-
 // 8 blocks an SM (their 25.6 KB tiles at I = 768), so 64 registers a thread at most.
 __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_staged_kernel(const MoeExpertsParams p) {
-  down_block<true>(p);
+  extern __shared__ __align__(16) unsigned char smem[];
+  if (static_cast<int>(blockIdx.y) >= *p.num_work) {  // num_work: moe_align's, before gate_up (pdl.cuh)
+    pdl_wait_then_trigger();                          // every block waits before it exits
+    return;
+  }
+  const WorkItem w = work_item(p);
+  if (w.count <= kMmaCols)
+    down_tile_staged<1>(p, w, smem);
+  else
+    down_tile_staged<2>(p, w, smem);
 }
 
-// Dynamic shared memory of a staged block for a K-long product, or 0 where it is not staged (not asked, K
-// not whole k blocks, or beyond the limit).
-size_t staged_bytes(bool asked, int k, size_t limit) {
-  if (!asked || k % kMmaK != 0) return 0;
-  const size_t bytes = std::max(staged_tile_bytes(k), kScratchBytes);
-  return bytes <= limit ? bytes : 0;
+// Dynamic shared memory of a staged down block, or 0 where the down kernel is not staged (not asked, I not
+// whole k blocks, or beyond the limit).
+size_t staged_down_bytes(const MoeExpertsParams& p) {
+  if (!p.stage_down || p.inter % kMmaK != 0) return 0;
+  const size_t bytes = std::max(staged_tile_bytes(p.inter), kWarps * kNt * 4 * kWarpSize * sizeof(float));
+  return bytes <= p.staged_smem ? bytes : 0;
 }
 
 }  // namespace
@@ -204,12 +200,9 @@ size_t staged_bytes(bool asked, int k, size_t limit) {
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
   const dim3 block(kWarps * kWarpSize);
   const dim3 gate_up_grid((p.inter + 7) / 8, p.max_work);
-  const size_t gate_up_smem = staged_bytes(p.stage_gate_up, p.hidden, p.staged_smem);
-  launch(policy, Site::kMoeExperts, Pdl::kEnrolled,
-         gate_up_smem > 0 ? moe_gate_up_kernel<true> : moe_gate_up_kernel<false>, gate_up_grid, block,
-         gate_up_smem, stream, p);
+  launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
   const dim3 down_grid((p.hidden + kMmaRows - 1) / kMmaRows, p.max_work);
-  const size_t down_smem = staged_bytes(p.stage_down, p.inter, p.staged_smem);
+  const size_t down_smem = staged_down_bytes(p);
   launch(policy, Site::kMoeExperts, Pdl::kEnrolled, down_smem > 0 ? moe_down_staged_kernel : moe_down_kernel,
          down_grid, block, down_smem, stream, p);
 }

@@ -28,12 +28,11 @@ struct MoeExpertsParams {
   // the routing before gate_up (the down kernel's predecessor) passed its own wait (kernels/pdl.cuh), so
   // the down weights start loading during gate_up's tail. false: every read after the wait.
   bool down_loads_before_wait = true;
-  // Staged weights (kernels/staged_tile.cuh): each block copies its 16 weight rows whole into shared memory
-  // with cp.async (the down kernel before its PDL wait, gate_up once its work item is known) instead of
-  // loading them into registers a few k blocks at a time. Taken where K (I for down, H for gate_up) is a
-  // multiple of 32 and the tile fits staged_smem bytes; down_loads_before_wait does not apply to it.
+  // Staged down weights (kernels/staged_tile.cuh): each down block copies its 16 weight rows whole into
+  // shared memory with cp.async before its PDL wait, instead of loading them into registers a few k blocks
+  // at a time (down_loads_before_wait is for that register path). Taken where I is a multiple of 32 and the
+  // tile fits staged_smem bytes.
   bool stage_down = false;
-  bool stage_gate_up = false;
   size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
 };
 

@@ -64,10 +64,9 @@ struct RuntimeConfig {
   int gemv_max_rows = 8;
   // CUDA: the MoE down kernel issues its first weight loads before its PDL wait (during gate_up's tail).
   bool moe_down_early_loads = true;
-  // CUDA: the MoE expert kernels copy each block's weight rows into shared memory whole (cp.async) instead
-  // of loading them into registers a few k blocks at a time; down issues its copies before its PDL wait.
+  // CUDA: each MoE down block copies its weight rows into shared memory whole (cp.async) before its PDL
+  // wait, instead of loading them into registers a few k blocks at a time.
   bool moe_down_staged = true;
-  bool moe_gate_up_staged = false;
 };
 
 struct CudaGraphConfig {

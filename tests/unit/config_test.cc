@@ -231,9 +231,7 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.moe_down_early_loads);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_early_loads=false"}).runtime.moe_down_early_loads);
   EXPECT_TRUE(c.runtime.moe_down_staged);
-  EXPECT_FALSE(c.runtime.moe_gate_up_staged);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_staged=false"}).runtime.moe_down_staged);
-  EXPECT_TRUE(parse_config(M, "x", {"runtime.moe_gate_up_staged=true"}).runtime.moe_gate_up_staged);
   EXPECT_EQ(parse_config(M, "x", {"runtime.gemv_max_rows=4"}).runtime.gemv_max_rows, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.gemv_max_rows=17"}), ConfigError);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.staged_gemv=false"}).runtime.staged_gemv);

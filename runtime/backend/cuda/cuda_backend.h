@@ -52,9 +52,8 @@ struct CudaBackendOptions {
   int gemv_max_rows = 8;
   // The MoE down kernel issues its first weight loads before its PDL wait (kernels/moe_experts.h).
   bool moe_down_loads_before_wait = true;
-  // The MoE expert kernels stage each block's weight rows in shared memory (kernels/moe_experts.h).
+  // The MoE down kernel stages each block's weight rows in shared memory (kernels/moe_experts.h).
   bool moe_down_staged = true;
-  bool moe_gate_up_staged = false;
 };
 
 class CudaBackend final : public Backend {
@@ -138,7 +137,7 @@ class CudaBackend final : public Backend {
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
   int gemv_max_rows_ = kLinearGemvMaxRows;
   bool moe_down_loads_before_wait_ = true;
-  bool moe_down_staged_ = true, moe_gate_up_staged_ = false;
+  bool moe_down_staged_ = true;
   size_t staged_smem_limit_ = 0;  // the device's opt-in shared memory a block
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event

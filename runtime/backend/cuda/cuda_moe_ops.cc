@@ -108,7 +108,6 @@ void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Ten
 void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
   e.down_loads_before_wait = moe_down_loads_before_wait_;
   e.stage_down = moe_down_staged_;
-  e.stage_gate_up = moe_gate_up_staged_;
   e.staged_smem = staged_smem_limit_;
 }
 
