@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "common/error.h"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
 #include "kernels/moe_align.h"
@@ -143,49 +142,6 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   if (warp == 0) store_down_tile<NT>(p, w, acc, row0 + g, row0 + g + 8, q);
 }
 
-// The fused combine (MoeExpertsParams::combine) of the row tile's 16 rows: the tokens' slots summed as
-// moe_combine does (slot order, fp32, bf16 out); slots of experts held elsewhere contribute nothing. Rows of
-// y are read from L2 (__ldcg): other blocks wrote them, and L1 is not coherent.
-__device__ void combine_tile(const MoeExpertsParams& p) {
-  const MoeCombineParams& c = p.combine;
-  constexpr int kQuads = kMmaRows / 4;  // a thread sums 4 consecutive rows (16 bytes of y)
-  const int row0 = blockIdx.x * kMmaRows;
-  for (int i = threadIdx.x; i < c.tokens * kQuads; i += blockDim.x) {
-    const int t = i / kQuads, row = row0 + (i % kQuads) * 4;
-    if (row >= c.hidden) continue;  // H is a multiple of 8: a quad is inside H or past it whole
-    float sum[4] = {};
-    for (int j = 0; j < c.k; ++j) {
-      const int64_t slot = static_cast<int64_t>(t) * c.k + j;
-      if (c.topk_ids != nullptr) {
-        const int e = c.topk_ids[slot] - c.expert_begin;
-        if (e < 0 || e >= c.num_experts) continue;
-      }
-      const float4 y = __ldcg(reinterpret_cast<const float4*>(c.y_f32 + slot * c.hidden + row));
-      const float weight = c.weights[slot];
-      sum[0] += weight * y.x, sum[1] += weight * y.y, sum[2] += weight * y.z, sum[3] += weight * y.w;
-    }
-    *reinterpret_cast<uint2*>(c.out + static_cast<int64_t>(t) * c.hidden + row) =
-        make_uint2(pack_bf16x2(sum[0], sum[1]), pack_bf16x2(sum[2], sum[3]));
-  }
-}
-
-// Every block of the row tile counts its arrival once its y rows are stored; true in the last of the step's
-// num_work blocks. Thread 0's fence after the barrier orders the block's stores before its count; the last
-// block resets the counter to 0 for the next launch or replay.
-__device__ bool last_to_arrive(const MoeExpertsParams& p, int num_work, bool& last_s) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int* counter = p.combine_counters + blockIdx.x;
-    __threadfence();
-    const bool last = atomicAdd(counter, 1) == num_work - 1;
-    if (last) atomicExch(counter, 0);
-    __threadfence();  // the earlier arrivals' rows are read after their counts were seen
-    last_s = last;
-  }
-  __syncthreads();
-  return last_s;
-}
-
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
   pdl_wait_then_trigger();
@@ -220,12 +176,8 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeEx
 // 8 blocks an SM (their 25.6 KB tiles at I = 768), so 64 registers a thread at most.
 __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_staged_kernel(const MoeExpertsParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ bool last_s;            // this block does the row tile's fused combine
-  const int num_work = *p.num_work;  // moe_align's, written before gate_up (pdl.cuh)
-  if (static_cast<int>(blockIdx.y) >= num_work) {
-    pdl_wait_then_trigger();  // every block waits before it exits
-    // No expert here has work: the combine's sums are all zero, written by the first work row's blocks.
-    if (p.fuse_combine && num_work == 0 && blockIdx.y == 0) combine_tile(p);
+  if (static_cast<int>(blockIdx.y) >= *p.num_work) {  // num_work: moe_align's, before gate_up (pdl.cuh)
+    pdl_wait_then_trigger();                          // every block waits before it exits
     return;
   }
   const WorkItem w = work_item(p);
@@ -233,7 +185,6 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_staged_kernel(c
     down_tile_staged<1>(p, w, smem);
   else
     down_tile_staged<2>(p, w, smem);
-  if (p.fuse_combine && last_to_arrive(p, num_work, last_s)) combine_tile(p);
 }
 
 // Dynamic shared memory of a staged down block, or 0 where the down kernel is not staged (not asked, I not
@@ -252,16 +203,8 @@ void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const La
   launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
   const dim3 down_grid((p.hidden + kMmaRows - 1) / kMmaRows, p.max_work);
   const size_t down_smem = staged_down_bytes(p);
-  const bool combine = p.combine.out != nullptr;
-  TPS_CHECK(!combine || (p.y_f32 != nullptr && p.combine.y_f32 == p.y_f32 && p.combine.origin == nullptr),
-            "moe_experts: the combine reads the experts' f32 rows in slot order");
-  MoeExpertsParams down = p;
-  down.fuse_combine = combine && p.fuse_combine && down_smem > 0 && p.combine_counters != nullptr &&
-                      int64_t(p.combine.tokens) * p.combine.k <= kMoeFusedCombineMaxAssignments &&
-                      static_cast<int>(down_grid.x) <= p.combine_counter_capacity;
   launch(policy, Site::kMoeExperts, Pdl::kEnrolled, down_smem > 0 ? moe_down_staged_kernel : moe_down_kernel,
-         down_grid, block, down_smem, stream, down);
-  if (combine && !down.fuse_combine) launch_moe_combine(p.combine, stream, policy);
+         down_grid, block, down_smem, stream, p);
 }
 
 }  // namespace tpserve::kernels

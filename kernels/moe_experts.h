@@ -7,14 +7,8 @@
 #pragma once
 
 #include "kernels/kernel_api.h"
-#include "kernels/moe_combine.h"
 
 namespace tpserve::kernels {
-
-// Most assignments (T * k) whose combine the staged down kernel does itself (MoeExpertsParams::combine).
-inline constexpr int kMoeFusedCombineMaxAssignments = 256;
-// Arrival counters a backend allocates once (zeroed) for the fused combine: one per 16-row tile of H.
-inline constexpr int kMoeCombineCounterCapacity = 4096;
 
 struct MoeExpertsParams {
   const bf16* x = nullptr;          // [rows, H]; assignment a reads row a / x_row_divisor
@@ -40,15 +34,6 @@ struct MoeExpertsParams {
   // tile fits staged_smem bytes.
   bool stage_down = false;
   size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
-  // Optional combine (combine.out != nullptr; moe_combine's inputs, y_f32 = this y_f32, no origin): the
-  // tokens' weighted sums follow the experts. With fuse_combine, where the staged down kernel runs, T * k <=
-  // kMoeFusedCombineMaxAssignments and H / 16 <= combine_counter_capacity, the last down block of each row
-  // tile to finish sums its 16 rows (arrival counter per row tile, left 0 by every launch); the same sums in
-  // the same order as moe_combine. Otherwise launch_moe_experts launches moe_combine after the experts.
-  MoeCombineParams combine;
-  bool fuse_combine = false;
-  int32_t* combine_counters = nullptr;  // [combine_counter_capacity], 0 between launches
-  int combine_counter_capacity = 0;
 };
 
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy);

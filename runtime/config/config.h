@@ -67,9 +67,6 @@ struct RuntimeConfig {
   // CUDA: each MoE down block copies its weight rows into shared memory whole (cp.async) before its PDL
   // wait, instead of loading them into registers a few k blocks at a time.
   bool moe_down_staged = true;
-  // CUDA: the staged MoE down kernel's last block of each row tile sums the tokens' expert outputs (the
-  // combine) instead of a moe_combine launch, at up to 256 assignments (T * k) a step.
-  bool moe_fused_combine = true;
 };
 
 struct CudaGraphConfig {

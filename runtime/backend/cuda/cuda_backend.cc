@@ -16,7 +16,6 @@
 #include "kernels/gather_rows.h"
 #include "kernels/gemv.h"
 #include "kernels/launch.h"
-#include "kernels/moe_experts.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/silu_mul.h"
@@ -48,8 +47,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : device_(options.device),
       gemv_max_rows_(options.gemv_max_rows),
       moe_down_loads_before_wait_(options.moe_down_loads_before_wait),
-      moe_down_staged_(options.moe_down_staged),
-      moe_fused_combine_(options.moe_fused_combine) {
+      moe_down_staged_(options.moe_down_staged) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");
@@ -99,15 +97,11 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   gemm_ = std::make_unique<CublasLtGemm>(gemm_ws, options.cublas_workspace_bytes);
   // Outside the scratch region (other ops overwrite that): the counters must still be 0 at the next launch.
   // Zeroed on the stream, ahead of every kernel and graph replay (the stream does not sync with stream 0).
-  auto zeroed_counters = [&](int count, const char* what) {
-    const size_t bytes = size_t(count) * sizeof(int32_t);
-    auto* counters = static_cast<int32_t*>(arena_->allocate(bytes, what));
-    CUDA_CHECK(cudaMemsetAsync(counters, 0, bytes, stream_));
-    return counters;
-  };
   attention_split_counter_capacity_ = kernels::attention_split_counter_capacity(num_sms_);
-  attention_split_counters_ = zeroed_counters(attention_split_counter_capacity_, "attention split counters");
-  moe_combine_counters_ = zeroed_counters(kernels::kMoeCombineCounterCapacity, "MoE combine counters");
+  const size_t counter_bytes = size_t(attention_split_counter_capacity_) * sizeof(int32_t);
+  attention_split_counters_ =
+      static_cast<int32_t*>(arena_->allocate(counter_bytes, "attention split counters"));
+  CUDA_CHECK(cudaMemsetAsync(attention_split_counters_, 0, counter_bytes, stream_));
   log_info("CUDA backend on device ", device_, " (", prop.name, ", sm_", prop.major, prop.minor, ", ",
            num_sms_, " SMs): arena ", static_cast<double>(arena_bytes) / (1 << 30), " GiB");
 }

@@ -54,9 +54,6 @@ struct CudaBackendOptions {
   bool moe_down_loads_before_wait = true;
   // The MoE down kernel stages each block's weight rows in shared memory (kernels/moe_experts.h).
   bool moe_down_staged = true;
-  // The staged MoE down kernel's last block of each row tile does the tokens' combine (no moe_combine
-  // launch).
-  bool moe_fused_combine = true;
 };
 
 class CudaBackend final : public Backend {
@@ -141,9 +138,7 @@ class CudaBackend final : public Backend {
   int gemv_max_rows_ = kLinearGemvMaxRows;
   bool moe_down_loads_before_wait_ = true;
   bool moe_down_staged_ = true;
-  bool moe_fused_combine_ = true;
-  int32_t* moe_combine_counters_ = nullptr;  // [kMoeCombineCounterCapacity], 0 between launches
-  size_t staged_smem_limit_ = 0;             // the device's opt-in shared memory a block
+  size_t staged_smem_limit_ = 0;  // the device's opt-in shared memory a block
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;

@@ -109,9 +109,6 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
   e.down_loads_before_wait = moe_down_loads_before_wait_;
   e.stage_down = moe_down_staged_;
   e.staged_smem = staged_smem_limit_;
-  e.fuse_combine = moe_fused_combine_;
-  e.combine_counters = moe_combine_counters_;
-  e.combine_counter_capacity = kernels::kMoeCombineCounterCapacity;
 }
 
 void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
@@ -144,7 +141,9 @@ void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk
     e.y_f32 = scratch.take<float>(size_t(assignments) * hidden, "MoE expert outputs");
     e.hidden = hidden;
     e.inter = inter;
-    kernels::MoeCombineParams& c = e.combine;  // after the experts, or inside the down kernel
+    align_and_run_experts(ids, assignments, expert_begin, experts, e, scratch, stream_, *policy_);
+
+    kernels::MoeCombineParams c;
     c.y_f32 = e.y_f32;
     c.topk_ids = ids;
     c.expert_begin = expert_begin;
@@ -154,7 +153,7 @@ void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk
     c.tokens = n;
     c.k = k;
     c.hidden = hidden;
-    align_and_run_experts(ids, assignments, expert_begin, experts, e, scratch, stream_, *policy_);
+    kernels::launch_moe_combine(c, stream_, *policy_);
   }
 }
 
