@@ -19,7 +19,7 @@ constexpr int kUnroll = 4;
 
 template <int NT, typename Out>
 __global__ void __launch_bounds__(kMaxWarps* kWarpSize) gemv_kernel(const GemvParams p) {
-  __shared__ float scratch[kMaxWarps * NT * 4 * kWarpSize];
+  __shared__ float scratch[warp_tiles_scratch_floats(kMaxWarps, NT)];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
   const int g = lane / 4, q = lane % 4;
   const int row_lo = blockIdx.x * kMmaRows + g, row_hi = row_lo + 8;

@@ -83,12 +83,11 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
   s.k_splits = std::max(1, std::min({k_blocks, kMaxStagedWarps / s.tiles_per_block,
                                      (k_blocks + kMinKBlocksPerWarp - 1) / kMinKBlocksPerWarp}));
   s.blocks = (tiles + s.tiles_per_block - 1) / s.tiles_per_block;
-  const size_t row_bytes = static_cast<size_t>(p.k + kStagedRowPad) * sizeof(bf16);
-  const size_t weights = s.tiles_per_block * kMmaRows * row_bytes;
+  const size_t weights = s.tiles_per_block * staged_tile_bytes(p.k);
   const size_t partials =
-      static_cast<size_t>(s.tiles_per_block) * s.k_splits * token_tiles * 4 * kWarpSize * 4;
+      warp_tiles_scratch_floats(s.tiles_per_block * s.k_splits, token_tiles) * sizeof(float);
   s.x_offset = std::max(weights, partials);
-  s.smem = s.x_offset + p.m * row_bytes;
+  s.smem = s.x_offset + p.m * (staged_tile_bytes(p.k) / kMmaRows);  // activation rows, padded alike
   return s.smem <= o.staged_smem;
 }
 

@@ -80,9 +80,14 @@ __device__ __forceinline__ void split_range(int blocks, int parts, int part, int
   end = min(blocks, begin + per);
 }
 
+// Floats of shared memory reduce_warp_tiles needs for `warps` warps of NT n-tiles.
+__host__ __device__ constexpr size_t warp_tiles_scratch_floats(int warps, int nt) {
+  return static_cast<size_t>(warps) * nt * 4 * kWarpSize;
+}
+
 // Sums the warps' tiles in groups of `group` consecutive warps (the block's warps a multiple of it), in a
 // fixed order (deterministic); afterwards the first warp of each group holds its group's total in acc.
-// scratch: warps * NT * 4 * 32 floats of shared memory.
+// scratch: warp_tiles_scratch_floats(warps, NT) floats of shared memory.
 template <int NT>
 __device__ __forceinline__ void reduce_warp_tiles(float (&acc)[NT][4], float* scratch, int group) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;

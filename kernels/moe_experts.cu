@@ -23,6 +23,7 @@ constexpr int kWarps = 4;
 constexpr int kUnroll = 4;
 constexpr int kNt = kMoeTileTokens / kMmaCols;  // n-tiles per work item
 static_assert(kNt == 2);
+constexpr size_t kScratchFloats = warp_tiles_scratch_floats(kWarps, kNt);  // the warps' partial tiles
 
 struct WorkItem {
   int expert, first, count;
@@ -143,7 +144,7 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
 }
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
-  __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
+  __shared__ float scratch[kScratchFloats];
   pdl_wait_then_trigger();
   if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
   const WorkItem w = work_item(p);
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
 }
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
-  __shared__ float scratch[kWarps * kNt * 4 * kWarpSize];
+  __shared__ float scratch[kScratchFloats];
   if (!p.down_loads_before_wait) pdl_wait_then_trigger();
   if (static_cast<int>(blockIdx.y) >= *p.num_work) {
     if (p.down_loads_before_wait) pdl_wait_then_trigger();  // every block waits before it exits
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_staged_kernel(c
 // whole k blocks, or beyond the limit).
 size_t staged_down_bytes(const MoeExpertsParams& p) {
   if (!p.stage_down || p.inter % kMmaK != 0) return 0;
-  const size_t bytes = std::max(staged_tile_bytes(p.inter), kWarps * kNt * 4 * kWarpSize * sizeof(float));
+  const size_t bytes = std::max(staged_tile_bytes(p.inter), kScratchFloats * sizeof(float));
   return bytes <= p.staged_smem ? bytes : 0;
 }
 
