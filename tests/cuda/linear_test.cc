@@ -21,7 +21,9 @@ TEST_P(LinearTest, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
   const auto [c, out_f32, staged] = GetParam();
   std::mt19937 rng(c.m * 1000003 + c.n * 1009 + c.k + (out_f32 ? 7 : 0) + (staged ? 11 : 0));
-  Backends b(size_t(1) << 30, size_t(256) << 20, staged);
+  CudaBackendOptions options = test_backend_options();
+  options.staged_gemv = staged;
+  Backends b(options);
   auto xv = uniform(rng, size_t(c.m) * c.k), wv = uniform(rng, size_t(c.n) * c.k, -0.5f, 0.5f);
   Pair x = b.bf16({c.m, c.k}, xv), w = b.bf16({c.n, c.k}, wv);
   Pair out = b.output(out_f32 ? DType::kF32 : DType::kBF16, {c.m, c.n});

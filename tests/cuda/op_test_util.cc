@@ -36,12 +36,8 @@ CudaBackendOptions test_backend_options(size_t arena_bytes, size_t workspace_byt
 Backends::Backends(const CudaBackendOptions& options)
     : cpu_(make_cpu_backend()), gpu_(make_cuda_backend(options)) {}
 
-Backends::Backends(size_t arena_bytes, size_t workspace_bytes, bool staged_gemv)
-    : Backends([&] {
-        CudaBackendOptions options = test_backend_options(arena_bytes, workspace_bytes);
-        options.staged_gemv = staged_gemv;
-        return options;
-      }()) {}
+Backends::Backends(size_t arena_bytes, size_t workspace_bytes)
+    : Backends(test_backend_options(arena_bytes, workspace_bytes)) {}
 
 Pair Backends::bf16(const std::vector<int64_t>& shape, std::vector<float>& values) {
   Pair p{alloc(*cpu_, DType::kF32, shape), alloc(*gpu_, DType::kBF16, shape)};

@@ -36,10 +36,8 @@ CudaBackendOptions test_backend_options(size_t arena_bytes = size_t(1) << 30,
 
 class Backends {
  public:
-  // A fresh CUDA backend with test_backend_options(); staged_gemv: CudaBackendOptions::staged_gemv (the
-  // GEMV tests run both kernels).
-  explicit Backends(size_t arena_bytes = size_t(1) << 30, size_t workspace_bytes = size_t(256) << 20,
-                    bool staged_gemv = true);
+  // A fresh CUDA backend with test_backend_options(arena_bytes, workspace_bytes), or with `options`.
+  explicit Backends(size_t arena_bytes = size_t(1) << 30, size_t workspace_bytes = size_t(256) << 20);
   explicit Backends(const CudaBackendOptions& options);
 
   Backend& cpu() { return *cpu_; }
