@@ -5,8 +5,9 @@
 //   scores S [16 rows x 16 keys] = Q K^T: Q's A fragments stay in registers for the whole range (ldmatrix
 //     once), K's B fragments by ldmatrix; scaled by scale * log2(e) in fp32 and masked (causal, range);
 //   online softmax in registers: a row's 16 scores sit in the 4 threads of a quad (lane / 4 = row);
-//   O [16 rows x D] += P V: the probabilities, rounded to bf16, are P's A fragments as they lie in the
-//     registers (the scores' accumulator layout is the A layout), V's B fragments by ldmatrix.trans.
+//   O [16 rows x D] += P V: the probabilities, as two bf16 parts (hi + lo, about 16 bits), are P's A
+//     fragments as they lie in the registers (the scores' accumulator layout is the A layout), V's B
+//     fragments by ldmatrix.trans.
 // The warps' (max, sum, O) are then merged through shared memory into the CUDA-core kernel's layout, and the
 // block ends as that kernel does (kernels/paged_attention_parts.cuh): rows written, or split partials merged
 // by the tile's last block. Instances: head_dim 32, 64 and 128.
@@ -25,6 +26,14 @@ constexpr int kRows = kAttentionMaxGroup;      // query rows of a tile: a few to
 constexpr int kWarpKeys = 16;                  // keys a warp takes of each tile
 constexpr int kTileKeys = kWarps * kWarpKeys;  // 64
 static_assert(kRows == 16 && kTileKeys % kAttentionKeysPerSplitQuantum == 0);
+
+// (a, b) as bf16 pairs hi + lo: hi = bf16(a, b), lo = bf16 of what hi leaves out (low half: a).
+__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  const float2 back = __bfloat1622float2(h);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = pack_bf16x2(a - back.x, b - back.y);
+}
 
 template <int D>
 struct MmaShape {
@@ -139,17 +148,24 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
 #pragma unroll
       for (int n = 0; n < S::kDimTiles; ++n)
         acc[n][0] *= alpha[0], acc[n][1] *= alpha[0], acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
-      // O += P V: P's A fragment (rows g / g + 8, keys 2q.. and 8 + 2q..) is the scores' layout.
-      const uint32_t pa0 = pack_bf16x2(s[0][0], s[0][1]), pa1 = pack_bf16x2(s[0][2], s[0][3]);
-      const uint32_t pa2 = pack_bf16x2(s[1][0], s[1][1]), pa3 = pack_bf16x2(s[1][2], s[1][3]);
+      // O += P V: P's A fragment (rows g / g + 8, keys 2q.. and 8 + 2q..) is the scores' layout. P goes in
+      // as two bf16 parts, hi + lo, so that it keeps about 16 bits: a single bf16 P (8 bits) left errors of
+      // 1% of the output's scale where the terms of P V cancel (an H200 test, CUDA-core kernel: fp32 P).
+      uint32_t ph[4], pl[4];
+      split_bf16x2(s[0][0], s[0][1], ph[0], pl[0]);
+      split_bf16x2(s[0][2], s[0][3], ph[1], pl[1]);
+      split_bf16x2(s[1][0], s[1][1], ph[2], pl[2]);
+      split_bf16x2(s[1][2], s[1][3], ph[3], pl[3]);
       // V's matrices m (transposed): keys 8 (m % 2) .., dims 8 (m / 2) .. of 16 dims.
       const int m = lane / 8, key = warp * kWarpKeys + lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
 #pragma unroll
       for (int dn = 0; dn < S::kDimTiles / 2; ++dn) {
         uint32_t vb[4];
         ldmatrix_x4_trans(vb, &v_tile[key][dn * 16 + col]);
-        mma_bf16_16816(acc[2 * dn], pa0, pa1, pa2, pa3, vb[0], vb[1]);
-        mma_bf16_16816(acc[2 * dn + 1], pa0, pa1, pa2, pa3, vb[2], vb[3]);
+        mma_bf16_16816(acc[2 * dn], ph[0], ph[1], ph[2], ph[3], vb[0], vb[1]);
+        mma_bf16_16816(acc[2 * dn], pl[0], pl[1], pl[2], pl[3], vb[0], vb[1]);
+        mma_bf16_16816(acc[2 * dn + 1], ph[0], ph[1], ph[2], ph[3], vb[2], vb[3]);
+        mma_bf16_16816(acc[2 * dn + 1], pl[0], pl[1], pl[2], pl[3], vb[2], vb[3]);
       }
     }
     __syncthreads();  // the next tile's copies overwrite this stage
