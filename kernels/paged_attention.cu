@@ -244,17 +244,7 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
 }
 
 void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
-  switch (p.head_dim) {
-    case 32:
-      launch_for_head_dim<32>(p, stream, policy);
-      break;
-    case 64:
-      launch_for_head_dim<64>(p, stream, policy);
-      break;
-    default:
-      launch_for_head_dim<128>(p, stream, policy);
-      break;
-  }
+  with_head_dim(p.head_dim, [&](auto d) { launch_for_head_dim<decltype(d)::value>(p, stream, policy); });
 }
 
 }  // namespace tpserve::kernels

@@ -230,17 +230,7 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
 
 void launch_paged_attention_mma(const PagedAttentionParams& p, cudaStream_t stream,
                                 const LaunchPolicy& policy) {
-  switch (p.head_dim) {
-    case 32:
-      launch_for_head_dim<32>(p, stream, policy);
-      break;
-    case 64:
-      launch_for_head_dim<64>(p, stream, policy);
-      break;
-    default:
-      launch_for_head_dim<128>(p, stream, policy);
-      break;
-  }
+  with_head_dim(p.head_dim, [&](auto d) { launch_for_head_dim<decltype(d)::value>(p, stream, policy); });
 }
 
 }  // namespace tpserve::kernels

@@ -3,6 +3,8 @@
 // of a block: the rows written directly, or the split partials and their merge by the tile's last block.
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/device_common.cuh"
 #include "kernels/paged_attention.h"
 
@@ -42,6 +44,18 @@ struct BlockTile {
     return static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r);
   }
 };
+
+// Calls f(std::integral_constant<int, D>{}) for the head dim the kernels are built for: 32, 64, else 128
+// (the backend checks head_dim).
+template <typename F>
+void with_head_dim(int head_dim, F&& f) {
+  if (head_dim == 32)
+    f(std::integral_constant<int, 32>{});
+  else if (head_dim == 64)
+    f(std::integral_constant<int, 64>{});
+  else
+    f(std::integral_constant<int, 128>{});
+}
 
 // Fills b and limit_s (each row's causal key limit; 0 past the rows). False where the block has nothing to
 // do (its tokens or its range past the tile's): the whole block returns then.
