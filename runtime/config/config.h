@@ -67,6 +67,8 @@ struct RuntimeConfig {
   // CUDA: each MoE down block copies its weight rows into shared memory whole (cp.async) before its PDL
   // wait, instead of loading them into registers a few k blocks at a time.
   bool moe_down_staged = true;
+  // CUDA: decode attention (and short queries) on tensor cores instead of CUDA cores.
+  bool attention_tensor_cores = true;
 };
 
 struct CudaGraphConfig {

@@ -47,7 +47,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : device_(options.device),
       gemv_max_rows_(options.gemv_max_rows),
       moe_down_loads_before_wait_(options.moe_down_loads_before_wait),
-      moe_down_staged_(options.moe_down_staged) {
+      moe_down_staged_(options.moe_down_staged),
+      attention_tensor_cores_(options.attention_tensor_cores) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");

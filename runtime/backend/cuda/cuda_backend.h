@@ -54,6 +54,8 @@ struct CudaBackendOptions {
   bool moe_down_loads_before_wait = true;
   // The MoE down kernel stages each block's weight rows in shared memory (kernels/moe_experts.h).
   bool moe_down_staged = true;
+  // Decode attention on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
+  bool attention_tensor_cores = true;
 };
 
 class CudaBackend final : public Backend {
@@ -138,6 +140,7 @@ class CudaBackend final : public Backend {
   int gemv_max_rows_ = kLinearGemvMaxRows;
   bool moe_down_loads_before_wait_ = true;
   bool moe_down_staged_ = true;
+  bool attention_tensor_cores_ = true;
   size_t staged_smem_limit_ = 0;  // the device's opt-in shared memory a block
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
