@@ -67,6 +67,8 @@ struct RuntimeConfig {
   // CUDA: each MoE down block copies its weight rows into shared memory whole (cp.async) before its PDL
   // wait, instead of loading them into registers a few k blocks at a time.
   bool moe_down_staged = true;
+  // CUDA: a step's MoE with one token skips moe_align (each of its k distinct experts is its own work item).
+  bool moe_one_token_direct = true;
 };
 
 struct CudaGraphConfig {
