@@ -111,7 +111,8 @@ std::string config_to_yaml(const Config& c) {
       << YAML::Value << r.staged_gemv << YAML::Key << "gemv_max_rows" << YAML::Value << r.gemv_max_rows
       << YAML::Key << "moe_down_early_loads" << YAML::Value << r.moe_down_early_loads << YAML::Key
       << "moe_down_staged" << YAML::Value << r.moe_down_staged << YAML::Key << "attention_tensor_cores"
-      << YAML::Value << r.attention_tensor_cores << YAML::EndMap;
+      << YAML::Value << r.attention_tensor_cores << YAML::Key << "moe_one_token_direct" << YAML::Value
+      << r.moe_one_token_direct << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

@@ -69,6 +69,8 @@ struct RuntimeConfig {
   bool moe_down_staged = true;
   // CUDA: decode attention (and short queries) on tensor cores instead of CUDA cores.
   bool attention_tensor_cores = true;
+  // CUDA: a step's MoE with one token skips moe_align (each of its k distinct experts is its own work item).
+  bool moe_one_token_direct = true;
 };
 
 struct CudaGraphConfig {

@@ -73,15 +73,17 @@ void route(std::mt19937& rng, int tokens, int experts, int k, std::vector<int32_
   }
 }
 
-// Each case with the down kernel's weights staged in shared memory (where I allows) and through registers.
+// Each case with the default kernel options (the down kernel's weights staged in shared memory where I
+// allows; one token without moe_align) and with the plain paths (registers; always through moe_align).
 class MoeExpertsTest : public ::testing::TestWithParam<std::tuple<MoeCase, bool>> {};
 
 TEST_P(MoeExpertsTest, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
-  const auto [c, staged] = GetParam();
-  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (staged ? 1 : 0));
+  const auto [c, defaults] = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (defaults ? 1 : 0));
   CudaBackendOptions options = test_backend_options();
-  options.moe_down_staged = staged;
+  options.moe_down_staged = defaults;
+  options.moe_one_token_direct = defaults;
   Backends b(options);
   auto xv = uniform(rng, size_t(c.tokens) * c.hidden);
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden));
@@ -99,7 +101,7 @@ TEST_P(MoeExpertsTest, MatchesCpu) {
   b.gpu().moe_experts(x.gpu, gate_up.gpu, down.gpu, ids_t.gpu, w_t.gpu, c.expert_begin, out.gpu);
   const auto ref = cpu_floats(out.cpu);
   // The intermediate is bf16 on the GPU (f32 on the CPU): about 2^-9 relative per element, averaged.
-  expect_close("moe_experts " + describe(c) + (staged ? " staged" : ""), ref, b.floats(out.gpu),
+  expect_close("moe_experts " + describe(c) + (defaults ? " (defaults)" : " (plain)"), ref, b.floats(out.gpu),
                {2e-2f * rms(ref) + 1e-4f, 2e-2f});
 }
 
@@ -111,6 +113,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          MoeCase{64, 96, 64, 128, 8, 0, 128},
                                          MoeCase{16, 96, 32, 512, 10, 0, 512},
                                          MoeCase{1, 2048, 768, 16, 8, 0, 16},
+                                         MoeCase{1, 96, 64, 16, 4, 8, 8},  // one token, EP slice
+                                         MoeCase{1, 96, 64, 8, 2, 8, 8},   // one token, no expert here
                                          MoeCase{16, 2048, 768, 8, 8, 0, 8},
                                          MoeCase{64, 96, 64, 8, 2, 0, 8},      // > 16 a expert
                                          MoeCase{16, 96, 64, 128, 8, 32, 32},  // EP slice

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <numeric>
 #include <thread>
+#include <vector>
 
 #include "common/cuda_check.h"
 #include "common/log.h"
@@ -48,7 +50,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       gemv_max_rows_(options.gemv_max_rows),
       moe_down_loads_before_wait_(options.moe_down_loads_before_wait),
       moe_down_staged_(options.moe_down_staged),
-      attention_tensor_cores_(options.attention_tensor_cores) {
+      attention_tensor_cores_(options.attention_tensor_cores),
+      moe_one_token_direct_(options.moe_one_token_direct) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");
@@ -103,6 +106,11 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   attention_split_counters_ =
       static_cast<int32_t*>(arena_->allocate(counter_bytes, "attention split counters"));
   CUDA_CHECK(cudaMemsetAsync(attention_split_counters_, 0, counter_bytes, stream_));
+  std::vector<int32_t> identity(kMoeIdentityEntries);
+  std::iota(identity.begin(), identity.end(), 0);
+  moe_identity_ = static_cast<int32_t*>(arena_->allocate(identity.size() * sizeof(int32_t), "MoE identity"));
+  CUDA_CHECK(
+      cudaMemcpy(moe_identity_, identity.data(), identity.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   log_info("CUDA backend on device ", device_, " (", prop.name, ", sm_", prop.major, prop.minor, ", ",
            num_sms_, " SMs): arena ", static_cast<double>(arena_bytes) / (1 << 30), " GiB");
 }

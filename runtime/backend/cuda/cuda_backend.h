@@ -56,6 +56,8 @@ struct CudaBackendOptions {
   bool moe_down_staged = true;
   // Decode attention on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
   bool attention_tensor_cores = true;
+  // One token's MoE runs without moe_align: each of its k assignments is its own work item.
+  bool moe_one_token_direct = true;
 };
 
 class CudaBackend final : public Backend {
@@ -141,6 +143,10 @@ class CudaBackend final : public Backend {
   bool moe_down_loads_before_wait_ = true;
   bool moe_down_staged_ = true;
   bool attention_tensor_cores_ = true;
+  bool moe_one_token_direct_ = true;
+  // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
+  static constexpr int kMoeIdentityEntries = 64;
+  int32_t* moe_identity_ = nullptr;
   size_t staged_smem_limit_ = 0;  // the device's opt-in shared memory a block
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event

@@ -141,7 +141,18 @@ void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk
     e.y_f32 = scratch.take<float>(size_t(assignments) * hidden, "MoE expert outputs");
     e.hidden = hidden;
     e.inter = inter;
-    align_and_run_experts(ids, assignments, expert_begin, experts, e, scratch, stream_, *policy_);
+    if (moe_one_token_direct_ && n == 1 && assignments <= kMoeIdentityEntries) {
+      // One token: its k experts are distinct, so each assignment is its own work item (no align launch).
+      e.slot_experts = ids;
+      e.expert_begin = expert_begin;
+      e.local_experts = experts;
+      e.sorted = moe_identity_;
+      e.max_work = assignments;
+      e.act = scratch.take<kernels::bf16>(size_t(assignments) * inter, "MoE intermediate");
+      kernels::launch_moe_experts(e, stream_, *policy_);
+    } else {
+      align_and_run_experts(ids, assignments, expert_begin, experts, e, scratch, stream_, *policy_);
+    }
 
     kernels::MoeCombineParams c;
     c.y_f32 = e.y_f32;
