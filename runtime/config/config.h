@@ -71,6 +71,9 @@ struct RuntimeConfig {
   bool attention_tensor_cores = true;
   // CUDA: a step's MoE with one token skips moe_align (each of its k distinct experts is its own work item).
   bool moe_one_token_direct = true;
+  // CUDA: the MoE combine runs inside the residual add + RMSNorm that follows it (one launch fewer a layer;
+  // one GPU, or wherever the MoE output needs no all-reduce).
+  bool moe_fused_norm = true;
 };
 
 struct CudaGraphConfig {

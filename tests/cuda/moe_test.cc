@@ -121,6 +121,50 @@ INSTANTIATE_TEST_SUITE_P(
                                          MoeCase{3, 264, 72, 16, 4, 8, 8}),
                        ::testing::Bool()));
 
+// moe_experts_add_rmsnorm: the combine inside the residual add + RMSNorm (runtime.moe_fused_norm) and the
+// separate ops, against the CPU's moe_experts then add_rmsnorm: the updated residual and the normed rows.
+class MoeFusedNormTest : public ::testing::TestWithParam<std::tuple<MoeCase, bool>> {};
+
+TEST_P(MoeFusedNormTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const auto [c, fused] = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (fused ? 3 : 5));
+  CudaBackendOptions options = test_backend_options();
+  options.moe_fused_norm = fused;
+  Backends b(options);
+  auto xv = uniform(rng, size_t(c.tokens) * c.hidden), rv = uniform(rng, size_t(c.tokens) * c.hidden);
+  auto nv = uniform(rng, size_t(c.hidden), 0.5f, 1.5f);
+  const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden));
+  auto guv = uniform(rng, size_t(c.local_experts) * 2 * c.inter * c.hidden, -2 * w_scale, 2 * w_scale);
+  auto dv = uniform(rng, size_t(c.local_experts) * c.hidden * c.inter, -w_scale, w_scale);
+  Pair x = b.bf16({c.tokens, c.hidden}, xv), residual = b.bf16({c.tokens, c.hidden}, rv);
+  Pair norm_w = b.bf16({c.hidden}, nv);
+  Pair gate_up = b.bf16({c.local_experts, 2 * c.inter, c.hidden}, guv);
+  Pair down = b.bf16({c.local_experts, c.hidden, c.inter}, dv);
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  route(rng, c.tokens, c.experts_total, c.k, ids, weights);
+  Pair ids_t = b.i32({c.tokens, c.k}, ids), w_t = b.f32({c.tokens, c.k}, weights);
+  Pair out = b.output(DType::kBF16, {c.tokens, c.hidden}),
+       normed = b.output(DType::kBF16, {c.tokens, c.hidden});
+  b.cpu().moe_experts_add_rmsnorm(x.cpu, gate_up.cpu, down.cpu, ids_t.cpu, w_t.cpu, c.expert_begin, out.cpu,
+                                  residual.cpu, norm_w.cpu, 1e-6f, normed.cpu);
+  b.gpu().moe_experts_add_rmsnorm(x.gpu, gate_up.gpu, down.gpu, ids_t.gpu, w_t.gpu, c.expert_begin, out.gpu,
+                                  residual.gpu, norm_w.gpu, 1e-6f, normed.gpu);
+  const std::string what = describe(c) + (fused ? " (fused)" : " (separate)");
+  const auto ref_residual = cpu_floats(residual.cpu), ref_normed = cpu_floats(normed.cpu);
+  expect_close("residual " + what, ref_residual, b.floats(residual.gpu),
+               {2e-2f * rms(ref_residual) + 1e-4f, 2e-2f});
+  expect_close("normed " + what, ref_normed, b.floats(normed.gpu), {2e-2f * rms(ref_normed) + 1e-4f, 2e-2f});
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeFusedNormTest,
+                         ::testing::Combine(::testing::Values(MoeCase{1, 2048, 768, 16, 8, 0, 16},
+                                                              MoeCase{16, 96, 64, 128, 8, 0, 128},
+                                                              MoeCase{3, 264, 72, 16, 4, 8, 8},  // EP slice
+                                                              MoeCase{3, 96, 64, 8, 2, 8, 8}),   // none here
+                                            ::testing::Bool()));
+
 TEST(MoeExpertParallel, PackExpertRowsCombineMatchCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(4242);

@@ -31,6 +31,7 @@ namespace tpserve {
 using cuda_ops::bf16_mut;
 using cuda_ops::bf16_ptr;
 using cuda_ops::expect;
+using cuda_ops::norm_params;
 using cuda_ops::to_int;
 
 int cuda_device_count(std::string* why) {
@@ -51,7 +52,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       moe_down_loads_before_wait_(options.moe_down_loads_before_wait),
       moe_down_staged_(options.moe_down_staged),
       attention_tensor_cores_(options.attention_tensor_cores),
-      moe_one_token_direct_(options.moe_one_token_direct) {
+      moe_one_token_direct_(options.moe_one_token_direct),
+      moe_fused_norm_(options.moe_fused_norm) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");
@@ -236,7 +238,7 @@ void CudaBackend::embedding(Tensor ids, Tensor table, int64_t vocab_begin, Tenso
   kernels::launch_embedding(p, stream_, *policy_);
 }
 
-namespace {
+namespace cuda_ops {
 kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, const char* op) {
   expect(x, DType::kBF16, op, "x");
   expect(w, DType::kBF16, op, "weight");
@@ -254,7 +256,7 @@ kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, co
   p.eps = eps;
   return p;
 }
-}  // namespace
+}  // namespace cuda_ops
 
 void CudaBackend::rmsnorm(Tensor x, Tensor w, float eps, Tensor out) {
   kernels::launch_rmsnorm(norm_params(x, w, eps, out, "rmsnorm"), stream_, *policy_);
