@@ -310,6 +310,18 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
   comm_.all_gather(slice_out.data, out.data, static_cast<size_t>(slice * h), slice_out.dtype);
 }
 
+void Qwen3MoeModel::route(const LayerWeights& w, Tensor normed, int tokens, int routing_layer,
+                          Tensor& weights, Tensor& ids) {
+  const int k = spec_.num_experts_per_tok;
+  Tensor logits = router_logits_.rows(0, tokens);
+  weights = topk_w_.rows(0, tokens);
+  ids = options_.record_routing && routing_layer >= 0
+            ? routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k})
+            : topk_ids_.rows(0, tokens);
+  backend_.linear(normed, w.router, logits);
+  backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
+}
+
 void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens,
                                 int routing_layer) {
   if (w.moe && layout_.all_to_all) {
@@ -323,13 +335,8 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
     backend_.silu_mul(gate_up, act);
     backend_.linear(act, w.down, out);
   } else {
-    const int k = spec_.num_experts_per_tok;
-    Tensor logits = router_logits_.rows(0, tokens), weights = topk_w_.rows(0, tokens),
-           ids = topk_ids_.rows(0, tokens);
-    if (options_.record_routing && routing_layer >= 0)
-      ids = routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k});
-    backend_.linear(normed, w.router, logits);
-    backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
+    Tensor weights, ids;
+    route(w, normed, tokens, routing_layer, weights, ids);
     backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
   }
 }
@@ -342,13 +349,8 @@ void Qwen3MoeModel::mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor
                                   int tokens, int routing_layer, Tensor next_norm, Tensor next_out) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   if (w.moe && !layout_.all_to_all && !mlp_output_partial(w)) {
-    const int k = spec_.num_experts_per_tok;
-    Tensor logits = router_logits_.rows(0, tokens), weights = topk_w_.rows(0, tokens),
-           ids = topk_ids_.rows(0, tokens);
-    if (options_.record_routing && routing_layer >= 0)
-      ids = routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k});
-    backend_.linear(normed, w.router, logits);
-    backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
+    Tensor weights, ids;
+    route(w, normed, tokens, routing_layer, weights, ids);
     backend_.moe_experts_add_rmsnorm(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_),
                                      out, residual, next_norm, eps, next_out);
     return;

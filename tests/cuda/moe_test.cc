@@ -73,6 +73,23 @@ void route(std::mt19937& rng, int tokens, int experts, int k, std::vector<int32_
   }
 }
 
+// A case's inputs on both backends: x, the local experts' weights (scaled like a trained layer's), routing.
+struct MoeInputs {
+  Pair x, gate_up, down, ids, weights;
+};
+MoeInputs make_moe_inputs(Backends& b, std::mt19937& rng, const MoeCase& c) {
+  auto xv = uniform(rng, size_t(c.tokens) * c.hidden);
+  const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden));
+  auto guv = uniform(rng, size_t(c.local_experts) * 2 * c.inter * c.hidden, -2 * w_scale, 2 * w_scale);
+  auto dv = uniform(rng, size_t(c.local_experts) * c.hidden * c.inter, -w_scale, w_scale);
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  route(rng, c.tokens, c.experts_total, c.k, ids, weights);
+  return {b.bf16({c.tokens, c.hidden}, xv), b.bf16({c.local_experts, 2 * c.inter, c.hidden}, guv),
+          b.bf16({c.local_experts, c.hidden, c.inter}, dv), b.i32({c.tokens, c.k}, ids),
+          b.f32({c.tokens, c.k}, weights)};
+}
+
 // Each case with the default kernel options (the down kernel's weights staged in shared memory where I
 // allows; one token without moe_align) and with the plain paths (registers; always through moe_align).
 class MoeExpertsTest : public ::testing::TestWithParam<std::tuple<MoeCase, bool>> {};
@@ -85,17 +102,8 @@ TEST_P(MoeExpertsTest, MatchesCpu) {
   options.moe_down_staged = defaults;
   options.moe_one_token_direct = defaults;
   Backends b(options);
-  auto xv = uniform(rng, size_t(c.tokens) * c.hidden);
-  const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden));
-  auto guv = uniform(rng, size_t(c.local_experts) * 2 * c.inter * c.hidden, -2 * w_scale, 2 * w_scale);
-  auto dv = uniform(rng, size_t(c.local_experts) * c.hidden * c.inter, -w_scale, w_scale);
-  Pair x = b.bf16({c.tokens, c.hidden}, xv);
-  Pair gate_up = b.bf16({c.local_experts, 2 * c.inter, c.hidden}, guv);
-  Pair down = b.bf16({c.local_experts, c.hidden, c.inter}, dv);
-  std::vector<int32_t> ids;
-  std::vector<float> weights;
-  route(rng, c.tokens, c.experts_total, c.k, ids, weights);
-  Pair ids_t = b.i32({c.tokens, c.k}, ids), w_t = b.f32({c.tokens, c.k}, weights);
+  const MoeInputs in = make_moe_inputs(b, rng, c);
+  const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;
   Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
   b.cpu().moe_experts(x.cpu, gate_up.cpu, down.cpu, ids_t.cpu, w_t.cpu, c.expert_begin, out.cpu);
   b.gpu().moe_experts(x.gpu, gate_up.gpu, down.gpu, ids_t.gpu, w_t.gpu, c.expert_begin, out.gpu);
@@ -132,19 +140,10 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   CudaBackendOptions options = test_backend_options();
   options.moe_fused_norm = fused;
   Backends b(options);
-  auto xv = uniform(rng, size_t(c.tokens) * c.hidden), rv = uniform(rng, size_t(c.tokens) * c.hidden);
-  auto nv = uniform(rng, size_t(c.hidden), 0.5f, 1.5f);
-  const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden));
-  auto guv = uniform(rng, size_t(c.local_experts) * 2 * c.inter * c.hidden, -2 * w_scale, 2 * w_scale);
-  auto dv = uniform(rng, size_t(c.local_experts) * c.hidden * c.inter, -w_scale, w_scale);
-  Pair x = b.bf16({c.tokens, c.hidden}, xv), residual = b.bf16({c.tokens, c.hidden}, rv);
-  Pair norm_w = b.bf16({c.hidden}, nv);
-  Pair gate_up = b.bf16({c.local_experts, 2 * c.inter, c.hidden}, guv);
-  Pair down = b.bf16({c.local_experts, c.hidden, c.inter}, dv);
-  std::vector<int32_t> ids;
-  std::vector<float> weights;
-  route(rng, c.tokens, c.experts_total, c.k, ids, weights);
-  Pair ids_t = b.i32({c.tokens, c.k}, ids), w_t = b.f32({c.tokens, c.k}, weights);
+  const MoeInputs in = make_moe_inputs(b, rng, c);
+  const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;
+  auto rv = uniform(rng, size_t(c.tokens) * c.hidden), nv = uniform(rng, size_t(c.hidden), 0.5f, 1.5f);
+  Pair residual = b.bf16({c.tokens, c.hidden}, rv), norm_w = b.bf16({c.hidden}, nv);
   Pair out = b.output(DType::kBF16, {c.tokens, c.hidden}),
        normed = b.output(DType::kBF16, {c.tokens, c.hidden});
   b.cpu().moe_experts_add_rmsnorm(x.cpu, gate_up.cpu, down.cpu, ids_t.cpu, w_t.cpu, c.expert_begin, out.cpu,
