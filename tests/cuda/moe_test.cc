@@ -129,6 +129,31 @@ INSTANTIATE_TEST_SUITE_P(
                                          MoeCase{3, 264, 72, 16, 4, 8, 8}),
                        ::testing::Bool()));
 
+// The model's order for one token: top-k gating on the GPU, then the experts without moe_align, whose down
+// kernel reads the top-k ids before its PDL wait (two launches after the gating). Against the CPU's same ops.
+TEST(MoeOneToken, GatingThenExpertsMatchCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const MoeCase& c : {MoeCase{1, 2048, 768, 16, 8, 0, 16}, MoeCase{1, 96, 64, 16, 4, 8, 8}}) {
+    std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + 11);
+    Backends b;
+    const MoeInputs in = make_moe_inputs(b, rng, c);
+    auto lv = uniform(rng, size_t(c.experts_total), -4.0f, 4.0f);
+    Pair logits = b.f32({1, c.experts_total}, lv);
+    Pair w = b.output(DType::kF32, {1, c.k}), ids = b.output(DType::kI32, {1, c.k});
+    Pair out = b.output(DType::kBF16, {1, c.hidden});
+    for (int side = 0; side < 2; ++side) {
+      Backend& be = side == 0 ? b.cpu() : static_cast<Backend&>(b.gpu());
+      auto pick = [&](const Pair& p) { return side == 0 ? p.cpu : p.gpu; };
+      be.topk_gating(pick(logits), c.k, true, pick(w), pick(ids));
+      be.moe_experts(pick(in.x), pick(in.gate_up), pick(in.down), pick(ids), pick(w), c.expert_begin,
+                     pick(out));
+    }
+    const auto ref = cpu_floats(out.cpu);
+    expect_close("gating then experts " + describe(c), ref, b.floats(out.gpu),
+                 {2e-2f * rms(ref) + 1e-4f, 2e-2f});
+  }
+}
+
 // moe_experts_add_rmsnorm: the combine inside the residual add + RMSNorm (runtime.moe_fused_norm) and the
 // separate ops, against the CPU's moe_experts then add_rmsnorm: the updated residual and the normed rows.
 class MoeFusedNormTest : public ::testing::TestWithParam<std::tuple<MoeCase, bool>> {};
@@ -144,8 +169,9 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;
   auto rv = uniform(rng, size_t(c.tokens) * c.hidden), nv = uniform(rng, size_t(c.hidden), 0.5f, 1.5f);
   Pair residual = b.bf16({c.tokens, c.hidden}, rv), norm_w = b.bf16({c.hidden}, nv);
-  Pair out = b.output(DType::kBF16, {c.tokens, c.hidden}),
-       normed = b.output(DType::kBF16, {c.tokens, c.hidden});
+  // The normed rows overwrite x, as in the model (the MoE's input is the previous norm's output).
+  Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
+  const Pair& normed = x;
   b.cpu().moe_experts_add_rmsnorm(x.cpu, gate_up.cpu, down.cpu, ids_t.cpu, w_t.cpu, c.expert_begin, out.cpu,
                                   residual.cpu, norm_w.cpu, 1e-6f, normed.cpu);
   b.gpu().moe_experts_add_rmsnorm(x.gpu, gate_up.gpu, down.gpu, ids_t.gpu, w_t.gpu, c.expert_begin, out.gpu,

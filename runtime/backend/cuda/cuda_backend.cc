@@ -111,8 +111,10 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   std::vector<int32_t> identity(kMoeIdentityEntries);
   std::iota(identity.begin(), identity.end(), 0);
   moe_identity_ = static_cast<int32_t*>(arena_->allocate(identity.size() * sizeof(int32_t), "MoE identity"));
-  CUDA_CHECK(
-      cudaMemcpy(moe_identity_, identity.data(), identity.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  // On the stream (non-blocking: a plain cudaMemcpy would not be ordered before its kernels); a pageable
+  // source is staged before the call returns.
+  CUDA_CHECK(cudaMemcpyAsync(moe_identity_, identity.data(), identity.size() * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, stream_));
   log_info("CUDA backend on device ", device_, " (", prop.name, ", sm_", prop.major, prop.minor, ", ",
            num_sms_, " SMs): arena ", static_cast<double>(arena_bytes) / (1 << 30), " GiB");
 }
