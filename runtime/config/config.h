@@ -60,6 +60,9 @@ struct RuntimeConfig {
   int sampling_candidates = 256;     // best logits kept per rank and row; top-p/top-k act within them
   // CUDA: small-M GEMVs stage their weights in shared memory (kernels/gemv.h).
   bool staged_gemv = true;
+  // CUDA: the cp.async groups a staged GEMV warp cuts its weight pieces into (1-4; the product of each
+  // group starts once it has landed).
+  int staged_gemv_copy_groups = 2;
   // CUDA: linear() takes the GEMV up to this many rows, cuBLASLt above (0-16).
   int gemv_max_rows = 8;
   // CUDA: the MoE down kernel issues its first weight loads before its PDL wait (during gate_up's tail).

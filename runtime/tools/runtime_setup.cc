@@ -58,6 +58,7 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
     options.gpu_memory_fraction = config_.runtime.gpu_memory_fraction;
     options.staged_gemv = config_.runtime.staged_gemv;
+    options.staged_gemv_copy_groups = config_.runtime.staged_gemv_copy_groups;
     options.gemv_max_rows = config_.runtime.gemv_max_rows;
     options.moe_down_loads_before_wait = config_.runtime.moe_down_early_loads;
     options.moe_down_staged = config_.runtime.moe_down_staged;

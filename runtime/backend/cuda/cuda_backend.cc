@@ -70,6 +70,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
     constexpr size_t kStagedSmemMax = size_t(216) << 10;
     gemv_options_.staged_sms = num_sms_;
     gemv_options_.staged_smem = std::min(kStagedSmemMax, static_cast<size_t>(prop.sharedMemPerBlockOptin));
+    TPS_CHECK(options.staged_gemv_copy_groups >= 1 && options.staged_gemv_copy_groups <= 4,
+              "CUDA backend: staged_gemv_copy_groups ", options.staged_gemv_copy_groups, " (1 to 4)");
+    gemv_options_.staged_copy_groups = options.staged_gemv_copy_groups;
   }
 
   size_t free_bytes = 0, total_bytes = 0;
