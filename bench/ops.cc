@@ -194,7 +194,8 @@ void bench_moe(Bench& b) {
   }
 }
 
-void bench_decode_attention(Bench& b) {
+// kernel: the name of the decode attention kernel the backend takes (runtime.attention_tensor_cores).
+void bench_decode_attention(Bench& b, const std::string& kernel) {
   CudaBackend& be = b.backend();
   for (int seqs : {1, 8}) {
     for (int ctx : {4096, 8192, 16384, 32768}) {
@@ -219,8 +220,10 @@ void bench_decode_attention(Bench& b) {
       meta.num_seqs = seqs, meta.max_query_len = 1, meta.max_context_len = ctx;
       Tensor q = b.random_bf16({seqs, kQHeads * kHeadDim}, 17),
              out = be.alloc(DType::kBF16, {seqs, kQHeads * kHeadDim});
-      b.time("decode attention S=" + std::to_string(seqs) + " ctx=" + std::to_string(ctx), double(kv_bytes),
-             [&](int i) { be.attention(q, kQHeads, kKvHeads, 0.088f, caches[i % copies], meta, out); });
+      b.time(
+          "decode attention S=" + std::to_string(seqs) + " ctx=" + std::to_string(ctx) + " (" + kernel + ")",
+          double(kv_bytes),
+          [&](int i) { be.attention(q, kQHeads, kKvHeads, 0.088f, caches[i % copies], meta, out); });
     }
   }
 }
@@ -257,14 +260,25 @@ int run(int argc, char** argv) {
   const double bandwidth = measure_bandwidth(b);
   bench_projections(b);
   bench_moe(b);
-  bench_decode_attention(b);
+  bench_decode_attention(b, "tensor cores");
+  std::vector<Result> results = b.results();
+  {
+    // The CUDA-core attention kernel on a backend of its own (the kernel is a backend option).
+    CudaBackendOptions cuda_cores = options;
+    cuda_cores.attention_tensor_cores = false;
+    cuda_cores.arena_bytes = size_t(4) << 30;
+    auto other = make_cuda_backend(cuda_cores);
+    Bench b2(*other, reps);
+    bench_decode_attention(b2, "CUDA cores");
+    results.insert(results.end(), b2.results().begin(), b2.results().end());
+  }
 
   std::printf("%-46s %10s %10s %10s %8s\n", "op", "median us", "min us", "GB/s", "% HBM");
-  for (const Result& r : b.results())
+  for (const Result& r : results)
     std::printf("%-46s %10.2f %10.2f %10.1f %7.1f%%\n", r.name.c_str(), r.median_us, r.min_us, r.gbps(),
                 100.0 * r.gbps() / bandwidth);
   std::printf("HBM read bandwidth measured: %.1f GB/s\n", bandwidth);
-  if (!json.empty()) write_json(json, bandwidth, b.results());
+  if (!json.empty()) write_json(json, bandwidth, results);
   return 0;
 }
 

@@ -1,11 +1,11 @@
 // The staged GEMV (kernels/gemv.h, GemvLaunchOptions): about one block an SM, each owning T row tiles of 16
 // weight rows whole in shared memory. Warp w works on tile w / S and the k range w % S of it (S k splits). It
 // first issues asynchronous 16-byte copies (cp.async, no registers held) of exactly the weight pieces it will
-// read, in two groups (the halves of its k range), and only then waits for the predecessor grid: under PDL
-// the block becomes resident while the predecessor still runs, so the weight read overlaps it whole. The
-// activations are copied to shared memory, the warp's tensor-core tiles read both from there (rows padded by
-// 64 bytes), and the S partial tiles of a tile are summed in a fixed order through shared memory that the
-// weight rows no longer need.
+// read, in GemvLaunchOptions::staged_copy_groups groups (parts of its k range, 2 by default), and only then
+// waits for the predecessor grid: under PDL the block becomes resident while the predecessor still runs, so
+// the weight read overlaps it whole. The activations are copied to shared memory, the warp's tensor-core
+// tiles read both from there (rows padded by 64 bytes), and the S partial tiles of a tile are summed in a
+// fixed order through shared memory that the weight rows no longer need.
 #include <algorithm>
 #include <type_traits>
 
@@ -25,7 +25,7 @@ constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial til
 // activations [M][row_elems] at x_offset bytes.
 template <int NT, typename Out>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
-    gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset) {
+    gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, q = lane % 4;
@@ -36,13 +36,21 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   bf16* x_s = reinterpret_cast<bf16*>(smem + x_offset);
   int kb_begin, kb_end;
   split_range(p.k / kMmaK, k_splits, split, kb_begin, kb_end);
-  const int kb_mid = kb_begin + (kb_end - kb_begin + 1) / 2;
+  // The warp's k range in copy_groups commit groups: group i's product starts once its copies landed,
+  // while the later groups still stream in.
+  auto group_range = [&](int i, int& b0, int& b1) {
+    split_range(kb_end - kb_begin, copy_groups, i, b0, b1);
+    b0 += kb_begin, b1 += kb_begin;
+  };
   // Rows past N are zero-filled: their products are never stored.
   auto row_ptr = [&](int r) {
     return tile_row0 + r < p.n ? p.w + static_cast<int64_t>(tile_row0 + r) * p.k : nullptr;
   };
-  copy_rows_async(w_tile, row_elems, row_ptr, p.w, kb_begin, kb_mid);
-  copy_rows_async(w_tile, row_elems, row_ptr, p.w, kb_mid, kb_end);
+  for (int i = 0; i < copy_groups; ++i) {
+    int b0, b1;
+    group_range(i, b0, b1);
+    copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1);
+  }
 
   pdl_wait_then_trigger();  // the activations are predecessors' outputs
   const int vecs = p.k / kBf16PerVec;
@@ -56,12 +64,13 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   for (int nt = 0; nt < NT; ++nt)
     b[nt] = nt * kMmaCols + g < p.m ? x_s + (nt * kMmaCols + g) * row_elems : nullptr;
   float acc[NT][4] = {};
-  cp_async_wait_one();  // this thread's first half; __syncwarp makes the warp's copies visible to it
-  __syncwarp();
-  mma_staged<NT, 1>(acc, w_tile, row_elems, b, kb_begin, kb_mid);
-  cp_async_wait_all();
-  __syncwarp();
-  mma_staged<NT, 1>(acc, w_tile, row_elems, b, kb_mid, kb_end);
+  for (int i = 0; i < copy_groups; ++i) {
+    cp_async_wait_pending(copy_groups - 1 - i);  // this thread's group i; __syncwarp: the warp's, visible
+    __syncwarp();
+    int b0, b1;
+    group_range(i, b0, b1);
+    mma_staged<NT, 1>(acc, w_tile, row_elems, b, b0, b1);
+  }
 
   __syncthreads();  // every warp is done with the weight rows: their space takes the partial tiles
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), k_splits);
@@ -92,16 +101,17 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
 }
 
 template <int NT>
-void launch_staged(const GemvParams& p, const StagedShape& s, cudaStream_t stream,
+void launch_staged(const GemvParams& p, const StagedShape& s, int copy_groups_asked, cudaStream_t stream,
                    const LaunchPolicy& policy) {
   const dim3 grid(s.blocks), block(s.tiles_per_block * s.k_splits * kWarpSize);
   const int x_offset = static_cast<int>(s.x_offset);
+  const int copy_groups = std::clamp(copy_groups_asked, 1, 4);
   if (p.out_f32 != nullptr)
     launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, float>, grid, block, s.smem, stream, p,
-           s.tiles_per_block, s.k_splits, x_offset);
+           s.tiles_per_block, s.k_splits, x_offset, copy_groups);
   else
     launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, bf16>, grid, block, s.smem, stream, p,
-           s.tiles_per_block, s.k_splits, x_offset);
+           s.tiles_per_block, s.k_splits, x_offset, copy_groups);
 }
 
 }  // namespace
@@ -112,9 +122,9 @@ bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, c
   StagedShape s;
   if (!staged_shape(p, options, token_tiles, s)) return false;
   if (token_tiles == 1)
-    launch_staged<1>(p, s, stream, policy);
+    launch_staged<1>(p, s, options.staged_copy_groups, stream, policy);
   else
-    launch_staged<2>(p, s, stream, policy);
+    launch_staged<2>(p, s, options.staged_copy_groups, stream, policy);
   return true;
 }
 

@@ -28,6 +28,22 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], uint32_t a0, uint3
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// Four 8x8 b16 matrices from shared memory (ldmatrix): lane t gives the address of row t % 8 of matrix t / 8
+// (16 contiguous bytes); r[i] receives, of matrix i, row lane / 4, columns 2 (lane % 4) and + 1 (trans: row
+// and column swapped), the fragment layout of mma.sync's operands.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at));
+}
+
 // One 32-wide k block: a_lo / a_hi are this thread's 16 bytes of rows g and g + 8, b of its column.
 __device__ __forceinline__ void mma_k32(float (&c)[4], const uint4& a_lo, const uint4& a_hi, const uint4& b) {
   mma_bf16_16816(c, a_lo.x, a_hi.x, a_lo.y, a_hi.y, b.x, b.y);

@@ -29,8 +29,20 @@ struct WorkItem {
   int expert, first, count;
 };
 
+// Work items of the step: moe_align's count, or one per assignment (MoeExpertsParams::slot_experts).
+__device__ __forceinline__ int num_work_items(const MoeExpertsParams& p) {
+  return p.slot_experts != nullptr ? p.max_work : *p.num_work;
+}
+
+// This block's work item; count 0: an assignment of an expert held elsewhere (slot_experts).
 __device__ __forceinline__ WorkItem work_item(const MoeExpertsParams& p) {
-  const int32_t* w = p.work + 3 * blockIdx.y;
+  const int y = blockIdx.y;
+  if (p.slot_experts != nullptr) {
+    const int e = p.slot_experts[y] - p.expert_begin;
+    const bool here = e >= 0 && e < p.local_experts;
+    return {here ? e : 0, y, here ? 1 : 0};
+  }
+  const int32_t* w = p.work + 3 * y;
   return {w[0], w[1], w[2]};
 }
 
@@ -146,8 +158,9 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kScratchFloats];
   pdl_wait_then_trigger();
-  if (static_cast<int>(blockIdx.y) >= *p.num_work) return;
+  if (static_cast<int>(blockIdx.y) >= num_work_items(p)) return;
   const WorkItem w = work_item(p);
+  if (w.count == 0) return;  // an expert held elsewhere
   if (w.count <= kMmaCols)
     gate_up_tile<1>(p, w, scratch);
   else
@@ -157,11 +170,11 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kScratchFloats];
   if (!p.down_loads_before_wait) pdl_wait_then_trigger();
-  if (static_cast<int>(blockIdx.y) >= *p.num_work) {
+  const WorkItem w = static_cast<int>(blockIdx.y) < num_work_items(p) ? work_item(p) : WorkItem{0, 0, 0};
+  if (w.count == 0) {  // past the step's work items, or an expert held elsewhere
     if (p.down_loads_before_wait) pdl_wait_then_trigger();  // every block waits before it exits
     return;
   }
-  const WorkItem w = work_item(p);
   auto run = [&](auto wait_inside) {
     if (w.count <= kMmaCols)
       down_tile<1, decltype(wait_inside)::value>(p, w, scratch);
@@ -177,11 +190,12 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeEx
 // 8 blocks an SM (their 25.6 KB tiles at I = 768), so 64 registers a thread at most.
 __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_staged_kernel(const MoeExpertsParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  if (static_cast<int>(blockIdx.y) >= *p.num_work) {  // num_work: moe_align's, before gate_up (pdl.cuh)
-    pdl_wait_then_trigger();                          // every block waits before it exits
+  // The routing (moe_align's, or the top-k ids) was written before gate_up passed its wait (pdl.cuh).
+  const WorkItem w = static_cast<int>(blockIdx.y) < num_work_items(p) ? work_item(p) : WorkItem{0, 0, 0};
+  if (w.count == 0) {         // past the step's work items, or an expert held elsewhere
+    pdl_wait_then_trigger();  // every block waits before it exits
     return;
   }
-  const WorkItem w = work_item(p);
   if (w.count <= kMmaCols)
     down_tile_staged<1>(p, w, smem);
   else

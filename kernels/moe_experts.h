@@ -19,6 +19,14 @@ struct MoeExpertsParams {
   const int32_t* work = nullptr;    // [max_work, 3]
   const int32_t* num_work = nullptr;
   int max_work = 0;
+  // Without moe_align (slot_experts set): work item y is assignment y alone, of local expert
+  // slot_experts[y] - expert_begin (no work where that is outside [0, local_experts)); sorted is then the
+  // identity (sorted[a] = a, at least A entries), work and num_work are unused, and max_work is the number of
+  // assignments. For one token, whose k experts are distinct, each expert is still read once, and the align
+  // launch is saved.
+  const int32_t* slot_experts = nullptr;  // [A], e.g. the token's top-k ids
+  int expert_begin = 0;
+  int local_experts = 0;
   bf16* act = nullptr;     // [A, I] scratch
   float* y_f32 = nullptr;  // [A, H] output per assignment, or
   bf16* y_bf16 = nullptr;  // [A, H] (exactly one of the two is set)

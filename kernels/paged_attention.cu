@@ -20,36 +20,23 @@
 #include "kernels/device_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/paged_attention.h"
+#include "kernels/paged_attention_parts.cuh"
 #include "kernels/pdl.cuh"
 
 namespace tpserve::kernels {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / kWarpSize;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kDecodeRows = kAttentionMaxGroup;  // query rows of a decode tile: a few tokens x the group
+using namespace attention;  // NOLINT: the kernels' shared pieces (kernels/paged_attention_parts.cuh)
 
-template <int D, int kRows, int kKeys, int kStages>
-struct Tile {
-  static constexpr int kRowStride = D + 8;  // bf16 per shared K/V row: 16 bytes of padding
-  static constexpr int kChunksPerRow = D / kBf16PerVec;
-  static constexpr int kQkRowGroups = kThreads / kKeys;
-  static constexpr int kQkRowsPerThread = kRows / kQkRowGroups;
-  static constexpr int kDimGroups = D / 4;
-  static constexpr int kPvRowGroups = kThreads / kDimGroups;
-  static constexpr int kPvRowsPerThread = kRows / kPvRowGroups;
-  static constexpr int kSoftmaxRowsPerWarp = kRows / kWarps;
-  static constexpr int kKeysPerLane = kKeys / kWarpSize;
-  static_assert(kThreads % kKeys == 0 && kRows % kQkRowGroups == 0 && kRows % kPvRowGroups == 0);
-  static_assert(kRows % kWarps == 0 && kKeys % kWarpSize == 0 && kAttentionKeysPerSplitQuantum % kKeys == 0);
-  static_assert(kStages == 1 || kStages == 2);
-};
+constexpr int kDecodeRows = kAttentionMaxGroup;  // query rows of a decode tile: a few tokens x the group
 
 // kSplit: the context may be cut into ranges (num_splits > 1), merged by the last block of each tile.
 template <int D, int kRows, int kKeys, int kStages, bool kSplit>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAttentionParams p) {
-  using T = Tile<D, kRows, kKeys, kStages>;
+  using T = Tile<D, kRows, kKeys>;
+  static_assert(kThreads % kKeys == 0 && kRows % T::kQkRowGroups == 0);
+  static_assert(kKeys % kWarpSize == 0 && kAttentionKeysPerSplitQuantum % kKeys == 0);
+  static_assert(kStages == 1 || kStages == 2);
   __shared__ float q_s[kRows][D];
   __shared__ __align__(16) bf16 k_s[kStages][kKeys][T::kRowStride];
   __shared__ __align__(16) bf16 v_s[kStages][kKeys][T::kRowStride];
@@ -60,45 +47,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
 
   pdl_wait_then_trigger();
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
-  const int seq = blockIdx.y, kv_head = blockIdx.z;
-  const int group = p.num_q_heads / p.num_kv_heads, tokens_per_block = kRows / group;
-  const int tile = blockIdx.x / p.num_splits, split = blockIdx.x % p.num_splits;
-  const int q_begin = p.query_start[seq], q_len = p.query_start[seq + 1] - q_begin;
-  const int t0 = tile * tokens_per_block;
-  if (t0 >= q_len) return;
-  const int rows = min(tokens_per_block, q_len - t0) * group;
-  auto token_of = [&](int r) { return q_begin + t0 + r / group; };
-  auto head_of = [&](int r) { return kv_head * group + r % group; };
-
-  // Rows' key limits (causal), then this block's key range: empty ranges leave before reading q.
-  if (tid < kRows) limit_s[tid] = tid < rows ? p.positions[token_of(tid)] + 1 : 0;
-  __syncthreads();
-  int kv_len = 0;
-  for (int r = 0; r < rows; r += group) kv_len = max(kv_len, limit_s[r]);
-  const int per_split = attention_keys_per_split(kv_len, p.num_splits);
-  const int key_begin = split * per_split;
-  const int key_end = min(kv_len, key_begin + per_split);
-  if (key_begin >= key_end) return;  // past the context: not one of the tile's active splits
-  // Non-empty ranges of the tile: splits 0 .. active_splits - 1, each reaches the arrival at the end.
-  const int active_splits = kSplit ? (kv_len + per_split - 1) / per_split : 1;
-
-  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  // Issues the cp.async copies of the tile starting at key kt into stage `stage`.
-  auto load_tile = [&](int kt, int stage) {
-    for (int c = tid; c < kKeys * T::kChunksPerRow; c += kThreads) {
-      const int key = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
-      const int j = kt + key;
-      const bool valid = j < key_end;
-      int64_t offset = 0;
-      if (valid) {
-        const int64_t slot = static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
-        offset = (slot * p.num_kv_heads + kv_head) * D + d0;
-      }
-      cp_async_16(&k_s[stage][key][d0], p.k_cache + offset, valid);
-      cp_async_16(&v_s[stage][key][d0], p.v_cache + offset, valid);
-    }
-    cp_async_commit();
-  };
+  BlockTile b;
+  if (!begin_block<kRows, kSplit>(p, b, limit_s)) return;
+  const int rows = b.rows, key_begin = b.key_begin, key_end = b.key_end;
+  auto load_tile = [&](int kt, int stage) { load_kv_tile<D, kKeys>(p, b, kt, k_s[stage], v_s[stage]); };
 
   load_tile(key_begin, 0);  // the first K/V tile goes out before q is read: their latencies overlap
 
@@ -107,9 +59,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   for (int c = tid; c < kRows * T::kChunksPerRow; c += kThreads) {
     const int r = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
     float v[kBf16PerVec] = {};
-    if (r < rows)
-      unpack_bf16x8(load_vec(p.q + (static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r)) * D + d0),
-                    v);
+    if (r < rows) unpack_bf16x8(load_vec(p.q + b.row_index(p, r) * D + d0), v);
 #pragma unroll
     for (int j = 0; j < kBf16PerVec; ++j) q_s[r][d0 + j] = v[j] * q_scale;
   }
@@ -227,103 +177,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
     }
   }
   __syncthreads();
-  auto row_index = [&](int r) { return static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r); };
-  const int d0 = dim_group * 4;
-  if (active_splits == 1) {
-#pragma unroll
-    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-      const int r = pv_row_group + i * T::kPvRowGroups;
-      if (r >= rows) break;
-      const float inv = 1.0f / sum_s[r];
-      *reinterpret_cast<uint2*>(p.out + row_index(r) * D + d0) = make_uint2(
-          pack_bf16x2(acc[i][0] * inv, acc[i][1] * inv), pack_bf16x2(acc[i][2] * inv, acc[i][3] * inv));
-    }
-    return;
-  }
-  if constexpr (kSplit) {
-#pragma unroll
-    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-      const int r = pv_row_group + i * T::kPvRowGroups;
-      if (r >= rows) break;
-      const int64_t part = row_index(r) * p.num_splits + split;
-      *reinterpret_cast<float4*>(p.partial_out + part * D + d0) =
-          make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
-      if (dim_group == 0)
-        *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(max_s[r], sum_s[r]);
-    }
-
-    // Arrival: the tile's last split to finish merges them all. Thread 0's fence after the barrier orders the
-    // whole block's partial stores before its count (as cooperative groups' grid sync does); the last block
-    // sees active_splits - 1 earlier arrivals, so no other block of this launch touches the counter again and
-    // it resets it to 0 for the next launch or graph replay. (A launch cannot stop part-way in a step: no
-    // recovery of a counter left non-zero.)
-    __syncthreads();
-    if (tid == 0) {
-      int* counter =
-          p.split_counters + (static_cast<int64_t>(tile) * p.num_seqs + seq) * p.num_kv_heads + kv_head;
-      __threadfence();
-      const bool last = atomicAdd(counter, 1) == active_splits - 1;
-      if (last) atomicExch(counter, 0);
-      __threadfence();  // the earlier arrivals' partials are read after their counts were seen
-      last_s = last;
-    }
-    __syncthreads();
-    if (!last_s) return;
-
-    // Splits whose partials a merging thread loads at once: 8 where the key loop's registers cover it.
-    constexpr int kChunk = D == 128 ? 8 : 4;
-    // Merge, the same math for every choice of last block: per row the max over its splits (a range past the
-    // row's own position has max -inf and weight 0; split 0 holds key 0, so the max is finite), then
-    // num / den over splits s = 0 .. active_splits - 1 in order. Partials are read with L1-bypassing loads:
-    // L1 is not coherent with the other blocks' stores. More splits than one chunk: the rows' maxima first
-    // (one warp a row, into max_s: free again, read before the barrier above); else from the chunk's loads.
-    if (active_splits > kChunk) {
-      for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) {
-        const int r = warp + i * kWarps;
-        if (r >= rows) break;
-        const float* max_sum = p.partial_max_sum + row_index(r) * p.num_splits * 2;
-        float m = -INFINITY;
-#pragma unroll 4
-        for (int s = lane; s < active_splits; s += kWarpSize) m = fmaxf(m, __ldcg(max_sum + s * 2));
-        m = warp_max(m);
-        if (lane == 0) max_s[r] = m;
-      }
-      __syncthreads();
-    }
-#pragma unroll
-    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-      const int r = pv_row_group + i * T::kPvRowGroups;
-      if (r >= rows) break;
-      const float* max_sum = p.partial_max_sum + row_index(r) * p.num_splits * 2;
-      const float* part = p.partial_out + row_index(r) * p.num_splits * D + d0;
-      float max_all = active_splits > kChunk ? max_s[r] : -INFINITY;
-      float num[4] = {}, den = 0.0f;
-      for (int s0 = 0; s0 < active_splits; s0 += kChunk) {
-        // A chunk's loads all go out before its adds (indices clamped: no branch around a load).
-        float2 ms[kChunk];
-        float4 o[kChunk];
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          const int s = min(s0 + j, active_splits - 1);
-          ms[j] = __ldcg(reinterpret_cast<const float2*>(max_sum + s * 2));
-          o[j] = __ldcg(reinterpret_cast<const float4*>(part + s * D));
-        }
-        if (active_splits <= kChunk) {  // one chunk (clamped repeats leave the max as it is)
-#pragma unroll
-          for (int j = 0; j < kChunk; ++j) max_all = fmaxf(max_all, ms[j].x);
-        }
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          if (s0 + j >= active_splits) break;
-          const float w = exp2f(ms[j].x - max_all);
-          num[0] += w * o[j].x, num[1] += w * o[j].y, num[2] += w * o[j].z, num[3] += w * o[j].w;
-          den += w * ms[j].y;
-        }
-      }
-      *reinterpret_cast<uint2*>(p.out + row_index(r) * D + d0) =
-          make_uint2(pack_bf16x2(num[0] / den, num[1] / den), pack_bf16x2(num[2] / den, num[3] / den));
-    }
-  }
+  finish_block<T, kSplit>(p, b, acc, max_s, sum_s, last_s);
 }
 
 template <int D, int kRows, int kKeys, int kStages, bool kSplit>
@@ -345,7 +199,10 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
       TPS_CHECK(p.split_counters != nullptr && tiles <= p.split_counter_capacity, "paged attention: ", tiles,
                 " split tiles, ", p.split_counter_capacity, " split counters");
     }
-    launch_tiles<D, kDecodeRows, 32, 2, true>(p, Site::kDecodeAttention, stream, policy);
+    if (p.tensor_cores)
+      launch_paged_attention_mma(p, stream, policy);
+    else
+      launch_tiles<D, kDecodeRows, 32, 2, true>(p, Site::kDecodeAttention, stream, policy);
   } else {
     TPS_CHECK(p.num_splits == 1, "paged attention: ", p.num_splits, " splits for queries of ",
               p.max_query_len, " tokens");
@@ -387,17 +244,7 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
 }
 
 void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
-  switch (p.head_dim) {
-    case 32:
-      launch_for_head_dim<32>(p, stream, policy);
-      break;
-    case 64:
-      launch_for_head_dim<64>(p, stream, policy);
-      break;
-    default:
-      launch_for_head_dim<128>(p, stream, policy);
-      break;
-  }
+  with_head_dim(p.head_dim, [&](auto d) { launch_for_head_dim<decltype(d)::value>(p, stream, policy); });
 }
 
 }  // namespace tpserve::kernels

@@ -42,6 +42,8 @@ struct PagedAttentionParams {
   int max_query_len = 0;  // longest query of the step (1 = decode)
   int num_splits = 1;     // most context ranges per (token, KV head); > 1 only for short queries
   float scale = 1.0f;     // softmax scale (head_dim^-0.5)
+  // The split decode path on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
+  bool tensor_cores = false;
 };
 
 // Keys per context range are a multiple of the kernels' key tile.
@@ -67,5 +69,9 @@ size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, in
 int attention_split_counter_capacity(int num_sms);
 
 void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy);
+// The tensor-core kernel of the split decode path (launch_paged_attention takes it where p.tensor_cores and
+// the query is short); its checks are launch_paged_attention's.
+void launch_paged_attention_mma(const PagedAttentionParams& p, cudaStream_t stream,
+                                const LaunchPolicy& policy);
 
 }  // namespace tpserve::kernels

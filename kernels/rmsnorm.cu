@@ -1,7 +1,8 @@
-// RMSNorm (and fused add + RMSNorm): one row per block, the row held in registers as 16-byte vectors, fp32
-// math, one block reduction for the sum of squares.
+// RMSNorm (and fused add + RMSNorm, with x optionally the MoE combine's sum): one row per block, the row held
+// in registers as 16-byte vectors, fp32 math, one block reduction for the sum of squares.
 #include "kernels/device_common.cuh"
 #include "kernels/launch.h"
+#include "kernels/moe_combine.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/rmsnorm.cuh"
 #include "kernels/rmsnorm.h"
@@ -25,7 +26,12 @@ __global__ void rmsnorm_kernel(const RmsNormParams p) {
     const int vec = threadIdx.x + i * blockDim.x;
     if (vec >= vectors) break;
     const int64_t at = base + vec * kBf16PerVec;
-    unpack_bf16x8(load_vec(p.x + at), v[i]);
+    if (p.combine.k > 0) {  // the combine's bf16 output, as moe_combine would store it
+      combine_piece(p.combine, blockIdx.x, vec * kBf16PerVec, v[i]);
+      unpack_bf16x8(pack_bf16x8(v[i]), v[i]);
+    } else {
+      unpack_bf16x8(load_vec(p.x + at), v[i]);
+    }
     if (p.residual != nullptr) add_residual_piece(p.residual + at, v[i]);
 #pragma unroll
     for (int j = 0; j < kBf16PerVec; ++j) sum_sq += v[i][j] * v[i][j];

@@ -4,17 +4,21 @@
 #pragma once
 
 #include "kernels/kernel_api.h"
+#include "kernels/moe_combine.h"
 
 namespace tpserve::kernels {
 
 struct RmsNormParams {
-  const bf16* x = nullptr;       // [T, H]
+  const bf16* x = nullptr;       // [T, H], or nullptr with combine set:
   bf16* residual = nullptr;      // [T, H] or nullptr (no add)
   const bf16* weight = nullptr;  // [H]
   bf16* out = nullptr;           // [T, H]
   int tokens = 0;                // T
   int hidden = 0;                // H, a multiple of 8, at most kRmsNormMaxHidden
   float eps = 1e-6f;
+  // x from the MoE combine (combine.k > 0, x == nullptr): x[t] = bf16 of moe_combine's sum for token t (its
+  // out left unused), so that the combine and the residual add + RMSNorm after it are one launch.
+  MoeCombineParams combine;
 };
 
 inline constexpr int kRmsNormMaxHidden = 32768;

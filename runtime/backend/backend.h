@@ -136,6 +136,14 @@ class Backend {
   virtual void moe_experts(Tensor x /*[T, H]*/, Tensor gate_up /*[E, 2I, H]*/, Tensor down /*[E, H, I]*/,
                            Tensor topk_ids /*[T, k]*/, Tensor topk_weights /*[T, k]*/, int expert_begin,
                            Tensor out /*[T, H]*/) = 0;
+  // moe_experts into out, then add_rmsnorm(residual, out, norm_w, eps, normed): a backend may fuse the MoE's
+  // combine with the norm, leaving out unwritten (it is scratch then). normed may be x.
+  virtual void moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids,
+                                       Tensor topk_weights, int expert_begin, Tensor out, Tensor residual,
+                                       Tensor norm_w, float eps, Tensor normed) {
+    moe_experts(x, gate_up, down, topk_ids, topk_weights, expert_begin, out);
+    add_rmsnorm(residual, out, norm_w, eps, normed);
+  }
   // Expert-parallel all-to-all dispatch, in three ops around two fixed-capacity exchanges. Each of P ranks
   // owns E_r consecutive experts; a rank's tokens go to the owners of their experts in rows of a
   // [P, cap, H] send buffer (cap = tokens * k: the worst case, so nothing is ever dropped).

@@ -110,7 +110,10 @@ std::string config_to_yaml(const Config& c) {
       << "sampling_candidates" << YAML::Value << r.sampling_candidates << YAML::Key << "staged_gemv"
       << YAML::Value << r.staged_gemv << YAML::Key << "gemv_max_rows" << YAML::Value << r.gemv_max_rows
       << YAML::Key << "moe_down_early_loads" << YAML::Value << r.moe_down_early_loads << YAML::Key
-      << "moe_down_staged" << YAML::Value << r.moe_down_staged << YAML::EndMap;
+      << "moe_down_staged" << YAML::Value << r.moe_down_staged << YAML::Key << "attention_tensor_cores"
+      << YAML::Value << r.attention_tensor_cores << YAML::Key << "moe_one_token_direct" << YAML::Value
+      << r.moe_one_token_direct << YAML::Key << "moe_fused_norm" << YAML::Value << r.moe_fused_norm
+      << YAML::Key << "staged_gemv_copy_groups" << YAML::Value << r.staged_gemv_copy_groups << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

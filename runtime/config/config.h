@@ -60,6 +60,9 @@ struct RuntimeConfig {
   int sampling_candidates = 256;     // best logits kept per rank and row; top-p/top-k act within them
   // CUDA: small-M GEMVs stage their weights in shared memory (kernels/gemv.h).
   bool staged_gemv = true;
+  // CUDA: the cp.async groups a staged GEMV warp cuts its weight pieces into (1-4; the product of each
+  // group starts once it has landed).
+  int staged_gemv_copy_groups = 2;
   // CUDA: linear() takes the GEMV up to this many rows, cuBLASLt above (0-16).
   int gemv_max_rows = 8;
   // CUDA: the MoE down kernel issues its first weight loads before its PDL wait (during gate_up's tail).
@@ -67,6 +70,13 @@ struct RuntimeConfig {
   // CUDA: each MoE down block copies its weight rows into shared memory whole (cp.async) before its PDL
   // wait, instead of loading them into registers a few k blocks at a time.
   bool moe_down_staged = true;
+  // CUDA: decode attention (and short queries) on tensor cores instead of CUDA cores.
+  bool attention_tensor_cores = true;
+  // CUDA: a step's MoE with one token skips moe_align (each of its k distinct experts is its own work item).
+  bool moe_one_token_direct = true;
+  // CUDA: the MoE combine runs inside the residual add + RMSNorm that follows it (one launch fewer a layer;
+  // one GPU, or wherever the MoE output needs no all-reduce).
+  bool moe_fused_norm = true;
 };
 
 struct CudaGraphConfig {

@@ -220,7 +220,8 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   Section s(root["runtime"], "runtime", p,
             {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks",
              "max_num_batched_tokens", "sampling_candidates", "gemv_max_rows", "moe_down_early_loads",
-             "staged_gemv", "moe_down_staged"});
+             "staged_gemv", "moe_down_staged", "attention_tensor_cores", "moe_one_token_direct",
+             "moe_fused_norm", "staged_gemv_copy_groups"});
   s.choice<BackendKind>(
       "backend", c.runtime.backend,
       {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
@@ -235,6 +236,10 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.integer("gemv_max_rows", c.runtime.gemv_max_rows, 0, 16);
   s.boolean("moe_down_early_loads", c.runtime.moe_down_early_loads);
   s.boolean("moe_down_staged", c.runtime.moe_down_staged);
+  s.boolean("attention_tensor_cores", c.runtime.attention_tensor_cores);
+  s.boolean("moe_one_token_direct", c.runtime.moe_one_token_direct);
+  s.boolean("moe_fused_norm", c.runtime.moe_fused_norm);
+  s.integer("staged_gemv_copy_groups", c.runtime.staged_gemv_copy_groups, 1, 4);
   if (c.runtime.max_num_batched_tokens < c.runtime.max_batch)
     p.push_back("runtime.max_num_batched_tokens: got " + std::to_string(c.runtime.max_num_batched_tokens) +
                 ", must be at least runtime.max_batch=" + std::to_string(c.runtime.max_batch));

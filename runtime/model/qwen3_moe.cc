@@ -310,6 +310,18 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
   comm_.all_gather(slice_out.data, out.data, static_cast<size_t>(slice * h), slice_out.dtype);
 }
 
+void Qwen3MoeModel::route(const LayerWeights& w, Tensor normed, int tokens, int routing_layer,
+                          Tensor& weights, Tensor& ids) {
+  const int k = spec_.num_experts_per_tok;
+  Tensor logits = router_logits_.rows(0, tokens);
+  weights = topk_w_.rows(0, tokens);
+  ids = options_.record_routing && routing_layer >= 0
+            ? routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k})
+            : topk_ids_.rows(0, tokens);
+  backend_.linear(normed, w.router, logits);
+  backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
+}
+
 void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens,
                                 int routing_layer) {
   if (w.moe && layout_.all_to_all) {
@@ -323,13 +335,8 @@ void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out
     backend_.silu_mul(gate_up, act);
     backend_.linear(act, w.down, out);
   } else {
-    const int k = spec_.num_experts_per_tok;
-    Tensor logits = router_logits_.rows(0, tokens), weights = topk_w_.rows(0, tokens),
-           ids = topk_ids_.rows(0, tokens);
-    if (options_.record_routing && routing_layer >= 0)
-      ids = routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k});
-    backend_.linear(normed, w.router, logits);
-    backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
+    Tensor weights, ids;
+    route(w, normed, tokens, routing_layer, weights, ids);
     backend_.moe_experts(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_), out);
   }
 }
@@ -338,22 +345,32 @@ bool Qwen3MoeModel::mlp_output_partial(const LayerWeights& w) const {
   return comm_.size() > 1 && !(w.moe && layout_.all_to_all);
 }
 
+void Qwen3MoeModel::mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor normed, Tensor out,
+                                  int tokens, int routing_layer, Tensor next_norm, Tensor next_out) {
+  const float eps = static_cast<float>(spec_.rms_norm_eps);
+  if (w.moe && !layout_.all_to_all && !mlp_output_partial(w)) {
+    Tensor weights, ids;
+    route(w, normed, tokens, routing_layer, weights, ids);
+    backend_.moe_experts_add_rmsnorm(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_),
+                                     out, residual, next_norm, eps, next_out);
+    return;
+  }
+  mlp_forward(w, normed, out, tokens, routing_layer);
+  reduce_add_rmsnorm(residual, out, next_norm, eps, next_out, mlp_output_partial(w));
+}
+
 void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta,
-                                  int tokens, const LayerWeights* previous, int routing_layer) {
+                                  int tokens, int routing_layer, Tensor next_norm, Tensor next_out) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
-  if (previous == nullptr)
-    backend_.rmsnorm(residual, w.input_norm, eps, normed);
-  else
-    reduce_add_rmsnorm(residual, proj, w.input_norm, eps, normed, mlp_output_partial(*previous));
   backend_.linear(normed, w.qkv, qkv);
   backend_.qk_norm_rope_kv(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_, meta, cache, q);
   backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache,
                      meta, attn);
   backend_.linear(attn, w.o_proj, proj);
   reduce_add_rmsnorm(residual, proj, w.post_norm, eps, normed, true);
-  mlp_forward(w, normed, proj, tokens, routing_layer);
+  mlp_then_norm(w, residual, normed, proj, tokens, routing_layer, next_norm, next_out);
 }
 
 void Qwen3MoeModel::compute(const StepShape& shape) {
@@ -367,10 +384,12 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
     backend_.resolve_tokens(ids, draft_table_);  // device-resident drafts
   backend_.embedding(ids, weights_.embed, layout_.vocab_begin(spec_), residual_.rows(0, tokens));
   all_reduce(residual_.rows(0, tokens));  // vocab-parallel embedding: each rank filled its own rows
-  for (int l = 0; l < spec_.num_layers; ++l)
-    layer_forward(weights_.layers[l], kv_[l], meta, tokens, l == 0 ? nullptr : &weights_.layers[l - 1], l);
-  reduce_add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), weights_.final_norm, eps,
-                     normed_.rows(0, tokens), mlp_output_partial(weights_.layers.back()));
+  backend_.rmsnorm(residual_.rows(0, tokens), weights_.layers[0].input_norm, eps, normed_.rows(0, tokens));
+  for (int l = 0; l < spec_.num_layers; ++l) {
+    const bool last = l + 1 == spec_.num_layers;
+    layer_forward(weights_.layers[l], kv_[l], meta, tokens, l,
+                  last ? weights_.final_norm : weights_.layers[l + 1].input_norm, normed_.rows(0, tokens));
+  }
   if (rows > 0) {
     Tensor sample_rows = input(off_rows_, DType::kI32, rows);
     Tensor hidden = sample_hidden_.rows(0, rows), logits = logits_.rows(0, rows);

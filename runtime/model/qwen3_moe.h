@@ -97,15 +97,24 @@ class Qwen3MoeModel {
   // Sizes (options_.num_kv_blocks == 0: from memory, the same count on every rank) and allocates the KV
   // cache: last in the constructor, after everything else the model allocates.
   void allocate_kv_cache();
-  // previous: the layer before, whose MLP output proj_ holds (nullptr: residual_ holds the layer's input
-  // alone). routing_layer: the row of the routing record (ModelOptions::record_routing) this layer writes;
-  // -1: none.
+  // One decoder layer on residual_ (its input; normed_ holds rmsnorm(residual_) * w.input_norm). It ends
+  // with the next norm: residual_ += the MLP's output, next_out = rmsnorm(residual_) * next_norm (the next
+  // layer's input norm, or a final norm). routing_layer: the row of the routing record
+  // (ModelOptions::record_routing) this layer writes; -1: none.
   void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
-                     const LayerWeights* previous, int routing_layer);
+                     int routing_layer, Tensor next_norm, Tensor next_out);
   // Routing-record row length for a step of `tokens` rows: the top-k ids of every row, or under all-to-all
   // dispatch the expert ids of a full exchange (P equal slices of k slots per token).
   int64_t routing_width(int64_t tokens) const;
+  // The router and top-k gating of a MoE layer: weights and ids of `tokens` rows (ids in the routing
+  // record's row where one is kept).
+  void route(const LayerWeights& w, Tensor normed, int tokens, int routing_layer, Tensor& weights,
+             Tensor& ids);
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
+  // mlp_forward into out, then residual += out (summed over the ranks where partial) and next_out =
+  // rmsnorm(residual) * next_norm; one backend op for a local MoE (Backend::moe_experts_add_rmsnorm).
+  void mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor normed, Tensor out, int tokens,
+                     int routing_layer, Tensor next_norm, Tensor next_out);
   // Whether the MLP of `w` leaves this rank's partial sums in proj_ (TP-sharded intermediate, or experts held
   // elsewhere), which the add_rmsnorm reading them sums first; all-to-all dispatch gathers whole rows.
   bool mlp_output_partial(const LayerWeights& w) const;

@@ -47,9 +47,8 @@ void Qwen3MoeModel::mtp_forward(const StepShape& shape, const AttentionMeta& met
   Tensor next = input(off_mtp_next_, DType::kI32, tokens);
   backend_.resolve_tokens(next, emitted_);
   mtp_input(next, normed_.rows(0, tokens), tokens);
-  layer_forward(m.layer, mtp_kv_, meta, tokens, nullptr, -1);
-  reduce_add_rmsnorm(residual_.rows(0, tokens), proj_.rows(0, tokens), m.final_norm, eps,
-                     normed_.rows(0, tokens), mlp_output_partial(m.layer));
+  backend_.rmsnorm(residual_.rows(0, tokens), m.layer.input_norm, eps, normed_.rows(0, tokens));
+  layer_forward(m.layer, mtp_kv_, meta, tokens, -1, m.final_norm, normed_.rows(0, tokens));
   const int groups = shape.groups;
   if (shape.rows == 0 || k == 0) return;
 
@@ -77,9 +76,8 @@ void Qwen3MoeModel::mtp_forward(const StepShape& shape, const AttentionMeta& met
       backend_.add_i32(input(off_base_pos_, DType::kI32, groups), accepted, j, positions);
       backend_.draft_step_meta(positions, tables, options_.kv_block_size, slots, ctx);
       mtp_input(drafts, hidden, groups);
-      layer_forward(m.layer, mtp_kv_, step, groups, nullptr, -1);
-      reduce_add_rmsnorm(residual_.rows(0, groups), proj_.rows(0, groups), m.final_norm, eps, hidden,
-                         mlp_output_partial(m.layer));
+      backend_.rmsnorm(residual_.rows(0, groups), m.layer.input_norm, eps, normed_.rows(0, groups));
+      layer_forward(m.layer, mtp_kv_, step, groups, -1, m.final_norm, hidden);
     }
     const Candidates cand =
         lm_head_candidates(hidden, groups, greedy_.temperature.rows(0, groups), logits_.rows(0, groups));

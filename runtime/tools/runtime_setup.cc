@@ -58,9 +58,13 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
     options.gpu_memory_fraction = config_.runtime.gpu_memory_fraction;
     options.staged_gemv = config_.runtime.staged_gemv;
+    options.staged_gemv_copy_groups = config_.runtime.staged_gemv_copy_groups;
     options.gemv_max_rows = config_.runtime.gemv_max_rows;
     options.moe_down_loads_before_wait = config_.runtime.moe_down_early_loads;
     options.moe_down_staged = config_.runtime.moe_down_staged;
+    options.attention_tensor_cores = config_.runtime.attention_tensor_cores;
+    options.moe_one_token_direct = config_.runtime.moe_one_token_direct;
+    options.moe_fused_norm = config_.runtime.moe_fused_norm;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

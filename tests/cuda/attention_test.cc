@@ -137,11 +137,20 @@ struct AttentionRun {
   }
 };
 
+// A backend with the split decode path on tensor cores or on CUDA cores (runtime.attention_tensor_cores).
+CudaBackendOptions attention_options(bool tensor_cores) {
+  CudaBackendOptions options = test_backend_options();
+  options.attention_tensor_cores = tensor_cores;
+  return options;
+}
+
 void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
-  Backends b;
-  AttentionRun run(b, c, planned_context);
-  run.launch_gpu(b);
-  run.expect_matches(b, "attention");
+  for (bool tensor_cores : {false, true}) {
+    Backends b(attention_options(tensor_cores));
+    AttentionRun run(b, c, planned_context);
+    run.launch_gpu(b);
+    run.expect_matches(b, tensor_cores ? "attention (tensor cores)" : "attention (CUDA cores)");
+  }
 }
 
 TEST_P(PagedAttentionTest, MatchesCpu) {
@@ -200,9 +209,11 @@ INSTANTIATE_TEST_SUITE_P(SplitMerge, PagedAttentionTest,
 // same launches repeated, eagerly and as one captured graph replayed, give the reference each time (a counter
 // left non-zero would leave a tile unmerged: the poisoned output), and give the same bits each time (the
 // merge order does not depend on which block is last). Steps of different shapes share the counters.
-TEST(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
+class PagedAttentionSplits : public ::testing::TestWithParam<bool> {};  // tensor cores or not
+
+TEST_P(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
   TPS_REQUIRE_CUDA_DEVICE();
-  Backends b;
+  Backends b(attention_options(GetParam()));
   std::vector<std::unique_ptr<AttentionRun>> runs;
   for (const AttentionCase& c :
        {AttentionCase{32, 4, 128, 16, {1, 1, 1, 1}, {1, 100, 1000, 5000}},
@@ -240,6 +251,8 @@ TEST(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, PagedAttentionSplits, ::testing::Bool());
 
 INSTANTIATE_TEST_SUITE_P(Prefill, PagedAttentionTest,
                          ::testing::Values(AttentionCase{8, 2, 128, 16, {17, 1, 5}, {17, 40, 5}},

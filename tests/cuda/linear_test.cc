@@ -2,6 +2,8 @@
 // staged GEMV (weights in shared memory, where they fit) and without it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/dtype.h"
 #include "tests/cuda/op_test_util.h"
 
@@ -15,14 +17,16 @@ void PrintTo(const LinearCase& c, std::ostream* os) {
   *os << "M" << c.m << " N" << c.n << " K" << c.k;
 }
 
-class LinearTest : public ::testing::TestWithParam<std::tuple<LinearCase, bool, bool>> {};
+// Parameters: the case, f32 output, and the staged GEMV's copy groups (0: not staged).
+class LinearTest : public ::testing::TestWithParam<std::tuple<LinearCase, bool, int>> {};
 
 TEST_P(LinearTest, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
-  const auto [c, out_f32, staged] = GetParam();
-  std::mt19937 rng(c.m * 1000003 + c.n * 1009 + c.k + (out_f32 ? 7 : 0) + (staged ? 11 : 0));
+  const auto [c, out_f32, copy_groups] = GetParam();
+  std::mt19937 rng(c.m * 1000003 + c.n * 1009 + c.k + (out_f32 ? 7 : 0) + copy_groups * 11);
   CudaBackendOptions options = test_backend_options();
-  options.staged_gemv = staged;
+  options.staged_gemv = copy_groups > 0;
+  options.staged_gemv_copy_groups = std::max(copy_groups, 1);
   Backends b(options);
   auto xv = uniform(rng, size_t(c.m) * c.k), wv = uniform(rng, size_t(c.n) * c.k, -0.5f, 0.5f);
   Pair x = b.bf16({c.m, c.k}, xv), w = b.bf16({c.n, c.k}, wv);
@@ -47,11 +51,12 @@ INSTANTIATE_TEST_SUITE_P(
                           LinearCase{2, 4100, 64},
                           LinearCase{12, 4100, 1024},   // staged: 2 tiles a block, 2 token tiles
                           LinearCase{1, 16384, 2048}),  // 64 MiB of weights: cuBLASLt at one row
-        ::testing::Bool(), ::testing::Bool()),
+        ::testing::Bool(), ::testing::Values(0, 2, 4)),
     [](const auto& test) {
       const LinearCase& c = std::get<0>(test.param);
       return "M" + std::to_string(c.m) + "N" + std::to_string(c.n) + "K" + std::to_string(c.k) +
-             (std::get<1>(test.param) ? "_f32" : "_bf16") + (std::get<2>(test.param) ? "_staged" : "");
+             (std::get<1>(test.param) ? "_f32" : "_bf16") +
+             (std::get<2>(test.param) > 0 ? "_staged" + std::to_string(std::get<2>(test.param)) : "");
     });
 
 // Repeated shapes reuse the cached cuBLASLt plan and give the same result.

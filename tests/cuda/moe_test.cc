@@ -73,33 +73,43 @@ void route(std::mt19937& rng, int tokens, int experts, int k, std::vector<int32_
   }
 }
 
-// Each case with the down kernel's weights staged in shared memory (where I allows) and through registers.
-class MoeExpertsTest : public ::testing::TestWithParam<std::tuple<MoeCase, bool>> {};
-
-TEST_P(MoeExpertsTest, MatchesCpu) {
-  TPS_REQUIRE_CUDA_DEVICE();
-  const auto [c, staged] = GetParam();
-  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (staged ? 1 : 0));
-  CudaBackendOptions options = test_backend_options();
-  options.moe_down_staged = staged;
-  Backends b(options);
+// A case's inputs on both backends: x, the local experts' weights (scaled like a trained layer's), routing.
+struct MoeInputs {
+  Pair x, gate_up, down, ids, weights;
+};
+MoeInputs make_moe_inputs(Backends& b, std::mt19937& rng, const MoeCase& c) {
   auto xv = uniform(rng, size_t(c.tokens) * c.hidden);
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden));
   auto guv = uniform(rng, size_t(c.local_experts) * 2 * c.inter * c.hidden, -2 * w_scale, 2 * w_scale);
   auto dv = uniform(rng, size_t(c.local_experts) * c.hidden * c.inter, -w_scale, w_scale);
-  Pair x = b.bf16({c.tokens, c.hidden}, xv);
-  Pair gate_up = b.bf16({c.local_experts, 2 * c.inter, c.hidden}, guv);
-  Pair down = b.bf16({c.local_experts, c.hidden, c.inter}, dv);
   std::vector<int32_t> ids;
   std::vector<float> weights;
   route(rng, c.tokens, c.experts_total, c.k, ids, weights);
-  Pair ids_t = b.i32({c.tokens, c.k}, ids), w_t = b.f32({c.tokens, c.k}, weights);
+  return {b.bf16({c.tokens, c.hidden}, xv), b.bf16({c.local_experts, 2 * c.inter, c.hidden}, guv),
+          b.bf16({c.local_experts, c.hidden, c.inter}, dv), b.i32({c.tokens, c.k}, ids),
+          b.f32({c.tokens, c.k}, weights)};
+}
+
+// Each case with the default kernel options (the down kernel's weights staged in shared memory where I
+// allows; one token without moe_align) and with the plain paths (registers; always through moe_align).
+class MoeExpertsTest : public ::testing::TestWithParam<std::tuple<MoeCase, bool>> {};
+
+TEST_P(MoeExpertsTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const auto [c, defaults] = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (defaults ? 1 : 0));
+  CudaBackendOptions options = test_backend_options();
+  options.moe_down_staged = defaults;
+  options.moe_one_token_direct = defaults;
+  Backends b(options);
+  const MoeInputs in = make_moe_inputs(b, rng, c);
+  const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;
   Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
   b.cpu().moe_experts(x.cpu, gate_up.cpu, down.cpu, ids_t.cpu, w_t.cpu, c.expert_begin, out.cpu);
   b.gpu().moe_experts(x.gpu, gate_up.gpu, down.gpu, ids_t.gpu, w_t.gpu, c.expert_begin, out.gpu);
   const auto ref = cpu_floats(out.cpu);
   // The intermediate is bf16 on the GPU (f32 on the CPU): about 2^-9 relative per element, averaged.
-  expect_close("moe_experts " + describe(c) + (staged ? " staged" : ""), ref, b.floats(out.gpu),
+  expect_close("moe_experts " + describe(c) + (defaults ? " (defaults)" : " (plain)"), ref, b.floats(out.gpu),
                {2e-2f * rms(ref) + 1e-4f, 2e-2f});
 }
 
@@ -111,11 +121,74 @@ INSTANTIATE_TEST_SUITE_P(
                                          MoeCase{64, 96, 64, 128, 8, 0, 128},
                                          MoeCase{16, 96, 32, 512, 10, 0, 512},
                                          MoeCase{1, 2048, 768, 16, 8, 0, 16},
+                                         MoeCase{1, 96, 64, 16, 4, 8, 8},  // one token, EP slice
+                                         MoeCase{1, 96, 64, 8, 2, 8, 8},   // one token, no expert here
                                          MoeCase{16, 2048, 768, 8, 8, 0, 8},
                                          MoeCase{64, 96, 64, 8, 2, 0, 8},      // > 16 a expert
                                          MoeCase{16, 96, 64, 128, 8, 32, 32},  // EP slice
                                          MoeCase{3, 264, 72, 16, 4, 8, 8}),
                        ::testing::Bool()));
+
+// The model's order for one token: top-k gating on the GPU, then the experts without moe_align, whose down
+// kernel reads the top-k ids before its PDL wait (two launches after the gating). Against the CPU's same ops.
+TEST(MoeOneToken, GatingThenExpertsMatchCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const MoeCase& c : {MoeCase{1, 2048, 768, 16, 8, 0, 16}, MoeCase{1, 96, 64, 16, 4, 8, 8}}) {
+    std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + 11);
+    Backends b;
+    const MoeInputs in = make_moe_inputs(b, rng, c);
+    auto lv = uniform(rng, size_t(c.experts_total), -4.0f, 4.0f);
+    Pair logits = b.f32({1, c.experts_total}, lv);
+    Pair w = b.output(DType::kF32, {1, c.k}), ids = b.output(DType::kI32, {1, c.k});
+    Pair out = b.output(DType::kBF16, {1, c.hidden});
+    for (int side = 0; side < 2; ++side) {
+      Backend& be = side == 0 ? b.cpu() : static_cast<Backend&>(b.gpu());
+      auto pick = [&](const Pair& p) { return side == 0 ? p.cpu : p.gpu; };
+      be.topk_gating(pick(logits), c.k, true, pick(w), pick(ids));
+      be.moe_experts(pick(in.x), pick(in.gate_up), pick(in.down), pick(ids), pick(w), c.expert_begin,
+                     pick(out));
+    }
+    const auto ref = cpu_floats(out.cpu);
+    expect_close("gating then experts " + describe(c), ref, b.floats(out.gpu),
+                 {2e-2f * rms(ref) + 1e-4f, 2e-2f});
+  }
+}
+
+// moe_experts_add_rmsnorm: the combine inside the residual add + RMSNorm (runtime.moe_fused_norm) and the
+// separate ops, against the CPU's moe_experts then add_rmsnorm: the updated residual and the normed rows.
+class MoeFusedNormTest : public ::testing::TestWithParam<std::tuple<MoeCase, bool>> {};
+
+TEST_P(MoeFusedNormTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const auto [c, fused] = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (fused ? 3 : 5));
+  CudaBackendOptions options = test_backend_options();
+  options.moe_fused_norm = fused;
+  Backends b(options);
+  const MoeInputs in = make_moe_inputs(b, rng, c);
+  const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;
+  auto rv = uniform(rng, size_t(c.tokens) * c.hidden), nv = uniform(rng, size_t(c.hidden), 0.5f, 1.5f);
+  Pair residual = b.bf16({c.tokens, c.hidden}, rv), norm_w = b.bf16({c.hidden}, nv);
+  // The normed rows overwrite x, as in the model (the MoE's input is the previous norm's output).
+  Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
+  const Pair& normed = x;
+  b.cpu().moe_experts_add_rmsnorm(x.cpu, gate_up.cpu, down.cpu, ids_t.cpu, w_t.cpu, c.expert_begin, out.cpu,
+                                  residual.cpu, norm_w.cpu, 1e-6f, normed.cpu);
+  b.gpu().moe_experts_add_rmsnorm(x.gpu, gate_up.gpu, down.gpu, ids_t.gpu, w_t.gpu, c.expert_begin, out.gpu,
+                                  residual.gpu, norm_w.gpu, 1e-6f, normed.gpu);
+  const std::string what = describe(c) + (fused ? " (fused)" : " (separate)");
+  const auto ref_residual = cpu_floats(residual.cpu), ref_normed = cpu_floats(normed.cpu);
+  expect_close("residual " + what, ref_residual, b.floats(residual.gpu),
+               {2e-2f * rms(ref_residual) + 1e-4f, 2e-2f});
+  expect_close("normed " + what, ref_normed, b.floats(normed.gpu), {2e-2f * rms(ref_normed) + 1e-4f, 2e-2f});
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeFusedNormTest,
+                         ::testing::Combine(::testing::Values(MoeCase{1, 2048, 768, 16, 8, 0, 16},
+                                                              MoeCase{16, 96, 64, 128, 8, 0, 128},
+                                                              MoeCase{3, 264, 72, 16, 4, 8, 8},  // EP slice
+                                                              MoeCase{3, 96, 64, 8, 2, 8, 8}),   // none here
+                                            ::testing::Bool()));
 
 TEST(MoeExpertParallel, PackExpertRowsCombineMatchCpu) {
   TPS_REQUIRE_CUDA_DEVICE();

@@ -231,6 +231,15 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.moe_down_early_loads);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_early_loads=false"}).runtime.moe_down_early_loads);
   EXPECT_TRUE(c.runtime.moe_down_staged);
+  EXPECT_TRUE(c.runtime.attention_tensor_cores);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.attention_tensor_cores);
+  EXPECT_TRUE(c.runtime.moe_one_token_direct);
+  EXPECT_TRUE(c.runtime.moe_fused_norm);
+  EXPECT_EQ(c.runtime.staged_gemv_copy_groups, 2);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=4"}).runtime.staged_gemv_copy_groups, 4);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=5"}), ConfigError);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_fused_norm=false"}).runtime.moe_fused_norm);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_one_token_direct=false"}).runtime.moe_one_token_direct);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_staged=false"}).runtime.moe_down_staged);
   EXPECT_EQ(parse_config(M, "x", {"runtime.gemv_max_rows=4"}).runtime.gemv_max_rows, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.gemv_max_rows=17"}), ConfigError);

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <numeric>
 #include <thread>
+#include <vector>
 
 #include "common/cuda_check.h"
 #include "common/log.h"
@@ -29,6 +31,7 @@ namespace tpserve {
 using cuda_ops::bf16_mut;
 using cuda_ops::bf16_ptr;
 using cuda_ops::expect;
+using cuda_ops::norm_params;
 using cuda_ops::to_int;
 
 int cuda_device_count(std::string* why) {
@@ -47,7 +50,10 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : device_(options.device),
       gemv_max_rows_(options.gemv_max_rows),
       moe_down_loads_before_wait_(options.moe_down_loads_before_wait),
-      moe_down_staged_(options.moe_down_staged) {
+      moe_down_staged_(options.moe_down_staged),
+      attention_tensor_cores_(options.attention_tensor_cores),
+      moe_one_token_direct_(options.moe_one_token_direct),
+      moe_fused_norm_(options.moe_fused_norm) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");
@@ -64,6 +70,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
     constexpr size_t kStagedSmemMax = size_t(216) << 10;
     gemv_options_.staged_sms = num_sms_;
     gemv_options_.staged_smem = std::min(kStagedSmemMax, static_cast<size_t>(prop.sharedMemPerBlockOptin));
+    TPS_CHECK(options.staged_gemv_copy_groups >= 1 && options.staged_gemv_copy_groups <= 4,
+              "CUDA backend: staged_gemv_copy_groups ", options.staged_gemv_copy_groups, " (1 to 4)");
+    gemv_options_.staged_copy_groups = options.staged_gemv_copy_groups;
   }
 
   size_t free_bytes = 0, total_bytes = 0;
@@ -102,6 +111,13 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   attention_split_counters_ =
       static_cast<int32_t*>(arena_->allocate(counter_bytes, "attention split counters"));
   CUDA_CHECK(cudaMemsetAsync(attention_split_counters_, 0, counter_bytes, stream_));
+  std::vector<int32_t> identity(kMoeIdentityEntries);
+  std::iota(identity.begin(), identity.end(), 0);
+  moe_identity_ = static_cast<int32_t*>(arena_->allocate(identity.size() * sizeof(int32_t), "MoE identity"));
+  // On the stream (non-blocking: a plain cudaMemcpy would not be ordered before its kernels); a pageable
+  // source is staged before the call returns.
+  CUDA_CHECK(cudaMemcpyAsync(moe_identity_, identity.data(), identity.size() * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, stream_));
   log_info("CUDA backend on device ", device_, " (", prop.name, ", sm_", prop.major, prop.minor, ", ",
            num_sms_, " SMs): arena ", static_cast<double>(arena_bytes) / (1 << 30), " GiB");
 }
@@ -227,7 +243,7 @@ void CudaBackend::embedding(Tensor ids, Tensor table, int64_t vocab_begin, Tenso
   kernels::launch_embedding(p, stream_, *policy_);
 }
 
-namespace {
+namespace cuda_ops {
 kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, const char* op) {
   expect(x, DType::kBF16, op, "x");
   expect(w, DType::kBF16, op, "weight");
@@ -245,7 +261,7 @@ kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, co
   p.eps = eps;
   return p;
 }
-}  // namespace
+}  // namespace cuda_ops
 
 void CudaBackend::rmsnorm(Tensor x, Tensor w, float eps, Tensor out) {
   kernels::launch_rmsnorm(norm_params(x, w, eps, out, "rmsnorm"), stream_, *policy_);

@@ -13,9 +13,11 @@
 #include <memory>
 
 #include "kernels/gemv.h"
+#include "kernels/moe_combine.h"
 #include "kernels/policy.h"
 #include "kernels/sample.h"
 #include "runtime/backend/backend.h"
+#include "runtime/backend/cuda/device_memory.h"
 
 namespace tpserve {
 
@@ -23,8 +25,6 @@ namespace kernels {
 class LaunchPolicy;
 struct MoeExpertsParams;
 }  // namespace kernels
-class DeviceArena;
-class ScratchRegion;
 class CublasLtGemm;
 
 // The most rows linear() can give the GEMV (its limit); CudaBackendOptions::gemv_max_rows sets where
@@ -48,12 +48,19 @@ struct CudaBackendOptions {
   // Small-M products whose weights fit in the SMs' shared memory take the staged GEMV (kernels/gemv.h,
   // GemvLaunchOptions), and every kernel prefers the largest shared-memory carveout (kernels/launch.h).
   bool staged_gemv = true;
+  int staged_gemv_copy_groups = 2;  // GemvLaunchOptions::staged_copy_groups
   // linear() takes the GEMV for up to this many rows (at most kLinearGemvMaxRows) and cuBLASLt above.
   int gemv_max_rows = 8;
   // The MoE down kernel issues its first weight loads before its PDL wait (kernels/moe_experts.h).
   bool moe_down_loads_before_wait = true;
   // The MoE down kernel stages each block's weight rows in shared memory (kernels/moe_experts.h).
   bool moe_down_staged = true;
+  // Decode attention on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
+  bool attention_tensor_cores = true;
+  // One token's MoE runs without moe_align: each of its k assignments is its own work item.
+  bool moe_one_token_direct = true;
+  // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm).
+  bool moe_fused_norm = true;
 };
 
 class CudaBackend final : public Backend {
@@ -89,6 +96,9 @@ class CudaBackend final : public Backend {
                    int expert_begin, Tensor out) override;
   void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert,
                 Tensor origin) override;
+  void moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
+                               int expert_begin, Tensor out, Tensor residual, Tensor norm_w, float eps,
+                               Tensor normed) override;
   void moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) override;
   void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out) override;
   void silu_mul(Tensor gate_up, Tensor out) override;
@@ -124,6 +134,16 @@ class CudaBackend final : public Backend {
  private:
   // The MoE expert kernels' options from CudaBackendOptions (early down loads, staging).
   void set_moe_kernel_options(kernels::MoeExpertsParams& e) const;
+  struct MoeShape {
+    int hidden = 0, tokens = 0, k = 0, experts = 0, inter = 0;
+  };
+  MoeShape moe_shape(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights, Tensor out,
+                     const char* op) const;
+  // Launches the expert kernels for tokens [t0, t0 + n) (outputs in `scratch`); returns their combine's
+  // inputs (out not set).
+  kernels::MoeCombineParams launch_moe_chunk(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids,
+                                             Tensor topk_weights, int expert_begin, const MoeShape& s, int t0,
+                                             int n, ScratchRegion::Cursor& scratch);
 
   int device_ = 0;
   int num_sms_ = 0;
@@ -138,6 +158,12 @@ class CudaBackend final : public Backend {
   int gemv_max_rows_ = kLinearGemvMaxRows;
   bool moe_down_loads_before_wait_ = true;
   bool moe_down_staged_ = true;
+  bool attention_tensor_cores_ = true;
+  bool moe_one_token_direct_ = true;
+  bool moe_fused_norm_ = true;
+  // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
+  static constexpr int kMoeIdentityEntries = 64;
+  int32_t* moe_identity_ = nullptr;
   size_t staged_smem_limit_ = 0;  // the device's opt-in shared memory a block
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event

@@ -6,6 +6,7 @@
 #include "kernels/moe_combine.h"
 #include "kernels/moe_experts.h"
 #include "kernels/moe_pack.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/topk_gating.h"
 #include "runtime/backend/cuda/cuda_backend.h"
 #include "runtime/backend/cuda/device_memory.h"
@@ -16,6 +17,7 @@ namespace tpserve {
 using cuda_ops::bf16_mut;
 using cuda_ops::bf16_ptr;
 using cuda_ops::expect;
+using cuda_ops::norm_params;
 using cuda_ops::to_int;
 
 namespace {
@@ -111,50 +113,102 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
   e.staged_smem = staged_smem_limit_;
 }
 
-void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
-                              int expert_begin, Tensor out) {
-  const char* op = "moe_experts";
+// Checks moe_experts' arguments; fills the sizes.
+CudaBackend::MoeShape CudaBackend::moe_shape(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids,
+                                             Tensor topk_weights, Tensor out, const char* op) const {
   expect(x, DType::kBF16, op, "x");
   expect(out, DType::kBF16, op, "out");
   expect(topk_ids, DType::kI32, op, "topk ids");
   expect(topk_weights, DType::kF32, op, "topk weights");
-  const int hidden = to_int(x.dim(-1), "hidden"), tokens = to_int(x.numel() / std::max(hidden, 1), "tokens");
-  expect_experts(gate_up, down, hidden, op);
-  const int k = to_int(topk_ids.dim(-1), "k"), experts = to_int(gate_up.dim(0), "experts");
-  const int inter = to_int(down.dim(2), "intermediate");
-  TPS_CHECK(topk_ids.numel() == int64_t(tokens) * k && topk_weights.numel() == topk_ids.numel() &&
+  MoeShape s;
+  s.hidden = to_int(x.dim(-1), "hidden");
+  s.tokens = to_int(x.numel() / std::max(s.hidden, 1), "tokens");
+  expect_experts(gate_up, down, s.hidden, op);
+  s.k = to_int(topk_ids.dim(-1), "k");
+  s.experts = to_int(gate_up.dim(0), "experts");
+  s.inter = to_int(down.dim(2), "intermediate");
+  TPS_CHECK(topk_ids.numel() == int64_t(s.tokens) * s.k && topk_weights.numel() == topk_ids.numel() &&
                 out.numel() == x.numel(),
             op, ": x ", x.shape_string(), " ids ", topk_ids.shape_string(), " weights ",
             topk_weights.shape_string(), " out ", out.shape_string());
-  if (tokens == 0) return;
-  const int chunk = moe_rows_per_chunk(tokens, k, experts, hidden, inter, true, scratch_->bytes());
-  for (int t0 = 0; t0 < tokens; t0 += chunk) {
-    const int n = std::min(chunk, tokens - t0), assignments = n * k;
-    ScratchRegion::Cursor scratch(*scratch_);
-    const int32_t* ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
-    kernels::MoeExpertsParams e;
-    set_moe_kernel_options(e);
-    e.x = bf16_ptr(x) + int64_t(t0) * hidden;
-    e.x_row_divisor = k;
-    e.gate_up = bf16_ptr(gate_up);
-    e.down = bf16_ptr(down);
-    e.y_f32 = scratch.take<float>(size_t(assignments) * hidden, "MoE expert outputs");
-    e.hidden = hidden;
-    e.inter = inter;
-    align_and_run_experts(ids, assignments, expert_begin, experts, e, scratch, stream_, *policy_);
+  return s;
+}
 
-    kernels::MoeCombineParams c;
-    c.y_f32 = e.y_f32;
-    c.topk_ids = ids;
-    c.expert_begin = expert_begin;
-    c.num_experts = experts;
-    c.weights = topk_weights.ptr<float>() + int64_t(t0) * k;
-    c.out = bf16_mut(out) + int64_t(t0) * hidden;
-    c.tokens = n;
-    c.k = k;
-    c.hidden = hidden;
+kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up, Tensor down,
+                                                        Tensor topk_ids, Tensor topk_weights,
+                                                        int expert_begin, const MoeShape& s, int t0, int n,
+                                                        ScratchRegion::Cursor& scratch) {
+  const int k = s.k, assignments = n * k;
+  const int32_t* ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
+  kernels::MoeExpertsParams e;
+  set_moe_kernel_options(e);
+  e.x = bf16_ptr(x) + int64_t(t0) * s.hidden;
+  e.x_row_divisor = k;
+  e.gate_up = bf16_ptr(gate_up);
+  e.down = bf16_ptr(down);
+  e.y_f32 = scratch.take<float>(size_t(assignments) * s.hidden, "MoE expert outputs");
+  e.hidden = s.hidden;
+  e.inter = s.inter;
+  if (moe_one_token_direct_ && n == 1 && assignments <= kMoeIdentityEntries) {
+    // One token: its k experts are distinct, so each assignment is its own work item (no align launch).
+    e.slot_experts = ids;
+    e.expert_begin = expert_begin;
+    e.local_experts = s.experts;
+    e.sorted = moe_identity_;
+    e.max_work = assignments;
+    e.act = scratch.take<kernels::bf16>(size_t(assignments) * s.inter, "MoE intermediate");
+    kernels::launch_moe_experts(e, stream_, *policy_);
+  } else {
+    align_and_run_experts(ids, assignments, expert_begin, s.experts, e, scratch, stream_, *policy_);
+  }
+  kernels::MoeCombineParams c;
+  c.y_f32 = e.y_f32;
+  c.topk_ids = ids;
+  c.expert_begin = expert_begin;
+  c.num_experts = s.experts;
+  c.weights = topk_weights.ptr<float>() + int64_t(t0) * k;
+  c.tokens = n;
+  c.k = k;
+  c.hidden = s.hidden;
+  return c;
+}
+
+void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
+                              int expert_begin, Tensor out) {
+  const MoeShape s = moe_shape(x, gate_up, down, topk_ids, topk_weights, out, "moe_experts");
+  if (s.tokens == 0) return;
+  const int chunk = moe_rows_per_chunk(s.tokens, s.k, s.experts, s.hidden, s.inter, true, scratch_->bytes());
+  for (int t0 = 0; t0 < s.tokens; t0 += chunk) {
+    ScratchRegion::Cursor scratch(*scratch_);
+    kernels::MoeCombineParams c = launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s,
+                                                   t0, std::min(chunk, s.tokens - t0), scratch);
+    c.out = bf16_mut(out) + int64_t(t0) * s.hidden;
     kernels::launch_moe_combine(c, stream_, *policy_);
   }
+}
+
+void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids,
+                                          Tensor topk_weights, int expert_begin, Tensor out, Tensor residual,
+                                          Tensor norm_w, float eps, Tensor normed) {
+  const MoeShape s = moe_shape(x, gate_up, down, topk_ids, topk_weights, out, "moe_experts_add_rmsnorm");
+  const int chunk = s.tokens == 0 ? 0
+                                  : moe_rows_per_chunk(s.tokens, s.k, s.experts, s.hidden, s.inter, true,
+                                                       scratch_->bytes());
+  if (!moe_fused_norm_ || s.tokens == 0 || chunk < s.tokens) {  // several chunks: combine each, then the norm
+    Backend::moe_experts_add_rmsnorm(x, gate_up, down, topk_ids, topk_weights, expert_begin, out, residual,
+                                     norm_w, eps, normed);
+    return;
+  }
+  expect(residual, DType::kBF16, "moe_experts_add_rmsnorm", "residual");
+  TPS_CHECK(residual.numel() == x.numel(), "moe_experts_add_rmsnorm: residual ", residual.shape_string(),
+            " x ", x.shape_string());
+  ScratchRegion::Cursor scratch(*scratch_);
+  kernels::RmsNormParams p = norm_params(out, norm_w, eps, normed, "moe_experts_add_rmsnorm");
+  p.x = nullptr;  // from the combine: out is not written
+  p.residual = bf16_mut(residual);
+  p.combine =
+      launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, 0, s.tokens, scratch);
+  kernels::launch_rmsnorm(p, stream_, *policy_);
 }
 
 void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/kernel_api.h"
+#include "kernels/rmsnorm.h"
 #include "runtime/backend/tensor.h"
 
 namespace tpserve::cuda_ops {
@@ -29,5 +30,8 @@ inline int to_int(int64_t v, const char* what) {
   TPS_CHECK(v >= 0 && v <= INT32_MAX, what, " = ", v, " does not fit in int");
   return static_cast<int>(v);
 }
+
+// The RMSNorm kernel's parameters for x [T, H] (bf16), weight [H], out [T, H], checked.
+kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, const char* op);
 
 }  // namespace tpserve::cuda_ops

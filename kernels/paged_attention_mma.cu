@@ -1,0 +1,236 @@
+// Paged decode attention on tensor cores (mma.sync m16n8k16: bf16 in, fp32 accumulate) for the split decode
+// path (queries of up to kAttentionMaxSplitQueryLen tokens a sequence; PagedAttentionParams::tensor_cores).
+// Same grid, rows and key ranges as the CUDA-core kernel (kernels/paged_attention.cu); per tile of 64 keys
+// (K and V copied to shared memory by cp.async, two stages) warp w takes keys 16 w .. 16 w + 15:
+//   scores S [16 rows x 16 keys] = Q K^T: Q's A fragments stay in registers for the whole range (ldmatrix
+//     once), K's B fragments by ldmatrix; scaled by scale * log2(e) in fp32 and masked (causal, range);
+//   online softmax in registers: a row's 16 scores sit in the 4 threads of a quad (lane / 4 = row);
+//   O [16 rows x D] += P V: the probabilities, as two bf16 parts (hi + lo, about 16 bits), are P's A
+//     fragments as they lie in the registers (the scores' accumulator layout is the A layout), V's B
+//     fragments by ldmatrix.trans.
+// The warps' (max, sum, O) are then merged through shared memory into the CUDA-core kernel's layout, and the
+// block ends as that kernel does (kernels/paged_attention_parts.cuh): rows written, or split partials merged
+// by the tile's last block. Instances: head_dim 32, 64 and 128.
+#include "kernels/launch.h"
+#include "kernels/mma_tile.cuh"
+#include "kernels/paged_attention.h"
+#include "kernels/paged_attention_parts.cuh"
+#include "kernels/pdl.cuh"
+
+namespace tpserve::kernels {
+namespace {
+
+using namespace attention;  // NOLINT: the kernels' shared pieces
+
+constexpr int kRows = kAttentionMaxGroup;      // query rows of a tile: a few tokens x the group
+constexpr int kWarpKeys = 16;                  // keys a warp takes of each tile
+constexpr int kTileKeys = kWarps * kWarpKeys;  // 64
+static_assert(kRows == 16 && kTileKeys % kAttentionKeysPerSplitQuantum == 0);
+
+// (a, b) as bf16 pairs hi + lo: hi = bf16(a, b), lo = bf16 of what hi leaves out (low half: a).
+__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  const float2 back = __bfloat1622float2(h);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = pack_bf16x2(a - back.x, b - back.y);
+}
+
+template <int D>
+struct MmaShape {
+  static constexpr int kRowStride = D + 8;  // bf16 a shared row: 16 bytes of padding (ldmatrix conflict-free)
+  static constexpr int kKSteps = D / 16;    // k steps of Q K^T
+  static constexpr int kDimTiles = D / 8;   // n tiles of P V
+  static constexpr size_t kStageBytes = size_t(2) * kTileKeys * kRowStride * sizeof(bf16);  // K and V
+  // The warps' O for the merge, rows padded by 8 floats: the quads' 8-byte stores are conflict-free.
+  static constexpr int kOutStride = D + 8;
+  static constexpr size_t kMergeBytes = size_t(kWarps) * kRows * kOutStride * sizeof(float);
+  static constexpr size_t kSmemBytes = 2 * kStageBytes > kMergeBytes ? 2 * kStageBytes : kMergeBytes;
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const PagedAttentionParams p) {
+  using S = MmaShape<D>;
+  using T = Tile<D, kRows, kTileKeys>;  // the block's end uses the CUDA-core kernel's P.V layout
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ __align__(16) bf16 q_s[kRows][S::kRowStride];
+  __shared__ float warp_max_s[kWarps][kRows], warp_sum_s[kWarps][kRows];
+  __shared__ float max_s[kRows], sum_s[kRows];
+  __shared__ int limit_s[kRows];
+  __shared__ bool last_s;
+  auto k_stage = [&](int stage) {
+    return reinterpret_cast<bf16(*)[S::kRowStride]>(smem + stage * S::kStageBytes);
+  };
+  auto v_stage = [&](int stage) {
+    return reinterpret_cast<bf16(*)[S::kRowStride]>(smem + stage * S::kStageBytes + S::kStageBytes / 2);
+  };
+
+  pdl_wait_then_trigger();
+  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize, g = lane / 4, q = lane % 4;
+  BlockTile b;
+  if (!begin_block<kRows, true>(p, b, limit_s)) return;
+  auto load_tile = [&](int kt, int stage) {
+    load_kv_tile<D, kTileKeys>(p, b, kt, k_stage(stage), v_stage(stage));
+  };
+  load_tile(b.key_begin, 0);  // the first K/V tile goes out before q is read: their latencies overlap
+
+  for (int c = tid; c < kRows * T::kChunksPerRow; c += kThreads) {
+    const int r = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
+    store_vec(&q_s[r][d0], r < b.rows ? load_vec(p.q + b.row_index(p, r) * D + d0) : make_uint4(0, 0, 0, 0));
+  }
+  __syncthreads();
+  // Q's A fragments: matrix m of lane t's address is (rows 8 (m % 2) .., dims 8 (m / 2) ..) of a k step.
+  uint32_t qa[S::kKSteps][4];
+  {
+    const int m = lane / 8, row = lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
+#pragma unroll
+    for (int ks = 0; ks < S::kKSteps; ++ks) ldmatrix_x4(qa[ks], &q_s[row][ks * 16 + col]);
+  }
+
+  const float q_scale = p.scale * kLog2e;
+  const int limit_lo = limit_s[g], limit_hi = limit_s[g + 8];
+  float run_max[2] = {-INFINITY, -INFINITY}, run_sum[2] = {0.0f, 0.0f};  // rows g, g + 8 (sum: this thread's)
+  float acc[S::kDimTiles][4] = {};
+
+  int stage = 0;
+  for (int kt = b.key_begin; kt < b.key_end; kt += kTileKeys, stage ^= 1) {
+    if (kt + kTileKeys < b.key_end) {
+      load_tile(kt + kTileKeys, stage ^ 1);
+      cp_async_wait_one();
+    } else {
+      cp_async_wait_all();
+    }
+    __syncthreads();
+    const int key0 = kt + warp * kWarpKeys;  // this warp's first key
+    if (key0 < b.key_end) {
+      const auto k_tile = k_stage(stage);
+      const auto v_tile = v_stage(stage);
+      // S = Q K^T: n tiles of 8 keys; K's matrices m: keys 8 (m / 2) .., dims 8 (m % 2) .. of a k step.
+      float s[2][4] = {};
+      {
+        const int m = lane / 8, key = warp * kWarpKeys + lane % 8 + (m / 2) * 8, col = (m % 2) * 8;
+#pragma unroll
+        for (int ks = 0; ks < S::kKSteps; ++ks) {
+          uint32_t kb[4];
+          ldmatrix_x4(kb, &k_tile[key][ks * 16 + col]);
+          mma_bf16_16816(s[0], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[0], kb[1]);
+          mma_bf16_16816(s[1], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[2], kb[3]);
+        }
+      }
+      // Scale and mask; s[nt][i]: row g (i < 2) or g + 8, key key0 + 8 nt + 2 q + i % 2.
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int j = key0 + nt * 8 + 2 * q + i % 2, limit = i < 2 ? limit_lo : limit_hi;
+          s[nt][i] = j < b.key_end && j < limit ? s[nt][i] * q_scale : -INFINITY;
+          tile_max[i / 2] = fmaxf(tile_max[i / 2], s[nt][i]);
+        }
+      float alpha[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+        const float new_max = fmaxf(run_max[h], tile_max[h]);
+        const bool any = new_max != -INFINITY;
+        alpha[h] = any ? exp2f(run_max[h] - new_max) : 1.0f;
+        run_max[h] = new_max;
+        run_sum[h] *= alpha[h];
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float m = run_max[i / 2];
+          s[nt][i] = m != -INFINITY ? exp2f(s[nt][i] - m) : 0.0f;
+          run_sum[i / 2] += s[nt][i];
+        }
+#pragma unroll
+      for (int n = 0; n < S::kDimTiles; ++n)
+        acc[n][0] *= alpha[0], acc[n][1] *= alpha[0], acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
+      // O += P V: P's A fragment (rows g / g + 8, keys 2q.. and 8 + 2q..) is the scores' layout. P goes in
+      // as two bf16 parts, hi + lo, so that it keeps about 16 bits: a single bf16 P (8 bits) left errors of
+      // 1% of the output's scale where the terms of P V cancel (an H200 test, CUDA-core kernel: fp32 P).
+      uint32_t ph[4], pl[4];
+      split_bf16x2(s[0][0], s[0][1], ph[0], pl[0]);
+      split_bf16x2(s[0][2], s[0][3], ph[1], pl[1]);
+      split_bf16x2(s[1][0], s[1][1], ph[2], pl[2]);
+      split_bf16x2(s[1][2], s[1][3], ph[3], pl[3]);
+      // V's matrices m (transposed): keys 8 (m % 2) .., dims 8 (m / 2) .. of 16 dims.
+      const int m = lane / 8, key = warp * kWarpKeys + lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
+#pragma unroll
+      for (int dn = 0; dn < S::kDimTiles / 2; ++dn) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, &v_tile[key][dn * 16 + col]);
+        mma_bf16_16816(acc[2 * dn], ph[0], ph[1], ph[2], ph[3], vb[0], vb[1]);
+        mma_bf16_16816(acc[2 * dn], pl[0], pl[1], pl[2], pl[3], vb[0], vb[1]);
+        mma_bf16_16816(acc[2 * dn + 1], ph[0], ph[1], ph[2], ph[3], vb[2], vb[3]);
+        mma_bf16_16816(acc[2 * dn + 1], pl[0], pl[1], pl[2], pl[3], vb[2], vb[3]);
+      }
+    }
+    __syncthreads();  // the next tile's copies overwrite this stage
+  }
+
+  // Merge the warps: each row's max over warps, the warps' sums and outputs weighted by exp2(max_w - max).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 1);
+    run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 2);
+  }
+  if (q == 0) {
+    warp_max_s[warp][g] = run_max[0], warp_max_s[warp][g + 8] = run_max[1];
+    warp_sum_s[warp][g] = run_sum[0], warp_sum_s[warp][g + 8] = run_sum[1];
+  }
+  auto warp_out = reinterpret_cast<float(*)[kRows][S::kOutStride]>(smem);  // the K/V stages are free
+#pragma unroll
+  for (int n = 0; n < S::kDimTiles; ++n) {
+    const int d = n * 8 + 2 * q;
+    *reinterpret_cast<float2*>(&warp_out[warp][g][d]) = make_float2(acc[n][0], acc[n][1]);
+    *reinterpret_cast<float2*>(&warp_out[warp][g + 8][d]) = make_float2(acc[n][2], acc[n][3]);
+  }
+  __syncthreads();
+  if (tid < kRows) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, warp_max_s[w][tid]);
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      if (warp_max_s[w][tid] != -INFINITY) sum += exp2f(warp_max_s[w][tid] - mx) * warp_sum_s[w][tid];
+    max_s[tid] = mx, sum_s[tid] = sum;
+  }
+  __syncthreads();
+  const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
+  float out[T::kPvRowsPerThread][4] = {};
+#pragma unroll
+  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+    const int r = pv_row_group + i * T::kPvRowGroups;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      if (warp_max_s[w][r] == -INFINITY) continue;  // no key of this warp's for the row
+      const float weight = exp2f(warp_max_s[w][r] - max_s[r]);
+      const float4 o = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
+      out[i][0] += weight * o.x, out[i][1] += weight * o.y, out[i][2] += weight * o.z,
+          out[i][3] += weight * o.w;
+    }
+  }
+  finish_block<T, true>(p, b, out, max_s, sum_s, last_s);
+}
+
+template <int D>
+void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
+  const int group = p.num_q_heads / p.num_kv_heads, tokens_per_tile = kRows / group;
+  const int token_tiles = (p.max_query_len + tokens_per_tile - 1) / tokens_per_tile;
+  const dim3 grid(token_tiles * p.num_splits, p.num_seqs, p.num_kv_heads);
+  launch(policy, Site::kDecodeAttention, Pdl::kEnrolled, paged_attention_mma_kernel<D>, grid, dim3(kThreads),
+         MmaShape<D>::kSmemBytes, stream, p);
+}
+
+}  // namespace
+
+void launch_paged_attention_mma(const PagedAttentionParams& p, cudaStream_t stream,
+                                const LaunchPolicy& policy) {
+  with_head_dim(p.head_dim, [&](auto d) { launch_for_head_dim<decltype(d)::value>(p, stream, policy); });
+}
+
+}  // namespace tpserve::kernels

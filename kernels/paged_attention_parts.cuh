@@ -1,0 +1,218 @@
+// Pieces of the paged attention kernels (kernels/paged_attention.cu on CUDA cores, kernels/
+// paged_attention_mma.cu on tensor cores): the block's place and key range, the K/V tile copies, and the end
+// of a block: the rows written directly, or the split partials and their merge by the tile's last block.
+#pragma once
+
+#include <type_traits>
+
+#include "kernels/device_common.cuh"
+#include "kernels/paged_attention.h"
+
+namespace tpserve::kernels::attention {
+
+inline constexpr int kThreads = 128;
+inline constexpr int kWarps = kThreads / kWarpSize;
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+// Work split of a block of kThreads over kRows query rows and D dims, tiles of kKeys keys:
+//   scores: thread (key, row group); softmax: one warp per row; P.V and the block's end: thread (4 dims,
+//   row group), kPvRowsPerThread rows each.
+template <int D, int kRows, int kKeys>
+struct Tile {
+  static constexpr int kDim = D;
+  static constexpr int kRowStride = D + 8;  // bf16 per shared K/V row: 16 bytes of padding
+  static constexpr int kChunksPerRow = D / kBf16PerVec;
+  static constexpr int kQkRowGroups = kThreads / kKeys;
+  static constexpr int kQkRowsPerThread = kRows / kQkRowGroups;
+  static constexpr int kDimGroups = D / 4;
+  static constexpr int kPvRowGroups = kThreads / kDimGroups;
+  static constexpr int kPvRowsPerThread = kRows / kPvRowGroups;
+  static constexpr int kSoftmaxRowsPerWarp = kRows / kWarps;
+  static constexpr int kKeysPerLane = kKeys / kWarpSize;
+  static_assert(kRows % kPvRowGroups == 0 && kRows % kWarps == 0);
+};
+
+// The block's place: (query-row tile, sequence, KV head [, context split]) from its indices, its rows (the
+// tile's tokens x the group) and its key range [key_begin, key_end) of the tile's context.
+struct BlockTile {
+  int seq = 0, kv_head = 0, tile = 0, split = 0, group = 0, q_begin = 0, t0 = 0, rows = 0;
+  int kv_len = 0, key_begin = 0, key_end = 0;
+  int active_splits = 1;  // non-empty ranges of the tile: splits 0 .. active_splits - 1
+  __device__ int token_of(int r) const { return q_begin + t0 + r / group; }
+  __device__ int head_of(int r) const { return kv_head * group + r % group; }
+  __device__ int64_t row_index(const PagedAttentionParams& p, int r) const {
+    return static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r);
+  }
+};
+
+// Calls f(std::integral_constant<int, D>{}) for the head dim the kernels are built for: 32, 64, else 128
+// (the backend checks head_dim).
+template <typename F>
+void with_head_dim(int head_dim, F&& f) {
+  if (head_dim == 32)
+    f(std::integral_constant<int, 32>{});
+  else if (head_dim == 64)
+    f(std::integral_constant<int, 64>{});
+  else
+    f(std::integral_constant<int, 128>{});
+}
+
+// Fills b and limit_s (each row's causal key limit; 0 past the rows). False where the block has nothing to
+// do (its tokens or its range past the tile's): the whole block returns then.
+template <int kRows, bool kSplit>
+__device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* limit_s) {
+  const int tid = threadIdx.x;
+  b.seq = blockIdx.y, b.kv_head = blockIdx.z;
+  b.group = p.num_q_heads / p.num_kv_heads;
+  const int tokens_per_block = kRows / b.group;
+  b.tile = blockIdx.x / p.num_splits, b.split = blockIdx.x % p.num_splits;
+  b.q_begin = p.query_start[b.seq];
+  const int q_len = p.query_start[b.seq + 1] - b.q_begin;
+  b.t0 = b.tile * tokens_per_block;
+  if (b.t0 >= q_len) return false;
+  b.rows = min(tokens_per_block, q_len - b.t0) * b.group;
+  if (tid < kRows) limit_s[tid] = tid < b.rows ? p.positions[b.token_of(tid)] + 1 : 0;
+  __syncthreads();
+  b.kv_len = 0;
+  for (int r = 0; r < b.rows; r += b.group) b.kv_len = max(b.kv_len, limit_s[r]);
+  const int per_split = attention_keys_per_split(b.kv_len, p.num_splits);
+  b.key_begin = b.split * per_split;
+  b.key_end = min(b.kv_len, b.key_begin + per_split);
+  if (b.key_begin >= b.key_end) return false;  // past the context: not one of the tile's active splits
+  b.active_splits = kSplit ? (b.kv_len + per_split - 1) / per_split : 1;
+  return true;
+}
+
+// Issues the cp.async copies of keys [kt, kt + kKeys) of the block's KV head into k_s / v_s ([kKeys][D +
+// 8]; keys at or past key_end zero-filled), as one commit group.
+template <int D, int kKeys>
+__device__ __forceinline__ void load_kv_tile(const PagedAttentionParams& p, const BlockTile& b, int kt,
+                                             bf16 (*k_s)[D + 8], bf16 (*v_s)[D + 8]) {
+  constexpr int kChunksPerRow = D / kBf16PerVec;
+  const int32_t* table = p.block_tables + static_cast<int64_t>(b.seq) * p.max_blocks_per_seq;
+  for (int c = threadIdx.x; c < kKeys * kChunksPerRow; c += kThreads) {
+    const int key = c / kChunksPerRow, d0 = (c % kChunksPerRow) * kBf16PerVec;
+    const int j = kt + key;
+    const bool valid = j < b.key_end;
+    int64_t offset = 0;
+    if (valid) {
+      const int64_t slot = static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
+      offset = (slot * p.num_kv_heads + b.kv_head) * D + d0;
+    }
+    cp_async_16(&k_s[key][d0], p.k_cache + offset, valid);
+    cp_async_16(&v_s[key][d0], p.v_cache + offset, valid);
+  }
+  cp_async_commit();
+}
+
+// The block's end. acc[i][0..3]: the unnormalised output of row pv_row_group + i * kPvRowGroups, dims
+// dim_group * 4 .. + 3 (thread (dim_group, pv_row_group) = (tid % kDimGroups, tid / kDimGroups)); max_s /
+// sum_s: each row's running max (log2 units) and sum of exp2, in shared memory and visible to every thread.
+// One range: the rows are written. Several: the block writes its unnormalised partials and counts its
+// arrival, and the tile's last block to arrive merges them all (no separate reduce launch).
+template <typename T, bool kSplit>
+__device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
+                             const float (&acc)[T::kPvRowsPerThread][4], float* max_s, float* sum_s,
+                             bool& last_s) {
+  constexpr int D = T::kDim;
+  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
+  const int d0 = dim_group * 4;
+  if (b.active_splits == 1) {
+#pragma unroll
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+      if (r >= b.rows) break;
+      const float inv = 1.0f / sum_s[r];
+      *reinterpret_cast<uint2*>(p.out + b.row_index(p, r) * D + d0) = make_uint2(
+          pack_bf16x2(acc[i][0] * inv, acc[i][1] * inv), pack_bf16x2(acc[i][2] * inv, acc[i][3] * inv));
+    }
+    return;
+  }
+  if constexpr (kSplit) {
+#pragma unroll
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+      if (r >= b.rows) break;
+      const int64_t part = b.row_index(p, r) * p.num_splits + b.split;
+      *reinterpret_cast<float4*>(p.partial_out + part * D + d0) =
+          make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+      if (dim_group == 0)
+        *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(max_s[r], sum_s[r]);
+    }
+
+    // Arrival: the tile's last split to finish merges them all. Thread 0's fence after the barrier orders the
+    // whole block's partial stores before its count (as cooperative groups' grid sync does); the last block
+    // sees active_splits - 1 earlier arrivals, so no other block of this launch touches the counter again and
+    // it resets it to 0 for the next launch or graph replay. (A launch cannot stop part-way in a step: no
+    // recovery of a counter left non-zero.)
+    __syncthreads();
+    if (tid == 0) {
+      int* counter =
+          p.split_counters + (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
+      __threadfence();
+      const bool last = atomicAdd(counter, 1) == b.active_splits - 1;
+      if (last) atomicExch(counter, 0);
+      __threadfence();  // the earlier arrivals' partials are read after their counts were seen
+      last_s = last;
+    }
+    __syncthreads();
+    if (!last_s) return;
+
+    // Splits whose partials a merging thread loads at once: 8 where the key loop's registers cover it.
+    constexpr int kChunk = D == 128 ? 8 : 4;
+    // Merge, the same math for every choice of last block: per row the max over its splits (a range past the
+    // row's own position has max -inf and weight 0; split 0 holds key 0, so the max is finite), then
+    // num / den over splits s = 0 .. active_splits - 1 in order. Partials are read with L1-bypassing loads:
+    // L1 is not coherent with the other blocks' stores. More splits than one chunk: the rows' maxima first
+    // (one warp a row, into max_s: free again, read before the barrier above); else from the chunk's loads.
+    if (b.active_splits > kChunk) {
+      for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) {
+        const int r = warp + i * kWarps;
+        if (r >= b.rows) break;
+        const float* max_sum = p.partial_max_sum + b.row_index(p, r) * p.num_splits * 2;
+        float m = -INFINITY;
+#pragma unroll 4
+        for (int s = lane; s < b.active_splits; s += kWarpSize) m = fmaxf(m, __ldcg(max_sum + s * 2));
+        m = warp_max(m);
+        if (lane == 0) max_s[r] = m;
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+      if (r >= b.rows) break;
+      const float* max_sum = p.partial_max_sum + b.row_index(p, r) * p.num_splits * 2;
+      const float* part = p.partial_out + b.row_index(p, r) * p.num_splits * D + d0;
+      float max_all = b.active_splits > kChunk ? max_s[r] : -INFINITY;
+      float num[4] = {}, den = 0.0f;
+      for (int s0 = 0; s0 < b.active_splits; s0 += kChunk) {
+        // A chunk's loads all go out before its adds (indices clamped: no branch around a load).
+        float2 ms[kChunk];
+        float4 o[kChunk];
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+          const int s = min(s0 + j, b.active_splits - 1);
+          ms[j] = __ldcg(reinterpret_cast<const float2*>(max_sum + s * 2));
+          o[j] = __ldcg(reinterpret_cast<const float4*>(part + s * D));
+        }
+        if (b.active_splits <= kChunk) {  // one chunk (clamped repeats leave the max as it is)
+#pragma unroll
+          for (int j = 0; j < kChunk; ++j) max_all = fmaxf(max_all, ms[j].x);
+        }
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+          if (s0 + j >= b.active_splits) break;
+          const float w = exp2f(ms[j].x - max_all);
+          num[0] += w * o[j].x, num[1] += w * o[j].y, num[2] += w * o[j].z, num[3] += w * o[j].w;
+          den += w * ms[j].y;
+        }
+      }
+      *reinterpret_cast<uint2*>(p.out + b.row_index(p, r) * D + d0) =
+          make_uint2(pack_bf16x2(num[0] / den, num[1] / den), pack_bf16x2(num[2] / den, num[3] / den));
+    }
+  }
+}
+
+}  // namespace tpserve::kernels::attention
