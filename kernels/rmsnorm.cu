@@ -1,5 +1,6 @@
 // RMSNorm (and fused add + RMSNorm, with x optionally the MoE combine's sum): one row per block, the row held
 // in registers as 16-byte vectors, fp32 math, one block reduction for the sum of squares.
+#include "common/error.h"
 #include "kernels/device_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/moe_combine.cuh"
@@ -12,9 +13,15 @@ namespace {
 
 constexpr int kMaxVecPerThread = 4;
 constexpr int kMaxThreads = 1024;
+// The combine's loads (kernels/moe_combine.cuh) hold about 150 registers: at most 256 threads a block.
+constexpr int kCombineMaxThreads = 256;
 static_assert(kMaxThreads * kMaxVecPerThread * kBf16PerVec >= kRmsNormMaxHidden);
+static_assert(kCombineMaxThreads * kMaxVecPerThread * kBf16PerVec >= kRmsNormCombineMaxHidden);
 
-__global__ void rmsnorm_kernel(const RmsNormParams p) {
+// kCombine: x is the MoE combine's sum (RmsNormParams::combine).
+template <bool kCombine>
+__global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads)
+    rmsnorm_kernel(const RmsNormParams p) {
   __shared__ float scratch[kMaxThreads / kWarpSize];
   pdl_wait_then_trigger();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.hidden;
@@ -26,7 +33,7 @@ __global__ void rmsnorm_kernel(const RmsNormParams p) {
     const int vec = threadIdx.x + i * blockDim.x;
     if (vec >= vectors) break;
     const int64_t at = base + vec * kBf16PerVec;
-    if (p.combine.k > 0) {  // the combine's bf16 output, as moe_combine would store it
+    if constexpr (kCombine) {  // the combine's bf16 output, as moe_combine would store it
       combine_piece(p.combine, blockIdx.x, vec * kBf16PerVec, v[i]);
       unpack_bf16x8(pack_bf16x8(v[i]), v[i]);
     } else {
@@ -49,13 +56,17 @@ __global__ void rmsnorm_kernel(const RmsNormParams p) {
 }  // namespace
 
 void launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
-  const int vectors = p.hidden / kBf16PerVec;
-  // As few vectors per thread as 1024 threads allow (<= kMaxVecPerThread for hidden <= kRmsNormMaxHidden).
-  const int per_thread = (vectors + kMaxThreads - 1) / kMaxThreads;
+  const bool combine = p.combine.k > 0;
+  TPS_CHECK(p.hidden <= (combine ? kRmsNormCombineMaxHidden : kRmsNormMaxHidden), "rmsnorm: hidden ",
+            p.hidden, combine ? " with the MoE combine" : "", " above the limit");
+  const int vectors = p.hidden / kBf16PerVec, max_threads = combine ? kCombineMaxThreads : kMaxThreads;
+  // As few vectors per thread as max_threads allow (<= kMaxVecPerThread for hidden within the limit).
+  const int per_thread = (vectors + max_threads - 1) / max_threads;
   int threads = (vectors + per_thread - 1) / per_thread;
   threads = ((threads + kWarpSize - 1) / kWarpSize) * kWarpSize;
   const Site site = p.residual != nullptr ? Site::kAddRmsNorm : Site::kRmsNorm;
-  launch(policy, site, Pdl::kEnrolled, rmsnorm_kernel, dim3(p.tokens), dim3(threads), 0, stream, p);
+  launch(policy, site, Pdl::kEnrolled, combine ? rmsnorm_kernel<true> : rmsnorm_kernel<false>, dim3(p.tokens),
+         dim3(threads), 0, stream, p);
 }
 
 }  // namespace tpserve::kernels

@@ -17,11 +17,13 @@ struct RmsNormParams {
   int hidden = 0;                // H, a multiple of 8, at most kRmsNormMaxHidden
   float eps = 1e-6f;
   // x from the MoE combine (combine.k > 0, x == nullptr): x[t] = bf16 of moe_combine's sum for token t (its
-  // out left unused), so that the combine and the residual add + RMSNorm after it are one launch.
+  // out left unused), so that the combine and the residual add + RMSNorm after it are one launch. H at most
+  // kRmsNormCombineMaxHidden.
   MoeCombineParams combine;
 };
 
 inline constexpr int kRmsNormMaxHidden = 32768;
+inline constexpr int kRmsNormCombineMaxHidden = 8192;  // with combine set
 
 void launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream, const LaunchPolicy& policy);
 

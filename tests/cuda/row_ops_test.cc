@@ -109,7 +109,8 @@ TEST_P(RowOpsTest, GatherRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RowOpsTest,
-                         ::testing::Combine(::testing::Values(96, 2048), ::testing::Values(1, 3, 16, 64)));
+                         ::testing::Combine(::testing::Values(96, 2048, 8192),
+                                            ::testing::Values(1, 3, 16, 64)));
 
 }  // namespace
 }  // namespace tpserve::cuda_test
