@@ -15,7 +15,6 @@
 #include "kernels/moe_align.h"
 #include "kernels/moe_experts.h"
 #include "kernels/staged_tile.cuh"
-#include "kernels/topk_gating.cuh"
 
 namespace tpserve::kernels {
 namespace {
@@ -30,31 +29,16 @@ struct WorkItem {
   int expert, first, count;
 };
 
-// Work items of the step: moe_align's count, or one per assignment (slot_experts, gating_logits).
+// Work items of the step: moe_align's count, or one per assignment (MoeExpertsParams::slot_experts).
 __device__ __forceinline__ int num_work_items(const MoeExpertsParams& p) {
-  return p.slot_experts != nullptr || p.gating_logits != nullptr ? p.max_work : *p.num_work;
+  return p.slot_experts != nullptr ? p.max_work : *p.num_work;
 }
 
-// Expert of work item y of the one token gated here (MoeExpertsParams::gating_logits), on every lane of the
-// calling warp; `record`: lane 0 also stores the token's ids and weights.
-__device__ __forceinline__ int gated_expert(const MoeExpertsParams& p, int y, bool record) {
-  WarpGating<kMoeGatingMaxExperts / kWarpSize> gating(p.gating_logits, p.gating_experts);
-  if (record)
-    return warp_topk(gating, p.gating_experts, p.max_work, p.gating_renormalize, p.gating_ids,
-                     p.gating_weights, y);
-  float prob;
-  int id = 0;
-  for (int j = 0; j <= y; ++j) gating.pick(p.gating_experts, prob, id);
-  return id;
-}
-
-// This block's work item; count 0: an assignment of an expert held elsewhere (slot_experts, gating).
-// record_gating: this block stores the gating's ids and weights (gate_up's block (0, 0)).
-__device__ __forceinline__ WorkItem work_item(const MoeExpertsParams& p, bool record_gating = false) {
+// This block's work item; count 0: an assignment of an expert held elsewhere (slot_experts).
+__device__ __forceinline__ WorkItem work_item(const MoeExpertsParams& p) {
   const int y = blockIdx.y;
-  if (p.slot_experts != nullptr || p.gating_logits != nullptr) {
-    const int e =
-        (p.gating_logits != nullptr ? gated_expert(p, y, record_gating) : p.slot_experts[y]) - p.expert_begin;
+  if (p.slot_experts != nullptr) {
+    const int e = p.slot_experts[y] - p.expert_begin;
     const bool here = e >= 0 && e < p.local_experts;
     return {here ? e : 0, y, here ? 1 : 0};
   }
@@ -175,7 +159,7 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
   __shared__ float scratch[kScratchFloats];
   pdl_wait_then_trigger();
   if (static_cast<int>(blockIdx.y) >= num_work_items(p)) return;
-  const WorkItem w = work_item(p, blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < kWarpSize);
+  const WorkItem w = work_item(p);
   if (w.count == 0) return;  // an expert held elsewhere
   if (w.count <= kMmaCols)
     gate_up_tile<1>(p, w, scratch);

@@ -10,8 +10,6 @@
 
 namespace tpserve::kernels {
 
-inline constexpr int kMoeGatingMaxExperts = 128;  // MoeExpertsParams::gating_logits: four experts a lane
-
 struct MoeExpertsParams {
   const bf16* x = nullptr;          // [rows, H]; assignment a reads row a / x_row_divisor
   int x_row_divisor = 1;            // k for (token, slot) assignments, 1 for one assignment per row
@@ -29,21 +27,11 @@ struct MoeExpertsParams {
   const int32_t* slot_experts = nullptr;  // [A], e.g. the token's top-k ids
   int expert_begin = 0;
   int local_experts = 0;
-  // One token gated by the expert kernels themselves (instead of slot_experts from a top-k launch): work
-  // item y is the token's y-th expert by softmax top-k of gating_logits (kernels/topk_gating.cuh, k =
-  // max_work), computed by each warp; gate_up reads the logits after its PDL wait (the router GEMV is its
-  // predecessor), the down kernel before (two launches later). gate_up's block (0, 0) writes the token's k
-  // ids and weights to gating_ids / gating_weights for the combine and the routing record.
-  const float* gating_logits = nullptr;  // [1, gating_experts] f32
-  int gating_experts = 0;                // all experts, at most kMoeGatingMaxExperts
-  bool gating_renormalize = false;
-  int32_t* gating_ids = nullptr;    // [k]
-  float* gating_weights = nullptr;  // [k]
-  bf16* act = nullptr;              // [A, I] scratch
-  float* y_f32 = nullptr;           // [A, H] output per assignment, or
-  bf16* y_bf16 = nullptr;           // [A, H] (exactly one of the two is set)
-  int hidden = 0;                   // H, a multiple of 8
-  int inter = 0;                    // I, a multiple of 8
+  bf16* act = nullptr;     // [A, I] scratch
+  float* y_f32 = nullptr;  // [A, H] output per assignment, or
+  bf16* y_bf16 = nullptr;  // [A, H] (exactly one of the two is set)
+  int hidden = 0;          // H, a multiple of 8
+  int inter = 0;           // I, a multiple of 8
   // The down kernel reads the routing and issues its first weight loads before pdl_wait(): moe_align wrote
   // the routing before gate_up (the down kernel's predecessor) passed its own wait (kernels/pdl.cuh), so
   // the down weights start loading during gate_up's tail. false: every read after the wait.

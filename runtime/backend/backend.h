@@ -144,15 +144,6 @@ class Backend {
     moe_experts(x, gate_up, down, topk_ids, topk_weights, expert_begin, out);
     add_rmsnorm(residual, out, norm_w, eps, normed);
   }
-  // topk_gating(router_logits, k, renormalize, topk_weights, topk_ids), then moe_experts_add_rmsnorm: a
-  // backend may gate inside the expert kernels; topk_ids and topk_weights are written either way.
-  virtual void moe_gated_add_rmsnorm(Tensor router_logits, int k, bool renormalize, Tensor x, Tensor gate_up,
-                                     Tensor down, Tensor topk_ids, Tensor topk_weights, int expert_begin,
-                                     Tensor out, Tensor residual, Tensor norm_w, float eps, Tensor normed) {
-    topk_gating(router_logits, k, renormalize, topk_weights, topk_ids);
-    moe_experts_add_rmsnorm(x, gate_up, down, topk_ids, topk_weights, expert_begin, out, residual, norm_w,
-                            eps, normed);
-  }
   // Expert-parallel all-to-all dispatch, in three ops around two fixed-capacity exchanges. Each of P ranks
   // owns E_r consecutive experts; a rank's tokens go to the owners of their experts in rows of a
   // [P, cap, H] send buffer (cap = tokens * k: the worst case, so nothing is ever dropped).

@@ -113,8 +113,7 @@ std::string config_to_yaml(const Config& c) {
       << "moe_down_staged" << YAML::Value << r.moe_down_staged << YAML::Key << "attention_tensor_cores"
       << YAML::Value << r.attention_tensor_cores << YAML::Key << "moe_one_token_direct" << YAML::Value
       << r.moe_one_token_direct << YAML::Key << "moe_fused_norm" << YAML::Value << r.moe_fused_norm
-      << YAML::Key << "moe_fused_gating" << YAML::Value << r.moe_fused_gating << YAML::Key
-      << "staged_gemv_copy_groups" << YAML::Value << r.staged_gemv_copy_groups << YAML::EndMap;
+      << YAML::Key << "staged_gemv_copy_groups" << YAML::Value << r.staged_gemv_copy_groups << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

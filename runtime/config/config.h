@@ -77,9 +77,6 @@ struct RuntimeConfig {
   // CUDA: the MoE combine runs inside the residual add + RMSNorm that follows it (one launch fewer a layer;
   // one GPU, or wherever the MoE output needs no all-reduce).
   bool moe_fused_norm = true;
-  // CUDA: one token's top-k gating runs inside the MoE expert kernels (no top-k launch), where the MoE is
-  // also fused with the norm after it and runs without moe_align.
-  bool moe_fused_gating = true;
 };
 
 struct CudaGraphConfig {

@@ -221,7 +221,7 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
             {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks",
              "max_num_batched_tokens", "sampling_candidates", "gemv_max_rows", "moe_down_early_loads",
              "staged_gemv", "moe_down_staged", "attention_tensor_cores", "moe_one_token_direct",
-             "moe_fused_norm", "moe_fused_gating", "staged_gemv_copy_groups"});
+             "moe_fused_norm", "staged_gemv_copy_groups"});
   s.choice<BackendKind>(
       "backend", c.runtime.backend,
       {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
@@ -239,7 +239,6 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.boolean("attention_tensor_cores", c.runtime.attention_tensor_cores);
   s.boolean("moe_one_token_direct", c.runtime.moe_one_token_direct);
   s.boolean("moe_fused_norm", c.runtime.moe_fused_norm);
-  s.boolean("moe_fused_gating", c.runtime.moe_fused_gating);
   s.integer("staged_gemv_copy_groups", c.runtime.staged_gemv_copy_groups, 1, 4);
   if (c.runtime.max_num_batched_tokens < c.runtime.max_batch)
     p.push_back("runtime.max_num_batched_tokens: got " + std::to_string(c.runtime.max_num_batched_tokens) +

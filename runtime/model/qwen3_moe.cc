@@ -310,8 +310,8 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
   comm_.all_gather(slice_out.data, out.data, static_cast<size_t>(slice * h), slice_out.dtype);
 }
 
-Tensor Qwen3MoeModel::router_logits(const LayerWeights& w, Tensor normed, int tokens, int routing_layer,
-                                    Tensor& weights, Tensor& ids) {
+void Qwen3MoeModel::route(const LayerWeights& w, Tensor normed, int tokens, int routing_layer,
+                          Tensor& weights, Tensor& ids) {
   const int k = spec_.num_experts_per_tok;
   Tensor logits = router_logits_.rows(0, tokens);
   weights = topk_w_.rows(0, tokens);
@@ -319,13 +319,7 @@ Tensor Qwen3MoeModel::router_logits(const LayerWeights& w, Tensor normed, int to
             ? routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k})
             : topk_ids_.rows(0, tokens);
   backend_.linear(normed, w.router, logits);
-  return logits;
-}
-
-void Qwen3MoeModel::route(const LayerWeights& w, Tensor normed, int tokens, int routing_layer,
-                          Tensor& weights, Tensor& ids) {
-  Tensor logits = router_logits(w, normed, tokens, routing_layer, weights, ids);
-  backend_.topk_gating(logits, spec_.num_experts_per_tok, spec_.norm_topk_prob, weights, ids);
+  backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
 }
 
 void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens,
@@ -356,10 +350,9 @@ void Qwen3MoeModel::mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   if (w.moe && !layout_.all_to_all && !mlp_output_partial(w)) {
     Tensor weights, ids;
-    Tensor logits = router_logits(w, normed, tokens, routing_layer, weights, ids);
-    backend_.moe_gated_add_rmsnorm(logits, spec_.num_experts_per_tok, spec_.norm_topk_prob, normed, w.gate_up,
-                                   w.down, ids, weights, layout_.first_expert(spec_), out, residual,
-                                   next_norm, eps, next_out);
+    route(w, normed, tokens, routing_layer, weights, ids);
+    backend_.moe_experts_add_rmsnorm(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_),
+                                     out, residual, next_norm, eps, next_out);
     return;
   }
   mlp_forward(w, normed, out, tokens, routing_layer);

@@ -106,17 +106,13 @@ class Qwen3MoeModel {
   // Routing-record row length for a step of `tokens` rows: the top-k ids of every row, or under all-to-all
   // dispatch the expert ids of a full exchange (P equal slices of k slots per token).
   int64_t routing_width(int64_t tokens) const;
-  // The router of a MoE layer: its logits for `tokens` rows, and the tensors its top-k gating fills (ids in
-  // the routing record's row where one is kept).
-  Tensor router_logits(const LayerWeights& w, Tensor normed, int tokens, int routing_layer, Tensor& weights,
-                       Tensor& ids);
-  // router_logits, then the top-k gating into weights and ids.
+  // The router and top-k gating of a MoE layer: weights and ids of `tokens` rows (ids in the routing
+  // record's row where one is kept).
   void route(const LayerWeights& w, Tensor normed, int tokens, int routing_layer, Tensor& weights,
              Tensor& ids);
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   // mlp_forward into out, then residual += out (summed over the ranks where partial) and next_out =
-  // rmsnorm(residual) * next_norm; one backend op for a local MoE after its router (Backend::
-  // moe_gated_add_rmsnorm: gating, experts, combine and norm).
+  // rmsnorm(residual) * next_norm; one backend op for a local MoE (Backend::moe_experts_add_rmsnorm).
   void mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor normed, Tensor out, int tokens,
                      int routing_layer, Tensor next_norm, Tensor next_out);
   // Whether the MLP of `w` leaves this rank's partial sums in proj_ (TP-sharded intermediate, or experts held

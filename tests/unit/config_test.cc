@@ -235,8 +235,6 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.attention_tensor_cores);
   EXPECT_TRUE(c.runtime.moe_one_token_direct);
   EXPECT_TRUE(c.runtime.moe_fused_norm);
-  EXPECT_TRUE(c.runtime.moe_fused_gating);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_fused_gating=false"}).runtime.moe_fused_gating);
   EXPECT_EQ(c.runtime.staged_gemv_copy_groups, 2);
   EXPECT_EQ(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=4"}).runtime.staged_gemv_copy_groups, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=5"}), ConfigError);

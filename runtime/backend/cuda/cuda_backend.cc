@@ -53,8 +53,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       moe_down_staged_(options.moe_down_staged),
       attention_tensor_cores_(options.attention_tensor_cores),
       moe_one_token_direct_(options.moe_one_token_direct),
-      moe_fused_norm_(options.moe_fused_norm),
-      moe_fused_gating_(options.moe_fused_gating) {
+      moe_fused_norm_(options.moe_fused_norm) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");

@@ -16,7 +16,6 @@
 #include "kernels/moe_combine.h"
 #include "kernels/policy.h"
 #include "kernels/sample.h"
-#include "kernels/topk_gating.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/cuda/device_memory.h"
 
@@ -62,8 +61,6 @@ struct CudaBackendOptions {
   bool moe_one_token_direct = true;
   // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm).
   bool moe_fused_norm = true;
-  // One token's top-k gating inside the MoE expert kernels (Backend::moe_gated_add_rmsnorm).
-  bool moe_fused_gating = true;
 };
 
 class CudaBackend final : public Backend {
@@ -102,9 +99,6 @@ class CudaBackend final : public Backend {
   void moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
                                int expert_begin, Tensor out, Tensor residual, Tensor norm_w, float eps,
                                Tensor normed) override;
-  void moe_gated_add_rmsnorm(Tensor router_logits, int k, bool renormalize, Tensor x, Tensor gate_up,
-                             Tensor down, Tensor topk_ids, Tensor topk_weights, int expert_begin, Tensor out,
-                             Tensor residual, Tensor norm_w, float eps, Tensor normed) override;
   void moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) override;
   void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out) override;
   void silu_mul(Tensor gate_up, Tensor out) override;
@@ -145,23 +139,11 @@ class CudaBackend final : public Backend {
   };
   MoeShape moe_shape(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights, Tensor out,
                      const char* op) const;
-  // Checks topk_gating's arguments; its kernel's parameters.
-  kernels::TopkGatingParams gating_params(Tensor router_logits, int k, bool renormalize, Tensor weights,
-                                          Tensor ids, const char* op) const;
   // Launches the expert kernels for tokens [t0, t0 + n) (outputs in `scratch`); returns their combine's
-  // inputs (out not set). gating: one token (n == 1) gated inside the expert kernels, which write its
-  // topk_ids and topk_weights (MoeExpertsParams::gating_logits).
+  // inputs (out not set).
   kernels::MoeCombineParams launch_moe_chunk(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids,
                                              Tensor topk_weights, int expert_begin, const MoeShape& s, int t0,
-                                             int n, ScratchRegion::Cursor& scratch,
-                                             const kernels::TopkGatingParams* gating = nullptr);
-  // The MoE of tokens [0, s.tokens) in one chunk, its combine summed in the residual add + RMSNorm after it
-  // (moe_experts_add_rmsnorm's fused form; gating as launch_moe_chunk's).
-  void moe_into_norm(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
-                     int expert_begin, const MoeShape& s, Tensor out, Tensor residual, Tensor norm_w,
-                     float eps, Tensor normed, const char* op, const kernels::TopkGatingParams* gating);
-  // The one-token MoE path without moe_align applies to n tokens of k experts.
-  bool moe_direct(int n, int k) const { return moe_one_token_direct_ && n == 1 && k <= kMoeIdentityEntries; }
+                                             int n, ScratchRegion::Cursor& scratch);
 
   int device_ = 0;
   int num_sms_ = 0;
@@ -179,7 +161,6 @@ class CudaBackend final : public Backend {
   bool attention_tensor_cores_ = true;
   bool moe_one_token_direct_ = true;
   bool moe_fused_norm_ = true;
-  bool moe_fused_gating_ = true;
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
   static constexpr int kMoeIdentityEntries = 64;
   int32_t* moe_identity_ = nullptr;

@@ -83,8 +83,8 @@ void align_and_run_experts(const int32_t* expert_of, int assignments, int expert
 
 }  // namespace
 
-kernels::TopkGatingParams CudaBackend::gating_params(Tensor router_logits, int k, bool renormalize,
-                                                     Tensor weights, Tensor ids, const char* op) const {
+void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
+  const char* op = "topk_gating";
   expect(router_logits, DType::kF32, op, "router logits");
   expect(weights, DType::kF32, op, "weights");
   expect(ids, DType::kI32, op, "ids");
@@ -104,12 +104,7 @@ kernels::TopkGatingParams CudaBackend::gating_params(Tensor router_logits, int k
   p.num_experts = static_cast<int>(experts);
   p.k = k;
   p.renormalize = renormalize;
-  return p;
-}
-
-void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
-  kernels::launch_topk_gating(gating_params(router_logits, k, renormalize, weights, ids, "topk_gating"),
-                              stream_, *policy_);
+  kernels::launch_topk_gating(p, stream_, *policy_);
 }
 
 void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
@@ -142,8 +137,7 @@ CudaBackend::MoeShape CudaBackend::moe_shape(Tensor x, Tensor gate_up, Tensor do
 kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up, Tensor down,
                                                         Tensor topk_ids, Tensor topk_weights,
                                                         int expert_begin, const MoeShape& s, int t0, int n,
-                                                        ScratchRegion::Cursor& scratch,
-                                                        const kernels::TopkGatingParams* gating) {
+                                                        ScratchRegion::Cursor& scratch) {
   const int k = s.k, assignments = n * k;
   const int32_t* ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
   kernels::MoeExpertsParams e;
@@ -155,19 +149,9 @@ kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up
   e.y_f32 = scratch.take<float>(size_t(assignments) * s.hidden, "MoE expert outputs");
   e.hidden = s.hidden;
   e.inter = s.inter;
-  TPS_CHECK(gating == nullptr || moe_direct(n, k), "MoE: gating inside the expert kernels for ", n,
-            " tokens");
-  if (moe_direct(n, k)) {
+  if (moe_one_token_direct_ && n == 1 && assignments <= kMoeIdentityEntries) {
     // One token: its k experts are distinct, so each assignment is its own work item (no align launch).
-    if (gating != nullptr) {
-      e.gating_logits = gating->logits;
-      e.gating_experts = gating->num_experts;
-      e.gating_renormalize = gating->renormalize;
-      e.gating_ids = gating->ids;
-      e.gating_weights = gating->weights;
-    } else {
-      e.slot_experts = ids;
-    }
+    e.slot_experts = ids;
     e.expert_begin = expert_begin;
     e.local_experts = s.experts;
     e.sorted = moe_identity_;
@@ -216,44 +200,16 @@ void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down,
                                      norm_w, eps, normed);
     return;
   }
-  moe_into_norm(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, out, residual, norm_w, eps, normed,
-                "moe_experts_add_rmsnorm", nullptr);
-}
-
-void CudaBackend::moe_into_norm(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
-                                int expert_begin, const MoeShape& s, Tensor out, Tensor residual,
-                                Tensor norm_w, float eps, Tensor normed, const char* op,
-                                const kernels::TopkGatingParams* gating) {
-  expect(residual, DType::kBF16, op, "residual");
-  TPS_CHECK(residual.numel() == x.numel(), op, ": residual ", residual.shape_string(), " x ",
-            x.shape_string());
+  expect(residual, DType::kBF16, "moe_experts_add_rmsnorm", "residual");
+  TPS_CHECK(residual.numel() == x.numel(), "moe_experts_add_rmsnorm: residual ", residual.shape_string(),
+            " x ", x.shape_string());
   ScratchRegion::Cursor scratch(*scratch_);
-  kernels::RmsNormParams p = norm_params(out, norm_w, eps, normed, op);
+  kernels::RmsNormParams p = norm_params(out, norm_w, eps, normed, "moe_experts_add_rmsnorm");
   p.x = nullptr;  // from the combine: out is not written
   p.residual = bf16_mut(residual);
-  p.combine = launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, 0, s.tokens,
-                               scratch, gating);
+  p.combine =
+      launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, 0, s.tokens, scratch);
   kernels::launch_rmsnorm(p, stream_, *policy_);
-}
-
-void CudaBackend::moe_gated_add_rmsnorm(Tensor router_logits, int k, bool renormalize, Tensor x,
-                                        Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
-                                        int expert_begin, Tensor out, Tensor residual, Tensor norm_w,
-                                        float eps, Tensor normed) {
-  const kernels::TopkGatingParams g =
-      gating_params(router_logits, k, renormalize, topk_weights, topk_ids, "moe_gated_add_rmsnorm");
-  const MoeShape s = moe_shape(x, gate_up, down, topk_ids, topk_weights, out, "moe_gated_add_rmsnorm");
-  const bool fused = moe_fused_gating_ && moe_fused_norm_ && moe_direct(s.tokens, s.k) &&
-                     g.num_experts <= kernels::kMoeGatingMaxExperts &&
-                     s.hidden <= kernels::kRmsNormCombineMaxHidden &&
-                     moe_rows_per_chunk(1, s.k, s.experts, s.hidden, s.inter, true, scratch_->bytes()) >= 1;
-  if (!fused) {
-    Backend::moe_gated_add_rmsnorm(router_logits, k, renormalize, x, gate_up, down, topk_ids, topk_weights,
-                                   expert_begin, out, residual, norm_w, eps, normed);
-    return;
-  }
-  moe_into_norm(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, out, residual, norm_w, eps, normed,
-                "moe_gated_add_rmsnorm", &g);
 }
 
 void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) {
