@@ -7,6 +7,18 @@
 
 namespace tpserve::kernels {
 
+// y[at .. at + 8) of the expert outputs as floats.
+__device__ __forceinline__ void load_expert_row(const MoeCombineParams& p, int64_t at,
+                                                float (&y)[kBf16PerVec]) {
+  if (p.y_f32 != nullptr) {
+    const float4 lo = *reinterpret_cast<const float4*>(p.y_f32 + at);
+    const float4 hi = *reinterpret_cast<const float4*>(p.y_f32 + at + 4);
+    y[0] = lo.x, y[1] = lo.y, y[2] = lo.z, y[3] = lo.w, y[4] = hi.x, y[5] = hi.y, y[6] = hi.z, y[7] = hi.w;
+  } else {
+    unpack_bf16x8(load_vec(p.y_bf16 + at), y);
+  }
+}
+
 // Slots whose loads combine_piece issues together: their ids first, then their rows, then the sums, so that
 // a token's k = 8 slots cost two dependent trips to memory instead of two per slot.
 inline constexpr int kCombineSlotsAtOnce = 8;
@@ -17,6 +29,23 @@ __device__ __forceinline__ void combine_piece(const MoeCombineParams& p, int tok
                                               float (&sum)[kBf16PerVec]) {
 #pragma unroll
   for (int i = 0; i < kBf16PerVec; ++i) sum[i] = 0.0f;
+  if (p.one_slot_at_a_time) {
+    for (int j = 0; j < p.k; ++j) {
+      const int64_t slot = static_cast<int64_t>(token) * p.k + j;
+      if (p.topk_ids != nullptr) {
+        const int e = p.topk_ids[slot] - p.expert_begin;
+        if (e < 0 || e >= p.num_experts) continue;
+      }
+      const int64_t row = p.origin != nullptr ? p.origin[slot] : slot;
+      if (row < 0) continue;
+      float y[kBf16PerVec];
+      load_expert_row(p, row * p.hidden + col, y);
+      const float w = p.weights[slot];
+#pragma unroll
+      for (int i = 0; i < kBf16PerVec; ++i) sum[i] += w * y[i];
+    }
+    return;
+  }
   for (int j0 = 0; j0 < p.k; j0 += kCombineSlotsAtOnce) {
     int64_t row[kCombineSlotsAtOnce];  // source row of slot j0 + u, or -1: the slot adds nothing
     float w[kCombineSlotsAtOnce];
@@ -36,18 +65,8 @@ __device__ __forceinline__ void combine_piece(const MoeCombineParams& p, int tok
     }
     float y[kCombineSlotsAtOnce][kBf16PerVec];
 #pragma unroll
-    for (int u = 0; u < kCombineSlotsAtOnce; ++u) {
-      if (row[u] < 0) continue;
-      const int64_t at = row[u] * p.hidden + col;
-      if (p.y_f32 != nullptr) {
-        const float4 lo = *reinterpret_cast<const float4*>(p.y_f32 + at);
-        const float4 hi = *reinterpret_cast<const float4*>(p.y_f32 + at + 4);
-        y[u][0] = lo.x, y[u][1] = lo.y, y[u][2] = lo.z, y[u][3] = lo.w;
-        y[u][4] = hi.x, y[u][5] = hi.y, y[u][6] = hi.z, y[u][7] = hi.w;
-      } else {
-        unpack_bf16x8(load_vec(p.y_bf16 + at), y[u]);
-      }
-    }
+    for (int u = 0; u < kCombineSlotsAtOnce; ++u)
+      if (row[u] >= 0) load_expert_row(p, row[u] * p.hidden + col, y[u]);
 #pragma unroll
     for (int u = 0; u < kCombineSlotsAtOnce; ++u) {
       if (row[u] < 0) continue;

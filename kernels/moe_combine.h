@@ -19,6 +19,9 @@ struct MoeCombineParams {
   int tokens = 0;                  // T
   int k = 0;
   int hidden = 0;  // H, a multiple of 8
+  // Each slot's loads after the previous slot's sum (the earlier code, for A/B) instead of up to
+  // kCombineSlotsAtOnce slots' loads issued together; the sums are the same either way.
+  bool one_slot_at_a_time = false;
 };
 
 void launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream, const LaunchPolicy& policy);

@@ -192,6 +192,10 @@ void launch_tiles(const PagedAttentionParams& p, Site site, cudaStream_t stream,
 template <int D>
 void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
   if (p.max_query_len <= kAttentionMaxSplitQueryLen) {
+    TPS_CHECK(
+        p.split_keys >= kAttentionKeysPerSplitQuantum && p.split_keys % kAttentionKeysPerSplitQuantum == 0,
+        "paged attention: ranges of ", p.split_keys, " keys (a multiple of ", kAttentionKeysPerSplitQuantum,
+        ")");
     if (p.num_splits > 1) {
       const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
       const int64_t tiles =
@@ -234,7 +238,7 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
   // Implied by the target below (a split step has fewer tiles than kTargetBlocksPerSm * num_sms); kept
   // explicit because the backend's counters are sized by it.
   if (blocks > attention_split_counter_capacity(num_sms)) return;
-  const int q = kAttentionKeysPerSplitQuantum;
+  const int q = p.split_keys;
   int splits = std::min({(kTargetBlocksPerSm * num_sms + blocks - 1) / blocks,
                          (std::max(max_context_len, 1) + q - 1) / q, kMaxSplits});
   while (splits > 1 &&

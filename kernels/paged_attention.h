@@ -41,27 +41,31 @@ struct PagedAttentionParams {
   int max_blocks_per_seq = 0;
   int max_query_len = 0;  // longest query of the step (1 = decode)
   int num_splits = 1;     // most context ranges per (token, KV head); > 1 only for short queries
-  float scale = 1.0f;     // softmax scale (head_dim^-0.5)
+  // Keys of a context range: a multiple of this (>= kAttentionKeysPerSplitQuantum, a multiple of it), so a
+  // short context runs as fewer, longer ranges (fewer partials to merge) when it is larger.
+  int split_keys = 32;
+  float scale = 1.0f;  // softmax scale (head_dim^-0.5)
   // The split decode path on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
   bool tensor_cores = false;
 };
 
-// Keys per context range are a multiple of the kernels' key tile.
+// Keys per context range are a multiple of the kernels' key tile (PagedAttentionParams::split_keys a
+// multiple of this).
 inline constexpr int kAttentionKeysPerSplitQuantum = 32;
 
-// The range length for a context of kv_len keys cut into at most `num_splits` ranges. Computed on the
-// device from the sequence's actual length, so that a step planned (or captured in a graph) for the longest
-// context still spreads a short context over several blocks: with 128 planned ranges a 160-key context
-// runs as 5 ranges of 32 keys, not as one block walking all of it.
-__host__ __device__ inline int attention_keys_per_split(int kv_len, int num_splits) {
-  const int q = kAttentionKeysPerSplitQuantum;
+// The range length for a context of kv_len keys cut into at most `num_splits` ranges of a multiple of q =
+// split_keys keys. Computed on the device from the sequence's actual length, so that a step planned (or
+// captured in a graph) for the longest context still spreads a short context over several blocks: with 128
+// planned ranges and q = 32 a 160-key context runs as 5 ranges of 32 keys, not as one block walking all of
+// it.
+__host__ __device__ inline int attention_keys_per_split(int kv_len, int num_splits, int q) {
   const int keys = ((kv_len + num_splits - 1) / num_splits + q - 1) / q * q;
   return keys > q ? keys : q;  // never 0 (an empty context), which callers divide by
 }
 
 // The split for decode: up to enough blocks to give each of `num_sms` SMs about four at `max_context_len`
-// (ranges of at least one key tile), within `max_partial_bytes` of partial buffers. Fills num_splits; splits
-// only steps of at most attention_split_counter_capacity(num_sms) tiles (token tiles x S x Hkv).
+// (ranges of at least p.split_keys keys), within `max_partial_bytes` of partial buffers. Fills num_splits;
+// splits only steps of at most attention_split_counter_capacity(num_sms) tiles (token tiles x S x Hkv).
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
                         size_t max_partial_bytes);
 size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits);

@@ -75,7 +75,7 @@ __device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* li
   __syncthreads();
   b.kv_len = 0;
   for (int r = 0; r < b.rows; r += b.group) b.kv_len = max(b.kv_len, limit_s[r]);
-  const int per_split = attention_keys_per_split(b.kv_len, p.num_splits);
+  const int per_split = attention_keys_per_split(b.kv_len, p.num_splits, p.split_keys);
   b.key_begin = b.split * per_split;
   b.key_end = min(b.kv_len, b.key_begin + per_split);
   if (b.key_begin >= b.key_end) return false;  // past the context: not one of the tile's active splits

@@ -20,7 +20,7 @@ static_assert(kCombineMaxThreads * kMaxVecPerThread * kBf16PerVec >= kRmsNormCom
 
 // kCombine: x is the MoE combine's sum (RmsNormParams::combine).
 template <bool kCombine>
-__global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads)
+__global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1)
     rmsnorm_kernel(const RmsNormParams p) {
   __shared__ float scratch[kMaxThreads / kWarpSize];
   pdl_wait_then_trigger();

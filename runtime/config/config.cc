@@ -113,7 +113,9 @@ std::string config_to_yaml(const Config& c) {
       << "moe_down_staged" << YAML::Value << r.moe_down_staged << YAML::Key << "attention_tensor_cores"
       << YAML::Value << r.attention_tensor_cores << YAML::Key << "moe_one_token_direct" << YAML::Value
       << r.moe_one_token_direct << YAML::Key << "moe_fused_norm" << YAML::Value << r.moe_fused_norm
-      << YAML::Key << "staged_gemv_copy_groups" << YAML::Value << r.staged_gemv_copy_groups << YAML::EndMap;
+      << YAML::Key << "staged_gemv_copy_groups" << YAML::Value << r.staged_gemv_copy_groups << YAML::Key
+      << "attention_split_keys" << YAML::Value << r.attention_split_keys << YAML::Key
+      << "moe_combine_batched_loads" << YAML::Value << r.moe_combine_batched_loads << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

@@ -65,6 +65,8 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.attention_tensor_cores = config_.runtime.attention_tensor_cores;
     options.moe_one_token_direct = config_.runtime.moe_one_token_direct;
     options.moe_fused_norm = config_.runtime.moe_fused_norm;
+    options.attention_split_keys = config_.runtime.attention_split_keys;
+    options.moe_combine_batched_loads = config_.runtime.moe_combine_batched_loads;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

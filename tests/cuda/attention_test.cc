@@ -137,20 +137,25 @@ struct AttentionRun {
   }
 };
 
-// A backend with the split decode path on tensor cores or on CUDA cores (runtime.attention_tensor_cores).
-CudaBackendOptions attention_options(bool tensor_cores) {
+// A backend with the split decode path on tensor cores or on CUDA cores (runtime.attention_tensor_cores),
+// context ranges a multiple of split_keys keys (runtime.attention_split_keys).
+CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32) {
   CudaBackendOptions options = test_backend_options();
   options.attention_tensor_cores = tensor_cores;
+  options.attention_split_keys = split_keys;
   return options;
 }
 
+// Both kernels; ranges of 32 keys, of 96 (1.5 of the tensor-core kernel's 64-key tiles) and of 256.
 void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
-  for (bool tensor_cores : {false, true}) {
-    Backends b(attention_options(tensor_cores));
-    AttentionRun run(b, c, planned_context);
-    run.launch_gpu(b);
-    run.expect_matches(b, tensor_cores ? "attention (tensor cores)" : "attention (CUDA cores)");
-  }
+  for (bool tensor_cores : {false, true})
+    for (int split_keys : {32, 96, 256}) {
+      Backends b(attention_options(tensor_cores, split_keys));
+      AttentionRun run(b, c, planned_context);
+      run.launch_gpu(b);
+      run.expect_matches(b, std::string(tensor_cores ? "attention (tensor cores" : "attention (CUDA cores") +
+                                ", ranges of " + std::to_string(split_keys) + " keys)");
+    }
 }
 
 TEST_P(PagedAttentionTest, MatchesCpu) {

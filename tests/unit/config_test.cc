@@ -235,6 +235,13 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.attention_tensor_cores);
   EXPECT_TRUE(c.runtime.moe_one_token_direct);
   EXPECT_TRUE(c.runtime.moe_fused_norm);
+  EXPECT_EQ(c.runtime.attention_split_keys, 32);
+  EXPECT_TRUE(c.runtime.moe_combine_batched_loads);
+  EXPECT_FALSE(
+      parse_config(M, "x", {"runtime.moe_combine_batched_loads=false"}).runtime.moe_combine_batched_loads);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=128"}).runtime.attention_split_keys, 128);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=48"}), ConfigError);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=0"}), ConfigError);
   EXPECT_EQ(c.runtime.staged_gemv_copy_groups, 2);
   EXPECT_EQ(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=4"}).runtime.staged_gemv_copy_groups, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=5"}), ConfigError);

@@ -92,6 +92,7 @@ void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float s
   p.max_query_len = meta.max_query_len;
   p.scale = scale;
   p.tensor_cores = attention_tensor_cores_;
+  p.split_keys = attention_split_keys_;
   const int tokens = to_int(q.numel() / (int64_t(num_q_heads) * d), "tokens");
   kernels::plan_decode_splits(p, meta.max_context_len, tokens, num_sms_,
                               scratch_->bytes() - 2 * DeviceArena::kAlignment);

@@ -53,7 +53,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       moe_down_staged_(options.moe_down_staged),
       attention_tensor_cores_(options.attention_tensor_cores),
       moe_one_token_direct_(options.moe_one_token_direct),
-      moe_fused_norm_(options.moe_fused_norm) {
+      moe_fused_norm_(options.moe_fused_norm),
+      attention_split_keys_(options.attention_split_keys),
+      moe_combine_batched_loads_(options.moe_combine_batched_loads) {
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");

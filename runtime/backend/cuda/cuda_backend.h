@@ -61,6 +61,10 @@ struct CudaBackendOptions {
   bool moe_one_token_direct = true;
   // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm).
   bool moe_fused_norm = true;
+  // Decode attention's context ranges are a multiple of this many keys (a multiple of 32).
+  int attention_split_keys = 32;
+  // The MoE combine issues several slots' loads together (kernels/moe_combine.h); false: one slot at a time.
+  bool moe_combine_batched_loads = true;
 };
 
 class CudaBackend final : public Backend {
@@ -161,6 +165,8 @@ class CudaBackend final : public Backend {
   bool attention_tensor_cores_ = true;
   bool moe_one_token_direct_ = true;
   bool moe_fused_norm_ = true;
+  int attention_split_keys_ = 32;
+  bool moe_combine_batched_loads_ = true;
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
   static constexpr int kMoeIdentityEntries = 64;
   int32_t* moe_identity_ = nullptr;

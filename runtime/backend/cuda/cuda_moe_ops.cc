@@ -162,6 +162,7 @@ kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up
     align_and_run_experts(ids, assignments, expert_begin, s.experts, e, scratch, stream_, *policy_);
   }
   kernels::MoeCombineParams c;
+  c.one_slot_at_a_time = !moe_combine_batched_loads_;
   c.y_f32 = e.y_f32;
   c.topk_ids = ids;
   c.expert_begin = expert_begin;
@@ -283,6 +284,7 @@ void CudaBackend::moe_combine(Tensor results, Tensor origin, Tensor topk_weights
             out.shape_string());
   if (tokens == 0) return;
   kernels::MoeCombineParams c;
+  c.one_slot_at_a_time = !moe_combine_batched_loads_;
   c.y_bf16 = bf16_ptr(results);
   c.origin = origin.ptr<int32_t>();
   c.weights = topk_weights.ptr<float>();
