@@ -28,7 +28,7 @@ struct GemvParams {
 struct GemvLaunchOptions {
   int staged_sms = 0;          // SMs of the device; 0 = do not stage
   size_t staged_smem = 0;      // shared memory a staged block may use (at most the device's opt-in limit)
-  int staged_copy_groups = 2;  // cp.async commit groups a warp's k range is cut into (1..4)
+  int staged_copy_groups = 1;  // cp.async commit groups a warp's k range is cut into (1..4)
 };
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,

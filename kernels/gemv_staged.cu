@@ -1,7 +1,7 @@
 // The staged GEMV (kernels/gemv.h, GemvLaunchOptions): about one block an SM, each owning T row tiles of 16
 // weight rows whole in shared memory. Warp w works on tile w / S and the k range w % S of it (S k splits). It
 // first issues asynchronous 16-byte copies (cp.async, no registers held) of exactly the weight pieces it will
-// read, in GemvLaunchOptions::staged_copy_groups groups (parts of its k range, 2 by default), and only then
+// read, in GemvLaunchOptions::staged_copy_groups groups (parts of its k range, 1 by default), and only then
 // waits for the predecessor grid: under PDL the block becomes resident while the predecessor still runs, so
 // the weight read overlaps it whole. The activations are copied to shared memory, the warp's tensor-core
 // tiles read both from there (rows padded by 64 bytes), and the S partial tiles of a tile are summed in a

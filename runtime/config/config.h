@@ -62,7 +62,7 @@ struct RuntimeConfig {
   bool staged_gemv = true;
   // CUDA: the cp.async groups a staged GEMV warp cuts its weight pieces into (1-4; the product of each
   // group starts once it has landed).
-  int staged_gemv_copy_groups = 2;
+  int staged_gemv_copy_groups = 1;
   // CUDA: linear() takes the GEMV up to this many rows, cuBLASLt above (0-16).
   int gemv_max_rows = 8;
   // CUDA: the MoE down kernel issues its first weight loads before its PDL wait (during gate_up's tail).

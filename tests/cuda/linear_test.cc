@@ -51,7 +51,7 @@ INSTANTIATE_TEST_SUITE_P(
                           LinearCase{2, 4100, 64},
                           LinearCase{12, 4100, 1024},   // staged: 2 tiles a block, 2 token tiles
                           LinearCase{1, 16384, 2048}),  // 64 MiB of weights: cuBLASLt at one row
-        ::testing::Bool(), ::testing::Values(0, 2, 4)),
+        ::testing::Bool(), ::testing::Values(0, 1, 2, 4)),
     [](const auto& test) {
       const LinearCase& c = std::get<0>(test.param);
       return "M" + std::to_string(c.m) + "N" + std::to_string(c.n) + "K" + std::to_string(c.k) +

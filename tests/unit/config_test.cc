@@ -242,7 +242,7 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=128"}).runtime.attention_split_keys, 128);
   EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=48"}), ConfigError);
   EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=0"}), ConfigError);
-  EXPECT_EQ(c.runtime.staged_gemv_copy_groups, 2);
+  EXPECT_EQ(c.runtime.staged_gemv_copy_groups, 1);
   EXPECT_EQ(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=4"}).runtime.staged_gemv_copy_groups, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=5"}), ConfigError);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_fused_norm=false"}).runtime.moe_fused_norm);

@@ -48,7 +48,7 @@ struct CudaBackendOptions {
   // Small-M products whose weights fit in the SMs' shared memory take the staged GEMV (kernels/gemv.h,
   // GemvLaunchOptions), and every kernel prefers the largest shared-memory carveout (kernels/launch.h).
   bool staged_gemv = true;
-  int staged_gemv_copy_groups = 2;  // GemvLaunchOptions::staged_copy_groups
+  int staged_gemv_copy_groups = 1;  // GemvLaunchOptions::staged_copy_groups
   // linear() takes the GEMV for up to this many rows (at most kLinearGemvMaxRows) and cuBLASLt above.
   int gemv_max_rows = 8;
   // The MoE down kernel issues its first weight loads before its PDL wait (kernels/moe_experts.h).
