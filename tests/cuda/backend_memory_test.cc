@@ -13,6 +13,20 @@
 namespace tpserve::cuda_test {
 namespace {
 
+// Bad options fail before the backend touches a device (so this runs without a GPU too).
+TEST(CudaBackendOptions, AttentionSplitKeysMustBeAMultipleOf32) {
+  for (int keys : {0, 16, 48}) {
+    CudaBackendOptions options;
+    options.attention_split_keys = keys;
+    try {
+      make_cuda_backend(options);
+      ADD_FAILURE() << keys << " keys accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention_split_keys"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CudaBackendMemory, CopiesRoundTripThroughStaging) {
   TPS_REQUIRE_CUDA_DEVICE();
   Backends b;  // 8 MiB staging buffers

@@ -56,6 +56,10 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       moe_fused_norm_(options.moe_fused_norm),
       attention_split_keys_(options.attention_split_keys),
       moe_combine_batched_loads_(options.moe_combine_batched_loads) {
+  TPS_CHECK(attention_split_keys_ >= kernels::kAttentionKeysPerSplitQuantum &&
+                attention_split_keys_ % kernels::kAttentionKeysPerSplitQuantum == 0,
+            "CUDA backend: attention_split_keys ", attention_split_keys_, " (a multiple of ",
+            kernels::kAttentionKeysPerSplitQuantum, ")");
   std::string why;
   const int devices = cuda_device_count(&why);
   TPS_CHECK(devices > 0, "CUDA backend: no CUDA device (", why, ")");
