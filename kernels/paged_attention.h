@@ -49,8 +49,8 @@ struct PagedAttentionParams {
   bool tensor_cores = false;
 };
 
-// Keys per context range are a multiple of the kernels' key tile (PagedAttentionParams::split_keys a
-// multiple of this).
+// Keys per context range are a multiple of the CUDA-core kernel's 32-key tile (PagedAttentionParams::
+// split_keys a multiple of this; the tensor-core kernel masks the keys of its 64-key tiles past a range).
 inline constexpr int kAttentionKeysPerSplitQuantum = 32;
 
 // The range length for a context of kv_len keys cut into at most `num_splits` ranges of a multiple of q =

@@ -214,6 +214,24 @@ INSTANTIATE_TEST_SUITE_P(SplitMerge, PagedAttentionTest,
 // same launches repeated, eagerly and as one captured graph replayed, give the reference each time (a counter
 // left non-zero would leave a tile unmerged: the poisoned output), and give the same bits each time (the
 // merge order does not depend on which block is last). Steps of different shapes share the counters.
+// The split plan and the ranges follow runtime.attention_split_keys (host code only: runs without a GPU).
+TEST(AttentionSplitPlan, RangesFollowSplitKeys) {
+  kernels::PagedAttentionParams p;
+  p.num_seqs = 1, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;
+  auto splits = [&](int keys, int context) {
+    p.split_keys = keys;
+    kernels::plan_decode_splits(p, context, 1, 132, size_t(255) << 20);
+    return p.num_splits;
+  };
+  EXPECT_EQ(splits(32, 1024), 32);
+  EXPECT_EQ(splits(256, 1024), 4);
+  EXPECT_EQ(splits(32, 160), 5);
+  EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 32), 32);
+  EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 64), 64);
+  EXPECT_EQ(kernels::attention_keys_per_split(160, 4, 256), 256);
+  EXPECT_EQ(kernels::attention_keys_per_split(5000, 4, 96), 1344);  // 1250 keys a range, rounded up to 96s
+}
+
 class PagedAttentionSplits : public ::testing::TestWithParam<bool> {};  // tensor cores or not
 
 TEST_P(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {

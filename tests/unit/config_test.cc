@@ -266,6 +266,18 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   const Config b = parse_config(config_to_yaml(a), "resolved");
   EXPECT_EQ(config_to_yaml(a), config_to_yaml(b));
   EXPECT_EQ(b.parallel.moe_dispatch, MoeDispatch::kAllToAll);
+  // Every runtime switch away from its default survives the round trip under its own name.
+  const Config c = parse_config(M + "runtime: {attention_split_keys: 96, moe_combine_batched_loads: false, "
+                                    "staged_gemv_copy_groups: 3, moe_fused_norm: false, "
+                                    "moe_one_token_direct: false, attention_tensor_cores: false}\n",
+                                "x");
+  const Config d = parse_config(config_to_yaml(c), "resolved");
+  EXPECT_EQ(d.runtime.attention_split_keys, 96);
+  EXPECT_FALSE(d.runtime.moe_combine_batched_loads);
+  EXPECT_EQ(d.runtime.staged_gemv_copy_groups, 3);
+  EXPECT_FALSE(d.runtime.moe_fused_norm);
+  EXPECT_FALSE(d.runtime.moe_one_token_direct);
+  EXPECT_FALSE(d.runtime.attention_tensor_cores);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {

@@ -255,9 +255,10 @@ kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, co
   expect(w, DType::kBF16, op, "weight");
   expect(out, DType::kBF16, op, "out");
   const int64_t h = w.numel();
-  TPS_CHECK(h % 8 == 0 && h <= kernels::kRmsNormMaxHidden && x.dim(-1) == h && out.numel() == x.numel(), op,
-            ": x ", x.shape_string(), " weight ", w.shape_string(), " out ", out.shape_string(),
-            " (hidden must be a multiple of 8, at most ", kernels::kRmsNormMaxHidden, ")");
+  TPS_CHECK(
+      h > 0 && h % 8 == 0 && h <= kernels::kRmsNormMaxHidden && x.dim(-1) == h && out.numel() == x.numel(),
+      op, ": x ", x.shape_string(), " weight ", w.shape_string(), " out ", out.shape_string(),
+      " (hidden must be a multiple of 8, at most ", kernels::kRmsNormMaxHidden, ")");
   kernels::RmsNormParams p;
   p.x = bf16_ptr(x);
   p.weight = bf16_ptr(w);
