@@ -91,8 +91,8 @@ void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float s
   p.max_blocks_per_seq = to_int(meta.block_tables.dim(1), "blocks per sequence");
   p.max_query_len = meta.max_query_len;
   p.scale = scale;
-  p.tensor_cores = attention_tensor_cores_;
-  p.split_keys = attention_split_keys_;
+  p.tensor_cores = options_.attention_tensor_cores;
+  p.split_keys = options_.attention_split_keys;
   const int tokens = to_int(q.numel() / (int64_t(num_q_heads) * d), "tokens");
   kernels::plan_decode_splits(p, meta.max_context_len, tokens, num_sms_,
                               scratch_->bytes() - 2 * DeviceArena::kAlignment);

@@ -46,19 +46,10 @@ int cuda_device_count(std::string* why) {
   return count;
 }
 
-CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : device_(options.device),
-      gemv_max_rows_(options.gemv_max_rows),
-      moe_down_loads_before_wait_(options.moe_down_loads_before_wait),
-      moe_down_staged_(options.moe_down_staged),
-      attention_tensor_cores_(options.attention_tensor_cores),
-      moe_one_token_direct_(options.moe_one_token_direct),
-      moe_fused_norm_(options.moe_fused_norm),
-      attention_split_keys_(options.attention_split_keys),
-      moe_combine_batched_loads_(options.moe_combine_batched_loads) {
-  TPS_CHECK(attention_split_keys_ >= kernels::kAttentionKeysPerSplitQuantum &&
-                attention_split_keys_ % kernels::kAttentionKeysPerSplitQuantum == 0,
-            "CUDA backend: attention_split_keys ", attention_split_keys_, " (a multiple of ",
+CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device), options_(options) {
+  TPS_CHECK(options.attention_split_keys >= kernels::kAttentionKeysPerSplitQuantum &&
+                options.attention_split_keys % kernels::kAttentionKeysPerSplitQuantum == 0,
+            "CUDA backend: attention_split_keys ", options.attention_split_keys, " (a multiple of ",
             kernels::kAttentionKeysPerSplitQuantum, ")");
   std::string why;
   const int devices = cuda_device_count(&why);
@@ -69,8 +60,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   num_sms_ = prop.multiProcessorCount;
   staged_smem_limit_ = static_cast<size_t>(prop.sharedMemPerBlockOptin);
-  TPS_CHECK(gemv_max_rows_ >= 0 && gemv_max_rows_ <= kLinearGemvMaxRows, "CUDA backend: gemv_max_rows ",
-            gemv_max_rows_, " (0 to ", kLinearGemvMaxRows, ")");
+  TPS_CHECK(options.gemv_max_rows >= 0 && options.gemv_max_rows <= kLinearGemvMaxRows,
+            "CUDA backend: gemv_max_rows ", options.gemv_max_rows, " (0 to ", kLinearGemvMaxRows, ")");
   if (options.staged_gemv) {
     // At most 216 KB a block, leaving an SM room for a small predecessor's block beside it.
     constexpr size_t kStagedSmemMax = size_t(216) << 10;
@@ -306,7 +297,7 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
   const int m = to_int(x.numel() / k, "rows");
   if (m == 0) return;
   const bool out_f32 = out.dtype == DType::kF32;
-  if (m <= gemv_max_rows_ && w.nbytes() < kLinearCublasMinWeightBytes) {
+  if (m <= options_.gemv_max_rows && w.nbytes() < kLinearCublasMinWeightBytes) {
     kernels::GemvParams p;
     p.x = bf16_ptr(x);
     p.w = bf16_ptr(w);

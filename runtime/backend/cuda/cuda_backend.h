@@ -159,14 +159,7 @@ class CudaBackend final : public Backend {
   // Arrival counters of split decode attention: allocated and zeroed once, left zero by every launch.
   int32_t* attention_split_counters_ = nullptr;
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
-  int gemv_max_rows_ = kLinearGemvMaxRows;
-  bool moe_down_loads_before_wait_ = true;
-  bool moe_down_staged_ = true;
-  bool attention_tensor_cores_ = true;
-  bool moe_one_token_direct_ = true;
-  bool moe_fused_norm_ = true;
-  int attention_split_keys_ = 32;
-  bool moe_combine_batched_loads_ = true;
+  const CudaBackendOptions options_;         // the kernel switches are read from here
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
   static constexpr int kMoeIdentityEntries = 64;
   int32_t* moe_identity_ = nullptr;

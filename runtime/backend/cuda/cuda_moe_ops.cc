@@ -108,8 +108,8 @@ void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Ten
 }
 
 void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
-  e.down_loads_before_wait = moe_down_loads_before_wait_;
-  e.stage_down = moe_down_staged_;
+  e.down_loads_before_wait = options_.moe_down_loads_before_wait;
+  e.stage_down = options_.moe_down_staged;
   e.staged_smem = staged_smem_limit_;
 }
 
@@ -149,7 +149,7 @@ kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up
   e.y_f32 = scratch.take<float>(size_t(assignments) * s.hidden, "MoE expert outputs");
   e.hidden = s.hidden;
   e.inter = s.inter;
-  if (moe_one_token_direct_ && n == 1 && assignments <= kMoeIdentityEntries) {
+  if (options_.moe_one_token_direct && n == 1 && assignments <= kMoeIdentityEntries) {
     // One token: its k experts are distinct, so each assignment is its own work item (no align launch).
     e.slot_experts = ids;
     e.expert_begin = expert_begin;
@@ -162,7 +162,7 @@ kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up
     align_and_run_experts(ids, assignments, expert_begin, s.experts, e, scratch, stream_, *policy_);
   }
   kernels::MoeCombineParams c;
-  c.one_slot_at_a_time = !moe_combine_batched_loads_;
+  c.one_slot_at_a_time = !options_.moe_combine_batched_loads;
   c.y_f32 = e.y_f32;
   c.topk_ids = ids;
   c.expert_begin = expert_begin;
@@ -196,7 +196,8 @@ void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down,
                                   : moe_rows_per_chunk(s.tokens, s.k, s.experts, s.hidden, s.inter, true,
                                                        scratch_->bytes());
   // Several chunks (combine each, then the norm) or a row too long for the fused kernel: the two ops.
-  if (!moe_fused_norm_ || s.tokens == 0 || chunk < s.tokens || s.hidden > kernels::kRmsNormCombineMaxHidden) {
+  if (!options_.moe_fused_norm || s.tokens == 0 || chunk < s.tokens ||
+      s.hidden > kernels::kRmsNormCombineMaxHidden) {
     Backend::moe_experts_add_rmsnorm(x, gate_up, down, topk_ids, topk_weights, expert_begin, out, residual,
                                      norm_w, eps, normed);
     return;
@@ -284,7 +285,7 @@ void CudaBackend::moe_combine(Tensor results, Tensor origin, Tensor topk_weights
             out.shape_string());
   if (tokens == 0) return;
   kernels::MoeCombineParams c;
-  c.one_slot_at_a_time = !moe_combine_batched_loads_;
+  c.one_slot_at_a_time = !options_.moe_combine_batched_loads;
   c.y_bf16 = bf16_ptr(results);
   c.origin = origin.ptr<int32_t>();
   c.weights = topk_weights.ptr<float>();
