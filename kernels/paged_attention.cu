@@ -35,7 +35,7 @@ template <int D, int kRows, int kKeys, int kStages, bool kSplit>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAttentionParams p) {
   using T = Tile<D, kRows, kKeys>;
   static_assert(kThreads % kKeys == 0 && kRows % T::kQkRowGroups == 0);
-  static_assert(kKeys % kWarpSize == 0 && kAttentionKeysPerSplitQuantum % kKeys == 0);
+  static_assert(kKeys % kWarpSize == 0 && kAttentionCudaCoreSplitKeys % kKeys == 0);
   static_assert(kStages == 1 || kStages == 2);
   __shared__ float q_s[kRows][D];
   __shared__ __align__(16) bf16 k_s[kStages][kKeys][T::kRowStride];
@@ -192,10 +192,9 @@ void launch_tiles(const PagedAttentionParams& p, Site site, cudaStream_t stream,
 template <int D>
 void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
   if (p.max_query_len <= kAttentionMaxSplitQueryLen) {
-    TPS_CHECK(
-        p.split_keys >= kAttentionKeysPerSplitQuantum && p.split_keys % kAttentionKeysPerSplitQuantum == 0,
-        "paged attention: ranges of ", p.split_keys, " keys (a multiple of ", kAttentionKeysPerSplitQuantum,
-        ")");
+    const int quantum = p.tensor_cores ? kAttentionKeysPerSplitQuantum : kAttentionCudaCoreSplitKeys;
+    TPS_CHECK(p.split_keys >= quantum && p.split_keys % quantum == 0, "paged attention: ranges of ",
+              p.split_keys, " keys (a multiple of ", quantum, p.tensor_cores ? "" : " on CUDA cores", ")");
     if (p.num_splits > 1) {
       const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
       const int64_t tiles =

@@ -49,9 +49,11 @@ struct PagedAttentionParams {
   bool tensor_cores = false;
 };
 
-// Keys per context range are a multiple of the CUDA-core kernel's 32-key tile (PagedAttentionParams::
-// split_keys a multiple of this; the tensor-core kernel masks the keys of its 64-key tiles past a range).
-inline constexpr int kAttentionKeysPerSplitQuantum = 32;
+// Keys per context range (PagedAttentionParams::split_keys) are a multiple of the tensor-core kernel's 16
+// keys a warp (it masks the keys of its 64-key tiles past a range), and on CUDA cores a multiple of that
+// kernel's 32-key tile.
+inline constexpr int kAttentionKeysPerSplitQuantum = 16;
+inline constexpr int kAttentionCudaCoreSplitKeys = 32;
 
 // The range length for a context of kv_len keys cut into at most `num_splits` ranges of a multiple of q =
 // split_keys keys. Computed on the device from the sequence's actual length, so that a step planned (or

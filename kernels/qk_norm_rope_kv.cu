@@ -15,15 +15,35 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxPerLane = kRopeMaxHeadDim / 2 / kWarpSize;
 
 __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
-  pdl_wait_then_trigger();
   const int lane = threadIdx.x % kWarpSize;
   const int head = blockIdx.y * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int token = blockIdx.x;
   const int hq = p.num_q_heads, hkv = p.num_kv_heads, d = p.head_dim, half = d / 2;
   const int per_lane = (half + kWarpSize - 1) / kWarpSize;  // lanes past the half hold nothing
-  if (head >= hq + 2 * hkv) return;
-  const bool is_q = head < hq, is_v = head >= hq + hkv;
-  const int64_t slot = p.slot_mapping[token];
+  const bool valid = head < hq + 2 * hkv, is_q = head < hq, is_v = head >= hq + hkv;
+  // What no predecessor writes: the step inputs (QkNormRopeKvParams) and the norm weights, with the
+  // rotation's sin / cos; read before the PDL wait when p.loads_before_wait, else right after it.
+  int64_t slot = -1;
+  float position = 0.0f, w1[kMaxPerLane], w2[kMaxPerLane], sn[kMaxPerLane], cs[kMaxPerLane];
+  auto load_inputs = [&] {
+    if (!valid) return;
+    slot = p.slot_mapping[token];
+    if (is_v) return;
+    position = static_cast<float>(p.positions[token]);
+    const bf16* w = is_q ? p.q_norm_weight : p.k_norm_weight;
+#pragma unroll
+    for (int e = 0; e < kMaxPerLane; ++e) {
+      const int i = lane * per_lane + e;
+      if (e >= per_lane || i >= half) break;
+      w1[e] = __bfloat162float(w[i]);
+      w2[e] = __bfloat162float(w[i + half]);
+      sincosf(position * p.inv_freq[i], &sn[e], &cs[e]);
+    }
+  };
+  if (p.loads_before_wait) load_inputs();
+  pdl_wait_then_trigger();  // every thread waits, those that return at once included
+  if (!p.loads_before_wait) load_inputs();
+  if (!valid) return;
   if (!is_q && slot < 0) return;  // padding row: nothing to append
   const bf16* src = p.qkv + static_cast<int64_t>(token) * (hq + 2 * hkv) * d + static_cast<int64_t>(head) * d;
   bf16* dst;
@@ -56,18 +76,14 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvParams p) {
   }
   sum_sq = warp_sum(sum_sq);
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(d) + p.eps);
-  const bf16* w = is_q ? p.q_norm_weight : p.k_norm_weight;
-  const float position = static_cast<float>(p.positions[token]);
 #pragma unroll
   for (int e = 0; e < kMaxPerLane; ++e) {
     const int i = lane * per_lane + e;
     if (e >= per_lane || i >= half) break;
-    const float y1 = __bfloat162float(w[i]) * (x1[e] * inv);
-    const float y2 = __bfloat162float(w[i + half]) * (x2[e] * inv);
-    float s, c;
-    sincosf(position * p.inv_freq[i], &s, &c);
-    dst[i] = __float2bfloat16(y1 * c - y2 * s);
-    dst[i + half] = __float2bfloat16(y2 * c + y1 * s);
+    const float y1 = w1[e] * (x1[e] * inv);
+    const float y2 = w2[e] * (x2[e] * inv);
+    dst[i] = __float2bfloat16(y1 * cs[e] - y2 * sn[e]);
+    dst[i + half] = __float2bfloat16(y2 * cs[e] + y1 * sn[e]);
   }
 }
 

@@ -22,6 +22,11 @@ struct QkNormRopeKvParams {
   int num_kv_heads = 0;                   // Hkv
   int head_dim = 0;                       // D, even, <= kRopeMaxHeadDim
   float eps = 1e-6f;
+  // positions, slot_mapping, the norm weights (and the RoPE sin / cos of the positions) are read before the
+  // PDL wait, during the predecessor's tail; false: right after it (for A/B; same results). So positions
+  // and slot_mapping must not be written by the launch right before this one (kernels/pdl.cuh); in a step
+  // they are step inputs, or written by draft_step_meta before the QKV projection that precedes this.
+  bool loads_before_wait = true;
   // inv_freq[i] = 1 / theta^(2i / D) for i < D / 2, computed in fp32 on the host exactly as the CPU
   // reference does, so both backends rotate by the same angles.
   float inv_freq[kRopeMaxHeadDim / 2] = {};

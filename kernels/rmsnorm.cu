@@ -23,9 +23,18 @@ template <bool kCombine>
 __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1)
     rmsnorm_kernel(const RmsNormParams p) {
   __shared__ float scratch[kMaxThreads / kWarpSize];
-  pdl_wait_then_trigger();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.hidden;
   const int vectors = p.hidden / kBf16PerVec;
+  uint4 w[kMaxVecPerThread];  // the weights, packed (4 registers a vector), when read before the wait
+  if (p.weights_before_wait) {
+#pragma unroll
+    for (int i = 0; i < kMaxVecPerThread; ++i) {
+      const int vec = threadIdx.x + i * blockDim.x;
+      if (vec >= vectors) break;
+      w[i] = load_vec(p.weight + vec * kBf16PerVec);
+    }
+  }
+  pdl_wait_then_trigger();
   float v[kMaxVecPerThread][kBf16PerVec];
   float sum_sq = 0.0f;
 #pragma unroll
@@ -49,7 +58,11 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
   for (int i = 0; i < kMaxVecPerThread; ++i) {
     const int vec = threadIdx.x + i * blockDim.x;
     if (vec >= vectors) break;
-    store_normed_piece(p.weight + vec * kBf16PerVec, v[i], inv, p.out + base + vec * kBf16PerVec);
+    bf16* out = p.out + base + vec * kBf16PerVec;
+    if (p.weights_before_wait)
+      store_normed_piece(w[i], v[i], inv, out);
+    else
+      store_normed_piece(p.weight + vec * kBf16PerVec, v[i], inv, out);
   }
 }
 

@@ -17,14 +17,19 @@ __device__ __forceinline__ void add_residual_piece(bf16* residual, float (&v)[kB
   unpack_bf16x8(packed, v);
 }
 
-// out[0..8) = weight * (v * inv), inv = 1 / sqrt(mean(x^2) + eps) of the row.
-__device__ __forceinline__ void store_normed_piece(const bf16* weight, const float (&v)[kBf16PerVec],
-                                                   float inv, bf16* out) {
+// out[0..8) = weight * (v * inv), inv = 1 / sqrt(mean(x^2) + eps) of the row; weight: 8 bf16, loaded.
+__device__ __forceinline__ void store_normed_piece(uint4 weight, const float (&v)[kBf16PerVec], float inv,
+                                                   bf16* out) {
   float w[kBf16PerVec], y[kBf16PerVec];
-  unpack_bf16x8(load_vec(weight), w);
+  unpack_bf16x8(weight, w);
 #pragma unroll
   for (int j = 0; j < kBf16PerVec; ++j) y[j] = w[j] * (v[j] * inv);
   store_vec(out, pack_bf16x8(y));
+}
+
+__device__ __forceinline__ void store_normed_piece(const bf16* weight, const float (&v)[kBf16PerVec],
+                                                   float inv, bf16* out) {
+  store_normed_piece(load_vec(weight), v, inv, out);
 }
 
 }  // namespace tpserve::kernels

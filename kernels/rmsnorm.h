@@ -16,6 +16,9 @@ struct RmsNormParams {
   int tokens = 0;                // T
   int hidden = 0;                // H, a multiple of 8, at most kRmsNormMaxHidden
   float eps = 1e-6f;
+  // The norm weights are read into registers before the PDL wait (during the predecessor's tail) instead of
+  // after the row's sum of squares; false: the earlier order (for A/B; same results).
+  bool weights_before_wait = true;
   // x from the MoE combine (combine.k > 0, x == nullptr): x[t] = bf16 of moe_combine's sum for token t (its
   // out left unused), so that the combine and the residual add + RMSNorm after it are one launch. H at most
   // kRmsNormCombineMaxHidden.

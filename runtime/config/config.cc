@@ -115,7 +115,8 @@ std::string config_to_yaml(const Config& c) {
       << r.moe_one_token_direct << YAML::Key << "moe_fused_norm" << YAML::Value << r.moe_fused_norm
       << YAML::Key << "staged_gemv_copy_groups" << YAML::Value << r.staged_gemv_copy_groups << YAML::Key
       << "attention_split_keys" << YAML::Value << r.attention_split_keys << YAML::Key
-      << "moe_combine_batched_loads" << YAML::Value << r.moe_combine_batched_loads << YAML::EndMap;
+      << "moe_combine_batched_loads" << YAML::Value << r.moe_combine_batched_loads << YAML::Key
+      << "norm_loads_before_wait" << YAML::Value << r.norm_loads_before_wait << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

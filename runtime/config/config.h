@@ -77,11 +77,15 @@ struct RuntimeConfig {
   // CUDA: the MoE combine runs inside the residual add + RMSNorm that follows it (one launch fewer a layer;
   // one GPU, or wherever the MoE output needs no all-reduce).
   bool moe_fused_norm = true;
-  // CUDA: decode attention cuts a context into ranges of a multiple of this many keys (a multiple of 32);
-  // larger: fewer blocks and fewer partials to merge at short contexts.
+  // CUDA: decode attention cuts a context into ranges of a multiple of this many keys (a multiple of 16;
+  // rounded up to a multiple of 32 on CUDA cores); larger: fewer blocks and fewer partials to merge at short
+  // contexts.
   int attention_split_keys = 32;
   // CUDA: the MoE combine issues up to 8 slots' loads together; false: one slot after another (for A/B).
   bool moe_combine_batched_loads = true;
+  // CUDA: RMSNorm reads its weights, and q/k norm + RoPE its positions, KV slots and norm weights, before
+  // the PDL wait (during the predecessor's tail); false: after it (for A/B; the same results).
+  bool norm_loads_before_wait = true;
 };
 
 struct CudaGraphConfig {

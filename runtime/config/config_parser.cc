@@ -217,12 +217,12 @@ void read_parallel(const YAML::Node& root, Config& c, Problems& p) {
 }
 
 void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
-  Section s(
-      root["runtime"], "runtime", p,
-      {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks",
-       "max_num_batched_tokens", "sampling_candidates", "gemv_max_rows", "moe_down_early_loads",
-       "staged_gemv", "moe_down_staged", "attention_tensor_cores", "moe_one_token_direct", "moe_fused_norm",
-       "staged_gemv_copy_groups", "attention_split_keys", "moe_combine_batched_loads"});
+  Section s(root["runtime"], "runtime", p,
+            {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks",
+             "max_num_batched_tokens", "sampling_candidates", "gemv_max_rows", "moe_down_early_loads",
+             "staged_gemv", "moe_down_staged", "attention_tensor_cores", "moe_one_token_direct",
+             "moe_fused_norm", "staged_gemv_copy_groups", "attention_split_keys", "moe_combine_batched_loads",
+             "norm_loads_before_wait"});
   s.choice<BackendKind>(
       "backend", c.runtime.backend,
       {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
@@ -241,11 +241,12 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.boolean("moe_one_token_direct", c.runtime.moe_one_token_direct);
   s.boolean("moe_fused_norm", c.runtime.moe_fused_norm);
   s.integer("staged_gemv_copy_groups", c.runtime.staged_gemv_copy_groups, 1, 4);
-  s.integer("attention_split_keys", c.runtime.attention_split_keys, 32, 4096);
+  s.integer("attention_split_keys", c.runtime.attention_split_keys, 16, 4096);
   s.boolean("moe_combine_batched_loads", c.runtime.moe_combine_batched_loads);
-  if (c.runtime.attention_split_keys % 32 != 0)
+  s.boolean("norm_loads_before_wait", c.runtime.norm_loads_before_wait);
+  if (c.runtime.attention_split_keys % 16 != 0)
     p.push_back("runtime.attention_split_keys: got " + std::to_string(c.runtime.attention_split_keys) +
-                ", must be a multiple of 32");
+                ", must be a multiple of 16");
   if (c.runtime.max_num_batched_tokens < c.runtime.max_batch)
     p.push_back("runtime.max_num_batched_tokens: got " + std::to_string(c.runtime.max_num_batched_tokens) +
                 ", must be at least runtime.max_batch=" + std::to_string(c.runtime.max_batch));

@@ -67,6 +67,7 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.moe_fused_norm = config_.runtime.moe_fused_norm;
     options.attention_split_keys = config_.runtime.attention_split_keys;
     options.moe_combine_batched_loads = config_.runtime.moe_combine_batched_loads;
+    options.norm_loads_before_wait = config_.runtime.norm_loads_before_wait;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

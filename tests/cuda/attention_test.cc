@@ -146,10 +146,11 @@ CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32) {
   return options;
 }
 
-// Both kernels; ranges of 32 keys, of 96 (1.5 of the tensor-core kernel's 64-key tiles) and of 256.
+// Both kernels; ranges of 16 keys (one warp's share of a tensor-core tile; rounded up to 32 on CUDA cores),
+// of 32, of 96 (1.5 of the tensor-core kernel's 64-key tiles) and of 256.
 void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
   for (bool tensor_cores : {false, true})
-    for (int split_keys : {32, 96, 256}) {
+    for (int split_keys : {16, 32, 96, 256}) {
       Backends b(attention_options(tensor_cores, split_keys));
       AttentionRun run(b, c, planned_context);
       run.launch_gpu(b);
@@ -226,6 +227,9 @@ TEST(AttentionSplitPlan, RangesFollowSplitKeys) {
   EXPECT_EQ(splits(32, 1024), 32);
   EXPECT_EQ(splits(256, 1024), 4);
   EXPECT_EQ(splits(32, 160), 5);
+  EXPECT_EQ(splits(16, 160), 10);
+  EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 16), 16);
+  EXPECT_EQ(kernels::attention_keys_per_split(170, 10, 16), 32);  // 17 keys a range, rounded up to 16s
   EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 32), 32);
   EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 64), 64);
   EXPECT_EQ(kernels::attention_keys_per_split(160, 4, 256), 256);
@@ -299,41 +303,46 @@ class QkNormRopeKvTest : public ::testing::TestWithParam<RopeCase> {};
 TEST_P(QkNormRopeKvTest, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
   const RopeCase c = GetParam();
-  std::mt19937 rng(c.q_heads * 131 + c.kv_heads * 17 + c.head_dim + c.tokens * 7919);
-  Backends b;
-  const int block_size = 16, num_blocks = (c.tokens + block_size - 1) / block_size + 2;
-  const int width = (c.q_heads + 2 * c.kv_heads) * c.head_dim;
-  auto qkv_v = uniform(rng, size_t(c.tokens) * width, -3.0f, 3.0f);
-  auto qn = uniform(rng, c.head_dim, 0.5f, 1.5f), kn = uniform(rng, c.head_dim, 0.5f, 1.5f);
-  Pair qkv = b.bf16({c.tokens, width}, qkv_v), q_norm = b.bf16({c.head_dim}, qn),
-       k_norm = b.bf16({c.head_dim}, kn);
-  std::vector<int32_t> positions(c.tokens), slots(c.tokens);
-  std::vector<int32_t> free_slots(size_t(num_blocks) * block_size);
-  std::iota(free_slots.begin(), free_slots.end(), 0);
-  std::shuffle(free_slots.begin(), free_slots.end(), rng);
-  std::uniform_int_distribution<int> pos_dist(0, 262143);
-  for (int t = 0; t < c.tokens; ++t) {
-    positions[t] = t == 0 ? 0 : pos_dist(rng);
-    slots[t] = (t % 5 == 4) ? -1 : free_slots[t];  // every fifth row is padding
+  for (bool early : {true, false}) {  // step inputs and weights read before the PDL wait, or after it
+    std::mt19937 rng(c.q_heads * 131 + c.kv_heads * 17 + c.head_dim + c.tokens * 7919 + (early ? 1 : 0));
+    CudaBackendOptions options = test_backend_options();
+    options.norm_loads_before_wait = early;
+    Backends b(options);
+    const int block_size = 16, num_blocks = (c.tokens + block_size - 1) / block_size + 2;
+    const int width = (c.q_heads + 2 * c.kv_heads) * c.head_dim;
+    auto qkv_v = uniform(rng, size_t(c.tokens) * width, -3.0f, 3.0f);
+    auto qn = uniform(rng, c.head_dim, 0.5f, 1.5f), kn = uniform(rng, c.head_dim, 0.5f, 1.5f);
+    Pair qkv = b.bf16({c.tokens, width}, qkv_v), q_norm = b.bf16({c.head_dim}, qn),
+         k_norm = b.bf16({c.head_dim}, kn);
+    std::vector<int32_t> positions(c.tokens), slots(c.tokens);
+    std::vector<int32_t> free_slots(size_t(num_blocks) * block_size);
+    std::iota(free_slots.begin(), free_slots.end(), 0);
+    std::shuffle(free_slots.begin(), free_slots.end(), rng);
+    std::uniform_int_distribution<int> pos_dist(0, 262143);
+    for (int t = 0; t < c.tokens; ++t) {
+      positions[t] = t == 0 ? 0 : pos_dist(rng);
+      slots[t] = (t % 5 == 4) ? -1 : free_slots[t];  // every fifth row is padding
+    }
+    Pair pos = b.i32({c.tokens}, positions), slot = b.i32({c.tokens}, slots);
+    const std::vector<int64_t> cache_shape{num_blocks, block_size, c.kv_heads, c.head_dim};
+    Pair k_cache = b.output(DType::kBF16, cache_shape), v_cache = b.output(DType::kBF16, cache_shape);
+    b.gpu().zero(k_cache.gpu);  // rows not written must match the CPU's zeros
+    b.gpu().zero(v_cache.gpu);
+    Pair q_out = b.output(DType::kBF16, {c.tokens, c.q_heads * c.head_dim});
+    AttentionMeta cm, gm;
+    cm.positions = pos.cpu, cm.slot_mapping = slot.cpu;
+    gm.positions = pos.gpu, gm.slot_mapping = slot.gpu;
+    const RopeConfig rope{c.theta, c.head_dim};
+    b.cpu().qk_norm_rope_kv(qkv.cpu, c.q_heads, c.kv_heads, q_norm.cpu, k_norm.cpu, 1e-6f, rope, cm,
+                            {k_cache.cpu, v_cache.cpu}, q_out.cpu);
+    b.gpu().qk_norm_rope_kv(qkv.gpu, c.q_heads, c.kv_heads, q_norm.gpu, k_norm.gpu, 1e-6f, rope, gm,
+                            {k_cache.gpu, v_cache.gpu}, q_out.gpu);
+    const Tolerance tol{2e-2f, 1e-2f};
+    const std::string what = early ? " (loads before the wait)" : "";
+    expect_close("q" + what, cpu_floats(q_out.cpu), b.floats(q_out.gpu), tol);
+    expect_close("k cache" + what, cpu_floats(k_cache.cpu), b.floats(k_cache.gpu), tol);
+    expect_close("v cache" + what, cpu_floats(v_cache.cpu), b.floats(v_cache.gpu), {0.0f, 0.0f});
   }
-  Pair pos = b.i32({c.tokens}, positions), slot = b.i32({c.tokens}, slots);
-  const std::vector<int64_t> cache_shape{num_blocks, block_size, c.kv_heads, c.head_dim};
-  Pair k_cache = b.output(DType::kBF16, cache_shape), v_cache = b.output(DType::kBF16, cache_shape);
-  b.gpu().zero(k_cache.gpu);  // rows not written must match the CPU's zeros
-  b.gpu().zero(v_cache.gpu);
-  Pair q_out = b.output(DType::kBF16, {c.tokens, c.q_heads * c.head_dim});
-  AttentionMeta cm, gm;
-  cm.positions = pos.cpu, cm.slot_mapping = slot.cpu;
-  gm.positions = pos.gpu, gm.slot_mapping = slot.gpu;
-  const RopeConfig rope{c.theta, c.head_dim};
-  b.cpu().qk_norm_rope_kv(qkv.cpu, c.q_heads, c.kv_heads, q_norm.cpu, k_norm.cpu, 1e-6f, rope, cm,
-                          {k_cache.cpu, v_cache.cpu}, q_out.cpu);
-  b.gpu().qk_norm_rope_kv(qkv.gpu, c.q_heads, c.kv_heads, q_norm.gpu, k_norm.gpu, 1e-6f, rope, gm,
-                          {k_cache.gpu, v_cache.gpu}, q_out.gpu);
-  const Tolerance tol{2e-2f, 1e-2f};
-  expect_close("q", cpu_floats(q_out.cpu), b.floats(q_out.gpu), tol);
-  expect_close("k cache", cpu_floats(k_cache.cpu), b.floats(k_cache.gpu), tol);
-  expect_close("v cache", cpu_floats(v_cache.cpu), b.floats(v_cache.gpu), {0.0f, 0.0f});
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, QkNormRopeKvTest,

@@ -10,6 +10,13 @@ constexpr Tolerance kBf16Tol{1e-2f, 1e-2f};
 
 class RowOpsTest : public ::testing::TestWithParam<std::tuple<int, int>> {};  // (hidden, tokens)
 
+// A backend whose norms read their weights before the PDL wait or after it (runtime.norm_loads_before_wait).
+CudaBackendOptions norm_options(bool loads_before_wait) {
+  CudaBackendOptions options = test_backend_options();
+  options.norm_loads_before_wait = loads_before_wait;
+  return options;
+}
+
 TEST_P(RowOpsTest, Embedding) {
   TPS_REQUIRE_CUDA_DEVICE();
   const auto [hidden, tokens] = GetParam();
@@ -31,32 +38,39 @@ TEST_P(RowOpsTest, Embedding) {
 TEST_P(RowOpsTest, RmsNorm) {
   TPS_REQUIRE_CUDA_DEVICE();
   const auto [hidden, tokens] = GetParam();
-  std::mt19937 rng(2000 + hidden * 7 + tokens);
-  Backends b;
-  auto xv = uniform(rng, size_t(tokens) * hidden, -3.0f, 3.0f);
-  auto wv = uniform(rng, hidden, 0.5f, 1.5f);
-  Pair x = b.bf16({tokens, hidden}, xv), w = b.bf16({hidden}, wv);
-  Pair out = b.output(DType::kBF16, {tokens, hidden});
-  b.cpu().rmsnorm(x.cpu, w.cpu, 1e-6f, out.cpu);
-  b.gpu().rmsnorm(x.gpu, w.gpu, 1e-6f, out.gpu);
-  expect_close("rmsnorm", cpu_floats(out.cpu), b.floats(out.gpu), kBf16Tol);
+  for (bool early : {true, false}) {
+    std::mt19937 rng(2000 + hidden * 7 + tokens + (early ? 1 : 0));
+    Backends b(norm_options(early));
+    auto xv = uniform(rng, size_t(tokens) * hidden, -3.0f, 3.0f);
+    auto wv = uniform(rng, hidden, 0.5f, 1.5f);
+    Pair x = b.bf16({tokens, hidden}, xv), w = b.bf16({hidden}, wv);
+    Pair out = b.output(DType::kBF16, {tokens, hidden});
+    b.cpu().rmsnorm(x.cpu, w.cpu, 1e-6f, out.cpu);
+    b.gpu().rmsnorm(x.gpu, w.gpu, 1e-6f, out.gpu);
+    expect_close(early ? "rmsnorm (weights before the wait)" : "rmsnorm", cpu_floats(out.cpu),
+                 b.floats(out.gpu), kBf16Tol);
+  }
 }
 
 TEST_P(RowOpsTest, AddRmsNorm) {
   TPS_REQUIRE_CUDA_DEVICE();
   const auto [hidden, tokens] = GetParam();
-  std::mt19937 rng(3000 + hidden * 7 + tokens);
-  Backends b;
-  auto rv = uniform(rng, size_t(tokens) * hidden, -2.0f, 2.0f);
-  auto xv = uniform(rng, size_t(tokens) * hidden, -2.0f, 2.0f);
-  auto wv = uniform(rng, hidden, 0.5f, 1.5f);
-  Pair residual = b.bf16({tokens, hidden}, rv), x = b.bf16({tokens, hidden}, xv), w = b.bf16({hidden}, wv);
-  Pair out = b.output(DType::kBF16, {tokens, hidden});
-  b.cpu().add_rmsnorm(residual.cpu, x.cpu, w.cpu, 1e-6f, out.cpu);
-  b.gpu().add_rmsnorm(residual.gpu, x.gpu, w.gpu, 1e-6f, out.gpu);
-  // The GPU keeps the residual in bf16: compare with the bf16 rounding of the CPU's f32 sum.
-  expect_close("add_rmsnorm residual", cpu_floats(residual.cpu), b.floats(residual.gpu), {1e-2f, 4e-3f});
-  expect_close("add_rmsnorm out", cpu_floats(out.cpu), b.floats(out.gpu), kBf16Tol);
+  for (bool early : {true, false}) {
+    std::mt19937 rng(3000 + hidden * 7 + tokens + (early ? 1 : 0));
+    Backends b(norm_options(early));
+    auto rv = uniform(rng, size_t(tokens) * hidden, -2.0f, 2.0f);
+    auto xv = uniform(rng, size_t(tokens) * hidden, -2.0f, 2.0f);
+    auto wv = uniform(rng, hidden, 0.5f, 1.5f);
+    Pair residual = b.bf16({tokens, hidden}, rv), x = b.bf16({tokens, hidden}, xv), w = b.bf16({hidden}, wv);
+    Pair out = b.output(DType::kBF16, {tokens, hidden});
+    b.cpu().add_rmsnorm(residual.cpu, x.cpu, w.cpu, 1e-6f, out.cpu);
+    b.gpu().add_rmsnorm(residual.gpu, x.gpu, w.gpu, 1e-6f, out.gpu);
+    const std::string what = early ? " (weights before the wait)" : "";
+    // The GPU keeps the residual in bf16: compare with the bf16 rounding of the CPU's f32 sum.
+    expect_close("add_rmsnorm residual" + what, cpu_floats(residual.cpu), b.floats(residual.gpu),
+                 {1e-2f, 4e-3f});
+    expect_close("add_rmsnorm out" + what, cpu_floats(out.cpu), b.floats(out.gpu), kBf16Tol);
+  }
 }
 
 TEST_P(RowOpsTest, Add) {

@@ -239,8 +239,13 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.moe_combine_batched_loads);
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.moe_combine_batched_loads=false"}).runtime.moe_combine_batched_loads);
+  EXPECT_TRUE(c.runtime.norm_loads_before_wait);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.norm_loads_before_wait=false"}).runtime.norm_loads_before_wait);
   EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=128"}).runtime.attention_split_keys, 128);
-  EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=48"}), ConfigError);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=16"}).runtime.attention_split_keys, 16);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=48"}).runtime.attention_split_keys, 48);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=40"}), ConfigError);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=8"}), ConfigError);
   EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=0"}), ConfigError);
   EXPECT_EQ(c.runtime.staged_gemv_copy_groups, 1);
   EXPECT_EQ(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=4"}).runtime.staged_gemv_copy_groups, 4);
@@ -269,7 +274,8 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   // Every runtime switch away from its default survives the round trip under its own name.
   const Config c = parse_config(M + "runtime: {attention_split_keys: 96, moe_combine_batched_loads: false, "
                                     "staged_gemv_copy_groups: 3, moe_fused_norm: false, "
-                                    "moe_one_token_direct: false, attention_tensor_cores: false}\n",
+                                    "moe_one_token_direct: false, attention_tensor_cores: false, "
+                                    "norm_loads_before_wait: false}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.attention_split_keys, 96);
@@ -278,6 +284,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.moe_fused_norm);
   EXPECT_FALSE(d.runtime.moe_one_token_direct);
   EXPECT_FALSE(d.runtime.attention_tensor_cores);
+  EXPECT_FALSE(d.runtime.norm_loads_before_wait);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {

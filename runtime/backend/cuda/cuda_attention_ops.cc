@@ -53,6 +53,7 @@ void CudaBackend::qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads,
   p.num_kv_heads = num_kv_heads;
   p.head_dim = d;
   p.eps = eps;
+  p.loads_before_wait = options_.norm_loads_before_wait;
   kernels::set_rope_inv_freq(p, rope.theta);
   kernels::launch_qk_norm_rope_kv(p, stream_, *policy_);
 }
@@ -93,6 +94,9 @@ void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float s
   p.scale = scale;
   p.tensor_cores = options_.attention_tensor_cores;
   p.split_keys = options_.attention_split_keys;
+  if (!p.tensor_cores)  // the CUDA-core kernel's ranges are whole 32-key tiles
+    p.split_keys = (p.split_keys + kernels::kAttentionCudaCoreSplitKeys - 1) /
+                   kernels::kAttentionCudaCoreSplitKeys * kernels::kAttentionCudaCoreSplitKeys;
   const int tokens = to_int(q.numel() / (int64_t(num_q_heads) * d), "tokens");
   kernels::plan_decode_splits(p, meta.max_context_len, tokens, num_sms_,
                               scratch_->bytes() - 2 * DeviceArena::kAlignment);

@@ -262,7 +262,9 @@ kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, co
 }  // namespace cuda_ops
 
 void CudaBackend::rmsnorm(Tensor x, Tensor w, float eps, Tensor out) {
-  kernels::launch_rmsnorm(norm_params(x, w, eps, out, "rmsnorm"), stream_, *policy_);
+  kernels::RmsNormParams p = norm_params(x, w, eps, out, "rmsnorm");
+  p.weights_before_wait = options_.norm_loads_before_wait;
+  kernels::launch_rmsnorm(p, stream_, *policy_);
 }
 
 void CudaBackend::add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out) {
@@ -271,6 +273,7 @@ void CudaBackend::add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Te
             x.shape_string());
   kernels::RmsNormParams p = norm_params(x, w, eps, out, "add_rmsnorm");
   p.residual = bf16_mut(residual);
+  p.weights_before_wait = options_.norm_loads_before_wait;
   kernels::launch_rmsnorm(p, stream_, *policy_);
 }
 

@@ -61,10 +61,13 @@ struct CudaBackendOptions {
   bool moe_one_token_direct = true;
   // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm).
   bool moe_fused_norm = true;
-  // Decode attention's context ranges are a multiple of this many keys (a multiple of 32).
+  // Decode attention's context ranges are a multiple of this many keys (a multiple of 16; rounded up to a
+  // multiple of kernels::kAttentionCudaCoreSplitKeys where attention_tensor_cores is off).
   int attention_split_keys = 32;
   // The MoE combine issues several slots' loads together (kernels/moe_combine.h); false: one slot at a time.
   bool moe_combine_batched_loads = true;
+  // RMSNorm reads its weights, and q/k norm + RoPE its step inputs and weights, before the PDL wait.
+  bool norm_loads_before_wait = true;
 };
 
 class CudaBackend final : public Backend {
