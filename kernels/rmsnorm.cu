@@ -25,6 +25,12 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
   __shared__ float scratch[kMaxThreads / kWarpSize];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.hidden;
   const int vectors = p.hidden / kBf16PerVec;
+  // The combine's routing of this row's token, when read before the wait (one chunk of slots at most).
+  [[maybe_unused]] CombineSlots slots;
+  const bool early_routing = kCombine && p.combine_routing_before_wait && !p.combine.one_slot_at_a_time &&
+                             p.combine.k <= kCombineSlotsAtOnce;
+  if constexpr (kCombine)
+    if (early_routing) load_combine_slots(p.combine, blockIdx.x, 0, slots);
   uint4 w[kMaxVecPerThread];  // the weights, packed (4 registers a vector), when read before the wait
   if (p.weights_before_wait) {
 #pragma unroll
@@ -43,7 +49,13 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
     if (vec >= vectors) break;
     const int64_t at = base + vec * kBf16PerVec;
     if constexpr (kCombine) {  // the combine's bf16 output, as moe_combine would store it
-      combine_piece(p.combine, blockIdx.x, vec * kBf16PerVec, v[i]);
+      if (early_routing) {
+#pragma unroll
+        for (int j = 0; j < kBf16PerVec; ++j) v[i][j] = 0.0f;
+        add_combine_slots(p.combine, slots, vec * kBf16PerVec, v[i]);
+      } else {
+        combine_piece(p.combine, blockIdx.x, vec * kBf16PerVec, v[i]);
+      }
       unpack_bf16x8(pack_bf16x8(v[i]), v[i]);
     } else {
       unpack_bf16x8(load_vec(p.x + at), v[i]);

@@ -23,6 +23,10 @@ struct RmsNormParams {
   // out left unused), so that the combine and the residual add + RMSNorm after it are one launch. H at most
   // kRmsNormCombineMaxHidden.
   MoeCombineParams combine;
+  // With combine: the token's routing (combine.topk_ids, origin, weights; k <= kCombineSlotsAtOnce) is read
+  // before the PDL wait, and only the expert rows after it. The caller's part: the launch right before this
+  // one (the MoE down kernel) does not write the routing (gating and moe_align run before gate_up).
+  bool combine_routing_before_wait = true;
 };
 
 inline constexpr int kRmsNormMaxHidden = 32768;

@@ -86,6 +86,9 @@ struct RuntimeConfig {
   // CUDA: RMSNorm reads its weights, and q/k norm + RoPE its positions, KV slots and norm weights, before
   // the PDL wait (during the predecessor's tail); false: after it (for A/B; the same results).
   bool norm_loads_before_wait = true;
+  // CUDA: the MoE combine fused into the norm after it reads its routing (top-k ids and weights) before the
+  // PDL wait, and only the expert rows after it; false: all after the wait (for A/B; the same results).
+  bool moe_combine_early_routing = true;
 };
 
 struct CudaGraphConfig {

@@ -218,11 +218,26 @@ void read_parallel(const YAML::Node& root, Config& c, Problems& p) {
 
 void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   Section s(root["runtime"], "runtime", p,
-            {"backend", "max_batch", "max_seq_len", "kv_block_size", "gpu_memory_fraction", "num_kv_blocks",
-             "max_num_batched_tokens", "sampling_candidates", "gemv_max_rows", "moe_down_early_loads",
-             "staged_gemv", "moe_down_staged", "attention_tensor_cores", "moe_one_token_direct",
-             "moe_fused_norm", "staged_gemv_copy_groups", "attention_split_keys", "moe_combine_batched_loads",
-             "norm_loads_before_wait"});
+            {"backend",
+             "max_batch",
+             "max_seq_len",
+             "kv_block_size",
+             "gpu_memory_fraction",
+             "num_kv_blocks",
+             "max_num_batched_tokens",
+             "sampling_candidates",
+             "gemv_max_rows",
+             "moe_down_early_loads",
+             "staged_gemv",
+             "moe_down_staged",
+             "attention_tensor_cores",
+             "moe_one_token_direct",
+             "moe_fused_norm",
+             "staged_gemv_copy_groups",
+             "attention_split_keys",
+             "moe_combine_batched_loads",
+             "norm_loads_before_wait",
+             "moe_combine_early_routing"});
   s.choice<BackendKind>(
       "backend", c.runtime.backend,
       {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
@@ -244,6 +259,7 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.integer("attention_split_keys", c.runtime.attention_split_keys, 16, 4096);
   s.boolean("moe_combine_batched_loads", c.runtime.moe_combine_batched_loads);
   s.boolean("norm_loads_before_wait", c.runtime.norm_loads_before_wait);
+  s.boolean("moe_combine_early_routing", c.runtime.moe_combine_early_routing);
   if (c.runtime.attention_split_keys % 16 != 0)
     p.push_back("runtime.attention_split_keys: got " + std::to_string(c.runtime.attention_split_keys) +
                 ", must be a multiple of 16");

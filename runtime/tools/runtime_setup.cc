@@ -68,6 +68,7 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.attention_split_keys = config_.runtime.attention_split_keys;
     options.moe_combine_batched_loads = config_.runtime.moe_combine_batched_loads;
     options.norm_loads_before_wait = config_.runtime.norm_loads_before_wait;
+    options.moe_combine_early_routing = config_.runtime.moe_combine_early_routing;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

@@ -165,6 +165,7 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   CudaBackendOptions options = test_backend_options();
   options.moe_fused_norm = fused;
   options.norm_loads_before_wait = c.tokens % 2 == 0;  // both orders of the norm's weight loads
+  options.moe_combine_early_routing = c.tokens != 3;   // and of the fused combine's routing loads
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;

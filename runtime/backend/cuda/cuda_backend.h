@@ -68,6 +68,8 @@ struct CudaBackendOptions {
   bool moe_combine_batched_loads = true;
   // RMSNorm reads its weights, and q/k norm + RoPE its step inputs and weights, before the PDL wait.
   bool norm_loads_before_wait = true;
+  // The MoE combine inside the norm reads its routing before the PDL wait (RmsNormParams).
+  bool moe_combine_early_routing = true;
 };
 
 class CudaBackend final : public Backend {
