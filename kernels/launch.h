@@ -97,14 +97,16 @@ class LaunchPolicy {
 // A table of the report, one line per row, for logs and `--report-pdl`.
 std::string format_pdl_report(const std::vector<PdlReportRow>& rows);
 
-// Launches kernel<<<grid, block, smem, stream>>>(args...) under the policy. An empty grid launches nothing.
+namespace detail {
+// cluster_x > 0: thread-block clusters of that many blocks along x (cudaLaunchAttributeClusterDimension).
 template <typename... Params, typename... Args>
-void launch(const LaunchPolicy& policy, Site site, Pdl pdl, void (*kernel)(Params...), dim3 grid, dim3 block,
-            size_t smem, cudaStream_t stream, Args&&... args) {
+void launch_with(const LaunchPolicy& policy, Site site, Pdl pdl, unsigned cluster_x,
+                 void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                 Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "launch(): argument count does not match the kernel");
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
   const void* fn = reinterpret_cast<const void*>(kernel);
-  cudaLaunchAttribute attributes[1] = {};
+  cudaLaunchAttribute attributes[2] = {};
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
@@ -113,12 +115,38 @@ void launch(const LaunchPolicy& policy, Site site, Pdl pdl, void (*kernel)(Param
   config.attrs = attributes;
   config.numAttrs = 0;
   if (policy.record_launch(site, fn, pdl, smem)) {
-    attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[0].val.programmaticStreamSerializationAllowed = 1;
-    config.numAttrs = 1;
+    attributes[config.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[config.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    ++config.numAttrs;
+  }
+  if (cluster_x > 0) {
+    attributes[config.numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attributes[config.numAttrs].val.clusterDim.x = cluster_x;
+    attributes[config.numAttrs].val.clusterDim.y = 1;
+    attributes[config.numAttrs].val.clusterDim.z = 1;
+    ++config.numAttrs;
   }
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
   CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace detail
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) under the policy. An empty grid launches nothing.
+template <typename... Params, typename... Args>
+void launch(const LaunchPolicy& policy, Site site, Pdl pdl, void (*kernel)(Params...), dim3 grid, dim3 block,
+            size_t smem, cudaStream_t stream, Args&&... args) {
+  detail::launch_with(policy, site, pdl, 0, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+}
+
+// launch() in thread-block clusters of cluster_x blocks along x (SM90+; grid.x a multiple of cluster_x): the
+// blocks of a cluster are resident together and can read each other's shared memory and wait for each other
+// (cooperative_groups::this_cluster()).
+template <typename... Params, typename... Args>
+void launch_clusters(const LaunchPolicy& policy, Site site, Pdl pdl, unsigned cluster_x,
+                     void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                     Args&&... args) {
+  detail::launch_with(policy, site, pdl, cluster_x, kernel, grid, block, smem, stream,
+                      std::forward<Args>(args)...);
 }
 
 }  // namespace tpserve::kernels

@@ -32,4 +32,15 @@ __device__ __forceinline__ void store_normed_piece(const bf16* weight, const flo
   store_normed_piece(load_vec(weight), v, inv, out);
 }
 
+// v = bf16(residual + x) of one piece (x and residual loaded, neither written): the values add_residual_piece
+// stores and the norm sees.
+__device__ __forceinline__ void added_piece(uint4 x, uint4 residual, float (&v)[kBf16PerVec]) {
+  float r[kBf16PerVec];
+  unpack_bf16x8(x, v);
+  unpack_bf16x8(residual, r);
+#pragma unroll
+  for (int j = 0; j < kBf16PerVec; ++j) r[j] += v[j];
+  unpack_bf16x8(pack_bf16x8(r), v);
+}
+
 }  // namespace tpserve::kernels

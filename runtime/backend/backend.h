@@ -131,6 +131,18 @@ class Backend {
   // Softmax over logits in f32, top-k (ties to the smaller index), renormalised when asked.
   virtual void topk_gating(Tensor router_logits /*[T, E_all] f32*/, int k, bool renormalize,
                            Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) = 0;
+  // The residual add + RMSNorm before an MoE block and its router: add_rmsnorm(residual, x, norm_w, eps,
+  // normed); logits = normed * router_w^T (linear); topk_gating(logits, k, renormalize, weights, ids). A
+  // backend may fuse the norm into the router's product and the gating (the product then normalises its
+  // input itself and the gating stores the norm), saving the norm's launch; logits is scratch.
+  virtual void add_rmsnorm_route(Tensor residual /*[T, H]*/, Tensor x /*[T, H]*/, Tensor norm_w /*[H]*/,
+                                 float eps, Tensor normed /*[T, H]*/, Tensor router_w /*[E_all, H]*/,
+                                 Tensor logits /*[T, E_all] f32*/, int k, bool renormalize,
+                                 Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) {
+    add_rmsnorm(residual, x, norm_w, eps, normed);
+    linear(normed, router_w, logits);
+    topk_gating(logits, k, renormalize, weights, ids);
+  }
   // out[t] = sum over the token's experts e in [expert_begin, expert_begin + E) of
   //          weight * down_e(silu(gate_e(x)) * up_e(x)); experts held elsewhere contribute nothing.
   virtual void moe_experts(Tensor x /*[T, H]*/, Tensor gate_up /*[E, 2I, H]*/, Tensor down /*[E, H, I]*/,

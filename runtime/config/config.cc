@@ -117,7 +117,8 @@ std::string config_to_yaml(const Config& c) {
       << "attention_split_keys" << YAML::Value << r.attention_split_keys << YAML::Key
       << "moe_combine_batched_loads" << YAML::Value << r.moe_combine_batched_loads << YAML::Key
       << "norm_loads_before_wait" << YAML::Value << r.norm_loads_before_wait << YAML::Key
-      << "moe_combine_early_routing" << YAML::Value << r.moe_combine_early_routing << YAML::EndMap;
+      << "moe_combine_early_routing" << YAML::Value << r.moe_combine_early_routing << YAML::Key
+      << "router_fused_norm" << YAML::Value << r.router_fused_norm << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

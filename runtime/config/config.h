@@ -89,6 +89,11 @@ struct RuntimeConfig {
   // CUDA: the MoE combine fused into the norm after it reads its routing (top-k ids and weights) before the
   // PDL wait, and only the expert rows after it; false: all after the wait (for A/B; the same results).
   bool moe_combine_early_routing = true;
+  // CUDA: the residual add + RMSNorm before each MoE block runs inside the router's GEMV (which normalises
+  // its input itself) and the top-k gating (which stores the norm): one launch a layer fewer; false: the
+  // add + RMSNorm, router and gating as three launches (for A/B; the same results up to the norm's order of
+  // summation).
+  bool router_fused_norm = true;
 };
 
 struct CudaGraphConfig {

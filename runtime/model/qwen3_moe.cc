@@ -310,16 +310,19 @@ void Qwen3MoeModel::moe_all_to_all(const LayerWeights& w, Tensor normed, Tensor 
   comm_.all_gather(slice_out.data, out.data, static_cast<size_t>(slice * h), slice_out.dtype);
 }
 
-void Qwen3MoeModel::route(const LayerWeights& w, Tensor normed, int tokens, int routing_layer,
-                          Tensor& weights, Tensor& ids) {
-  const int k = spec_.num_experts_per_tok;
-  Tensor logits = router_logits_.rows(0, tokens);
+Tensor Qwen3MoeModel::routing_outputs(int tokens, int routing_layer, Tensor& weights, Tensor& ids) {
   weights = topk_w_.rows(0, tokens);
   ids = options_.record_routing && routing_layer >= 0
-            ? routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, k})
+            ? routing_ids_.rows(routing_layer, routing_layer + 1).view({tokens, spec_.num_experts_per_tok})
             : topk_ids_.rows(0, tokens);
+  return router_logits_.rows(0, tokens);
+}
+
+void Qwen3MoeModel::route(const LayerWeights& w, Tensor normed, int tokens, int routing_layer,
+                          Tensor& weights, Tensor& ids) {
+  Tensor logits = routing_outputs(tokens, routing_layer, weights, ids);
   backend_.linear(normed, w.router, logits);
-  backend_.topk_gating(logits, k, spec_.norm_topk_prob, weights, ids);
+  backend_.topk_gating(logits, spec_.num_experts_per_tok, spec_.norm_topk_prob, weights, ids);
 }
 
 void Qwen3MoeModel::mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens,
@@ -369,6 +372,15 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache,
                      meta, attn);
   backend_.linear(attn, w.o_proj, proj);
+  if (w.moe && !layout_.all_to_all && comm_.size() == 1) {  // one rank: the MoE's norm goes with its router
+    Tensor weights, ids;
+    Tensor logits = routing_outputs(tokens, routing_layer, weights, ids);
+    backend_.add_rmsnorm_route(residual, proj, w.post_norm, eps, normed, w.router, logits,
+                               spec_.num_experts_per_tok, spec_.norm_topk_prob, weights, ids);
+    backend_.moe_experts_add_rmsnorm(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_),
+                                     proj, residual, next_norm, eps, next_out);
+    return;
+  }
   reduce_add_rmsnorm(residual, proj, w.post_norm, eps, normed, true);
   mlp_then_norm(w, residual, normed, proj, tokens, routing_layer, next_norm, next_out);
 }

@@ -106,8 +106,10 @@ class Qwen3MoeModel {
   // Routing-record row length for a step of `tokens` rows: the top-k ids of every row, or under all-to-all
   // dispatch the expert ids of a full exchange (P equal slices of k slots per token).
   int64_t routing_width(int64_t tokens) const;
-  // The router and top-k gating of a MoE layer: weights and ids of `tokens` rows (ids in the routing
-  // record's row where one is kept).
+  // The tensors a MoE layer's routing of `tokens` rows fills: the router's logits (returned), the top-k
+  // weights and ids (ids in the routing record's row where one is kept).
+  Tensor routing_outputs(int tokens, int routing_layer, Tensor& weights, Tensor& ids);
+  // The router and top-k gating of a MoE layer into routing_outputs().
   void route(const LayerWeights& w, Tensor normed, int tokens, int routing_layer, Tensor& weights,
              Tensor& ids);
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);

@@ -241,6 +241,8 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
       parse_config(M, "x", {"runtime.moe_combine_batched_loads=false"}).runtime.moe_combine_batched_loads);
   EXPECT_TRUE(c.runtime.norm_loads_before_wait);
   EXPECT_TRUE(c.runtime.moe_combine_early_routing);
+  EXPECT_TRUE(c.runtime.router_fused_norm);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_norm=false"}).runtime.router_fused_norm);
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.moe_combine_early_routing=false"}).runtime.moe_combine_early_routing);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.norm_loads_before_wait=false"}).runtime.norm_loads_before_wait);
@@ -278,7 +280,8 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   const Config c = parse_config(M + "runtime: {attention_split_keys: 96, moe_combine_batched_loads: false, "
                                     "staged_gemv_copy_groups: 3, moe_fused_norm: false, "
                                     "moe_one_token_direct: false, attention_tensor_cores: false, "
-                                    "norm_loads_before_wait: false, moe_combine_early_routing: false}\n",
+                                    "norm_loads_before_wait: false, moe_combine_early_routing: false, "
+                                    "router_fused_norm: false}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.attention_split_keys, 96);
@@ -289,6 +292,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.attention_tensor_cores);
   EXPECT_FALSE(d.runtime.norm_loads_before_wait);
   EXPECT_FALSE(d.runtime.moe_combine_early_routing);
+  EXPECT_FALSE(d.runtime.router_fused_norm);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {

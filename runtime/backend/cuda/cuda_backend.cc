@@ -20,6 +20,7 @@
 #include "kernels/launch.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/router_fused.h"
 #include "kernels/silu_mul.h"
 #include "kernels/synthetic_fill.h"
 #include "runtime/backend/cuda/cublaslt_gemm.h"
@@ -60,6 +61,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   num_sms_ = prop.multiProcessorCount;
   staged_smem_limit_ = static_cast<size_t>(prop.sharedMemPerBlockOptin);
+  router_fused_available_ = kernels::router_fused_available(prop.major * 10 + prop.minor);
   TPS_CHECK(options.gemv_max_rows >= 0 && options.gemv_max_rows <= kLinearGemvMaxRows,
             "CUDA backend: gemv_max_rows ", options.gemv_max_rows, " (0 to ", kLinearGemvMaxRows, ")");
   if (options.staged_gemv) {

@@ -70,6 +70,9 @@ struct CudaBackendOptions {
   bool norm_loads_before_wait = true;
   // The MoE combine inside the norm reads its routing before the PDL wait (RmsNormParams).
   bool moe_combine_early_routing = true;
+  // The residual add + RMSNorm before the MoE, the router and the top-k gating run as one launch of one
+  // thread-block cluster (Backend::add_rmsnorm_route, kernels/router_fused.h); false: the three ops.
+  bool router_fused_norm = true;
 };
 
 class CudaBackend final : public Backend {
@@ -101,6 +104,8 @@ class CudaBackend final : public Backend {
   void attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
                  const AttentionMeta& meta, Tensor out) override;
   void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) override;
+  void add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, float eps, Tensor normed, Tensor router_w,
+                         Tensor logits, int k, bool renormalize, Tensor weights, Tensor ids) override;
   void moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
                    int expert_begin, Tensor out) override;
   void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert,
@@ -168,7 +173,8 @@ class CudaBackend final : public Backend {
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
   static constexpr int kMoeIdentityEntries = 64;
   int32_t* moe_identity_ = nullptr;
-  size_t staged_smem_limit_ = 0;  // the device's opt-in shared memory a block
+  size_t staged_smem_limit_ = 0;         // the device's opt-in shared memory a block
+  bool router_fused_available_ = false;  // kernels/router_fused.h on this device
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;

@@ -1,4 +1,4 @@
-// CudaBackend MoE ops: top-k gating, the fused experts (align on the GPU -> gate_up -> down -> deterministic
+// CudaBackend MoE ops: the fused experts (align on the GPU -> gate_up -> down -> deterministic
 // combine), and the expert-parallel pack / expert rows / combine.
 #include <algorithm>
 
@@ -7,7 +7,6 @@
 #include "kernels/moe_experts.h"
 #include "kernels/moe_pack.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/topk_gating.h"
 #include "runtime/backend/cuda/cuda_backend.h"
 #include "runtime/backend/cuda/device_memory.h"
 #include "runtime/backend/cuda/tensor_checks.h"
@@ -82,30 +81,6 @@ void align_and_run_experts(const int32_t* expert_of, int assignments, int expert
 }
 
 }  // namespace
-
-void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
-  const char* op = "topk_gating";
-  expect(router_logits, DType::kF32, op, "router logits");
-  expect(weights, DType::kF32, op, "weights");
-  expect(ids, DType::kI32, op, "ids");
-  const int64_t experts = router_logits.dim(-1),
-                tokens = router_logits.numel() / std::max<int64_t>(experts, 1);
-  TPS_CHECK(experts <= kernels::kGatingMaxExperts && k >= 1 &&
-                k <= std::min<int64_t>(experts, kernels::kGatingMaxK),
-            op, ": k=", k, " of ", experts, " experts (at most ", kernels::kGatingMaxExperts,
-            " experts, k <= ", kernels::kGatingMaxK, ")");
-  TPS_CHECK(weights.numel() == tokens * k && ids.numel() == tokens * k, op, ": weights ",
-            weights.shape_string(), " ids ", ids.shape_string(), " for ", tokens, " tokens x ", k);
-  kernels::TopkGatingParams p;
-  p.logits = router_logits.ptr<float>();
-  p.weights = weights.ptr<float>();
-  p.ids = ids.ptr<int32_t>();
-  p.tokens = to_int(tokens, "tokens");
-  p.num_experts = static_cast<int>(experts);
-  p.k = k;
-  p.renormalize = renormalize;
-  kernels::launch_topk_gating(p, stream_, *policy_);
-}
 
 void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
   e.down_loads_before_wait = options_.moe_down_loads_before_wait;

@@ -1,0 +1,46 @@
+// The residual add + RMSNorm before an MoE block, its router and the top-k gating in one launch (decode,
+// up to kRouterFusedMaxTokens tokens, E <= kRouterFusedMaxExperts): one thread-block cluster of
+// kRouterClusterBlocks blocks, each owning 16 experts' router rows, staged in shared memory before the PDL
+// wait. After the wait every block computes the norm of all rows itself (same code, same bits in every
+// block), its experts' logits on tensor cores, and block 0 gathers the logits over the cluster's shared
+// memory, runs the gating (one warp a token) and stores the residual, the norm and the logits.
+#pragma once
+
+#include "kernels/kernel_api.h"
+
+namespace tpserve::kernels {
+
+inline constexpr int kRouterClusterBlocks = 8;
+inline constexpr int kRouterFusedMaxExperts = 16 * kRouterClusterBlocks;  // 16 router rows a block
+inline constexpr int kRouterFusedMaxTokens = 16;
+
+struct RouterFusedParams {
+  const bf16* x = nullptr;            // [T, H] the layer's attention output
+  bf16* residual = nullptr;           // [T, H] += x (stored in bf16)
+  const bf16* norm_weight = nullptr;  // [H]
+  bf16* normed = nullptr;             // [T, H] weight * rmsnorm(residual)
+  float eps = 1e-6f;
+  const bf16* router = nullptr;  // [E, H]
+  float* logits = nullptr;       // [T, E] f32, normed * router^T
+  float* weights = nullptr;      // [T, k] top-k probabilities, renormalised when asked
+  int32_t* ids = nullptr;        // [T, k] expert indices, most probable first (ties to the smaller index)
+  int tokens = 0;                // T, 1..kRouterFusedMaxTokens
+  int hidden = 0;                // H, a multiple of 32
+  int experts = 0;               // E, k..kRouterFusedMaxExperts
+  int k = 0;                     // 1..min(E, kGatingMaxK)
+  bool renormalize = false;
+};
+
+// Whether the fused router runs on the current device: clusters (SM90+), and its kernel compiled for SM90+
+// (below, its body is a trap). device_sm: e.g. 90.
+bool router_fused_available(int device_sm);
+
+// Shared memory a block of the fused router needs for `p`'s shape (the launch needs it within the device's
+// opt-in limit).
+size_t router_fused_smem_bytes(const RouterFusedParams& p);
+
+// Launches the fused router (SM90+: clusters). The caller checks the shape limits above.
+void launch_router_fused(const RouterFusedParams& p, size_t smem, cudaStream_t stream,
+                         const LaunchPolicy& policy);
+
+}  // namespace tpserve::kernels

@@ -1,0 +1,108 @@
+// Backend::add_rmsnorm_route on CUDA -- the residual add + RMSNorm, router and top-k gating in one cluster
+// launch (runtime.router_fused_norm, kernels/router_fused.h), and with the option off (three ops) -- against
+// the CPU's three ops.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "tests/cuda/op_test_util.h"
+
+namespace tpserve::cuda_test {
+namespace {
+
+struct RouteCase {
+  int tokens, hidden, experts, k;
+};
+void PrintTo(const RouteCase& c, std::ostream* os) {
+  *os << "T " << c.tokens << " H " << c.hidden << " E " << c.experts << " k " << c.k;
+}
+
+class AddRmsNormRouteTest : public ::testing::TestWithParam<std::tuple<RouteCase, bool>> {};
+
+TEST_P(AddRmsNormRouteTest, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const auto [c, fused] = GetParam();
+  CudaBackendOptions options = test_backend_options();
+  options.router_fused_norm = fused;
+  Backends b(options);
+  std::mt19937 rng(c.tokens * 31 + c.hidden * 7 + c.experts * 131 + c.k + (fused ? 5 : 0));
+  const float eps = 1e-6f;
+  auto rv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
+  auto xv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
+  auto nv = uniform(rng, c.hidden, 0.5f, 1.5f);
+  const float scale = 2.0f / std::sqrt(static_cast<float>(c.hidden));  // logits of a few units
+  auto wv = uniform(rng, size_t(c.experts) * c.hidden, -scale, scale);
+  Pair residual = b.bf16({c.tokens, c.hidden}, rv), x = b.bf16({c.tokens, c.hidden}, xv);
+  Pair norm_w = b.bf16({c.hidden}, nv), router_w = b.bf16({c.experts, c.hidden}, wv);
+  Pair normed = b.output(DType::kBF16, {c.tokens, c.hidden});
+  Pair logits = b.output(DType::kF32, {c.tokens, c.experts});
+  Pair weights = b.output(DType::kF32, {c.tokens, c.k}), ids = b.output(DType::kI32, {c.tokens, c.k});
+  b.cpu().add_rmsnorm_route(residual.cpu, x.cpu, norm_w.cpu, eps, normed.cpu, router_w.cpu, logits.cpu, c.k,
+                            true, weights.cpu, ids.cpu);
+  b.gpu().add_rmsnorm_route(residual.gpu, x.gpu, norm_w.gpu, eps, normed.gpu, router_w.gpu, logits.gpu, c.k,
+                            true, weights.gpu, ids.gpu);
+  // The GPU keeps the residual in bf16 (the CPU in f32): the norm and the logits differ by that rounding.
+  expect_close("residual", cpu_floats(residual.cpu), b.floats(residual.gpu), {1e-2f, 4e-3f});
+  expect_close("normed", cpu_floats(normed.cpu), b.floats(normed.gpu), {1e-2f, 1e-2f});
+  const std::vector<float> gpu_logits = b.floats(logits.gpu);
+  expect_close("logits", cpu_floats(logits.cpu), gpu_logits, {3e-2f, 1e-2f});
+
+  // The router saw the norm the gating stored: the CPU's product of the GPU's normed rows gives its logits
+  // (up to the order of summation), and the CPU's gating of the GPU's logits its ids and weights.
+  std::vector<float> gpu_normed = b.floats(normed.gpu);
+  Pair normed_back = b.bf16({c.tokens, c.hidden}, gpu_normed);
+  Pair logits_back = b.output(DType::kF32, {c.tokens, c.experts});
+  b.cpu().linear(normed_back.cpu, router_w.cpu, logits_back.cpu);
+  expect_close("logits of the stored norm", cpu_floats(logits_back.cpu), gpu_logits, {1e-4f, 1e-4f});
+  Pair gpu_logits_back = b.f32({c.tokens, c.experts}, gpu_logits);
+  Pair ref_w = b.output(DType::kF32, {c.tokens, c.k}), ref_ids = b.output(DType::kI32, {c.tokens, c.k});
+  b.cpu().topk_gating(gpu_logits_back.cpu, c.k, true, ref_w.cpu, ref_ids.cpu);
+  expect_equal("ids", cpu_ints(ref_ids.cpu), b.ints(ids.gpu));
+  expect_close("weights", cpu_floats(ref_w.cpu), b.floats(weights.gpu), {1e-6f, 1e-4f});
+}
+
+// Kernel nodes of the op captured in a graph, fused or as three ops.
+int route_kernel_nodes(bool fused, int tokens) {
+  CudaBackendOptions options = test_backend_options();
+  options.router_fused_norm = fused;
+  Backends b(options);
+  std::mt19937 rng(tokens + (fused ? 100 : 0));
+  const int hidden = 256, experts = 64, k = 4;
+  auto rv = uniform(rng, size_t(tokens) * hidden), xv = uniform(rng, size_t(tokens) * hidden);
+  auto nv = uniform(rng, hidden, 0.5f, 1.5f), wv = uniform(rng, size_t(experts) * hidden);
+  Pair residual = b.bf16({tokens, hidden}, rv), x = b.bf16({tokens, hidden}, xv);
+  Pair norm_w = b.bf16({hidden}, nv), router_w = b.bf16({experts, hidden}, wv);
+  Pair normed = b.output(DType::kBF16, {tokens, hidden}), logits = b.output(DType::kF32, {tokens, experts});
+  Pair weights = b.output(DType::kF32, {tokens, k}), ids = b.output(DType::kI32, {tokens, k});
+  auto graph = b.gpu().capture([&] {
+    b.gpu().add_rmsnorm_route(residual.gpu, x.gpu, norm_w.gpu, 1e-6f, normed.gpu, router_w.gpu, logits.gpu, k,
+                              true, weights.gpu, ids.gpu);
+  });
+  return graph == nullptr ? -1 : graph->report().kernel_nodes;
+}
+
+// Up to 16 tokens the fused op is one launch (on SM90+); beyond 16 it is the three ops.
+TEST(AddRmsNormRoute, FusedIsOneLaunch) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  int sm_major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (sm_major < 9) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
+  EXPECT_EQ(route_kernel_nodes(false, 1), 3);
+  EXPECT_EQ(route_kernel_nodes(true, 1), 1);
+  EXPECT_EQ(route_kernel_nodes(true, 16), 1);
+  EXPECT_EQ(route_kernel_nodes(true, 17), route_kernel_nodes(false, 17));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AddRmsNormRouteTest,
+    ::testing::Combine(::testing::Values(RouteCase{1, 2048, 128, 8}, RouteCase{3, 2048, 128, 8},
+                                         RouteCase{8, 96, 60, 4}, RouteCase{16, 2048, 128, 8},
+                                         RouteCase{5, 4096, 512, 10}, RouteCase{17, 2048, 128, 8},
+                                         RouteCase{2, 8192, 64, 6}, RouteCase{12, 256, 100, 16},
+                                         RouteCase{9, 1024, 16, 1}),
+                       ::testing::Bool()));
+
+}  // namespace
+}  // namespace tpserve::cuda_test
