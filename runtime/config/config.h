@@ -89,11 +89,11 @@ struct RuntimeConfig {
   // CUDA: the MoE combine fused into the norm after it reads its routing (top-k ids and weights) before the
   // PDL wait, and only the expert rows after it; false: all after the wait (for A/B; the same results).
   bool moe_combine_early_routing = true;
-  // CUDA: the residual add + RMSNorm before each MoE block runs inside the router's GEMV (which normalises
-  // its input itself) and the top-k gating (which stores the norm): one launch a layer fewer; false: the
-  // add + RMSNorm, router and gating as three launches (for A/B; the same results up to the norm's order of
-  // summation).
-  bool router_fused_norm = true;
+  // CUDA (SM90+), one rank: steps of up to this many tokens run the residual add + RMSNorm before each MoE
+  // block, the router and the top-k gating as one launch of one thread-block cluster
+  // (kernels/router_fused.h); larger steps, and 0, run them as three launches. 0..16; 4: measured faster at 1
+  // and 4 tokens, slower at 16 (docs/PERF.md).
+  int router_fused_max_tokens = 4;
 };
 
 struct CudaGraphConfig {

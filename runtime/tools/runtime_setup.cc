@@ -69,7 +69,7 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.moe_combine_batched_loads = config_.runtime.moe_combine_batched_loads;
     options.norm_loads_before_wait = config_.runtime.norm_loads_before_wait;
     options.moe_combine_early_routing = config_.runtime.moe_combine_early_routing;
-    options.router_fused_norm = config_.runtime.router_fused_norm;
+    options.router_fused_max_tokens = config_.runtime.router_fused_max_tokens;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

@@ -1,12 +1,13 @@
 // Backend::add_rmsnorm_route on CUDA -- the residual add + RMSNorm, router and top-k gating in one cluster
-// launch (runtime.router_fused_norm, kernels/router_fused.h), and with the option off (three ops) -- against
-// the CPU's three ops.
+// launch (runtime.router_fused_max_tokens, kernels/router_fused.h), and with the option off (three ops) --
+// against the CPU's three ops.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <tuple>
 
+#include "kernels/router_fused.h"
 #include "tests/cuda/op_test_util.h"
 
 namespace tpserve::cuda_test {
@@ -25,7 +26,7 @@ TEST_P(AddRmsNormRouteTest, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
   const auto [c, fused] = GetParam();
   CudaBackendOptions options = test_backend_options();
-  options.router_fused_norm = fused;
+  options.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
   Backends b(options);
   std::mt19937 rng(c.tokens * 31 + c.hidden * 7 + c.experts * 131 + c.k + (fused ? 5 : 0));
   const float eps = 1e-6f;
@@ -66,7 +67,7 @@ TEST_P(AddRmsNormRouteTest, MatchesCpu) {
 // Kernel nodes of the op captured in a graph, fused or as three ops.
 int route_kernel_nodes(bool fused, int tokens) {
   CudaBackendOptions options = test_backend_options();
-  options.router_fused_norm = fused;
+  options.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
   Backends b(options);
   std::mt19937 rng(tokens + (fused ? 100 : 0));
   const int hidden = 256, experts = 64, k = 4;

@@ -241,8 +241,9 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
       parse_config(M, "x", {"runtime.moe_combine_batched_loads=false"}).runtime.moe_combine_batched_loads);
   EXPECT_TRUE(c.runtime.norm_loads_before_wait);
   EXPECT_TRUE(c.runtime.moe_combine_early_routing);
-  EXPECT_TRUE(c.runtime.router_fused_norm);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_norm=false"}).runtime.router_fused_norm);
+  EXPECT_EQ(c.runtime.router_fused_max_tokens, 4);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.router_fused_max_tokens=0"}).runtime.router_fused_max_tokens, 0);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.router_fused_max_tokens=17"}), ConfigError);
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.moe_combine_early_routing=false"}).runtime.moe_combine_early_routing);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.norm_loads_before_wait=false"}).runtime.norm_loads_before_wait);
@@ -281,7 +282,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "staged_gemv_copy_groups: 3, moe_fused_norm: false, "
                                     "moe_one_token_direct: false, attention_tensor_cores: false, "
                                     "norm_loads_before_wait: false, moe_combine_early_routing: false, "
-                                    "router_fused_norm: false}\n",
+                                    "router_fused_max_tokens: 9}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.attention_split_keys, 96);
@@ -292,7 +293,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.attention_tensor_cores);
   EXPECT_FALSE(d.runtime.norm_loads_before_wait);
   EXPECT_FALSE(d.runtime.moe_combine_early_routing);
-  EXPECT_FALSE(d.runtime.router_fused_norm);
+  EXPECT_EQ(d.runtime.router_fused_max_tokens, 9);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {

@@ -62,6 +62,10 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   num_sms_ = prop.multiProcessorCount;
   staged_smem_limit_ = static_cast<size_t>(prop.sharedMemPerBlockOptin);
   router_fused_available_ = kernels::router_fused_available(prop.major * 10 + prop.minor);
+  TPS_CHECK(options.router_fused_max_tokens >= 0 &&
+                options.router_fused_max_tokens <= kernels::kRouterFusedMaxTokens,
+            "CUDA backend: router_fused_max_tokens ", options.router_fused_max_tokens, " (0 to ",
+            kernels::kRouterFusedMaxTokens, ")");
   TPS_CHECK(options.gemv_max_rows >= 0 && options.gemv_max_rows <= kLinearGemvMaxRows,
             "CUDA backend: gemv_max_rows ", options.gemv_max_rows, " (0 to ", kLinearGemvMaxRows, ")");
   if (options.staged_gemv) {

@@ -70,9 +70,10 @@ struct CudaBackendOptions {
   bool norm_loads_before_wait = true;
   // The MoE combine inside the norm reads its routing before the PDL wait (RmsNormParams).
   bool moe_combine_early_routing = true;
-  // The residual add + RMSNorm before the MoE, the router and the top-k gating run as one launch of one
-  // thread-block cluster (Backend::add_rmsnorm_route, kernels/router_fused.h); false: the three ops.
-  bool router_fused_norm = true;
+  // Steps of up to this many tokens (0..kernels::kRouterFusedMaxTokens) run the residual add + RMSNorm before
+  // the MoE, the router and the top-k gating as one launch of one thread-block cluster
+  // (Backend::add_rmsnorm_route, kernels/router_fused.h); more tokens, or 0: the three ops.
+  int router_fused_max_tokens = 4;
 };
 
 class CudaBackend final : public Backend {

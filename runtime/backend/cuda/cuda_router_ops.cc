@@ -84,7 +84,8 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   const bool shape_fits = p.tokens <= kernels::kRouterFusedMaxTokens &&
                           p.experts <= kernels::kRouterFusedMaxExperts && p.hidden % 32 == 0;
   const size_t smem = shape_fits ? kernels::router_fused_smem_bytes(p) : 0;
-  if (!options_.router_fused_norm || !router_fused_available_ || !shape_fits || smem > staged_smem_limit_) {
+  if (p.tokens > options_.router_fused_max_tokens || !router_fused_available_ || !shape_fits ||
+      smem > staged_smem_limit_) {
     Backend::add_rmsnorm_route(residual, x, norm_w, eps, normed, router_w, logits, k, renormalize, weights,
                                ids);
     return;
