@@ -12,8 +12,6 @@
 //   and stores the logits.
 #include <cooperative_groups.h>
 
-#include <algorithm>
-
 #include "common/error.h"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"

@@ -2,8 +2,9 @@
 // up to kRouterFusedMaxTokens tokens, E <= kRouterFusedMaxExperts): one thread-block cluster of
 // kRouterClusterBlocks blocks, each owning 16 experts' router rows, staged in shared memory before the PDL
 // wait. After the wait every block computes the norm of all rows itself (same code, same bits in every
-// block), its experts' logits on tensor cores, and block 0 gathers the logits over the cluster's shared
-// memory, runs the gating (one warp a token) and stores the residual, the norm and the logits.
+// block), its experts' logits on tensor cores; block 0 gathers the logits over the cluster's shared memory,
+// runs the gating (one warp a token) and stores the logits, and each block stores an eighth of the columns
+// of the residual and the norm.
 #pragma once
 
 #include "kernels/kernel_api.h"
