@@ -133,8 +133,7 @@ class Backend {
                            Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) = 0;
   // The residual add + RMSNorm before an MoE block and its router: add_rmsnorm(residual, x, norm_w, eps,
   // normed); logits = normed * router_w^T (linear); topk_gating(logits, k, renormalize, weights, ids). A
-  // backend may fuse the norm into the router's product and the gating (the product then normalises its
-  // input itself and the gating stores the norm), saving the norm's launch; logits is scratch.
+  // backend may run the three as one launch (CUDA: kernels/router_fused.h); logits is scratch.
   virtual void add_rmsnorm_route(Tensor residual /*[T, H]*/, Tensor x /*[T, H]*/, Tensor norm_w /*[H]*/,
                                  float eps, Tensor normed /*[T, H]*/, Tensor router_w /*[E_all, H]*/,
                                  Tensor logits /*[T, E_all] f32*/, int k, bool renormalize,
