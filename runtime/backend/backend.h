@@ -133,11 +133,15 @@ class Backend {
                            Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) = 0;
   // The residual add + RMSNorm before an MoE block and its router: add_rmsnorm(residual, x, norm_w, eps,
   // normed); logits = normed * router_w^T (linear); topk_gating(logits, k, renormalize, weights, ids). A
-  // backend may run the three as one launch (CUDA: kernels/router_fused.h); logits is scratch.
+  // backend may run the three as one launch (CUDA: kernels/router_fused.h); logits is scratch. Optional
+  // hint: next_experts, the gate_up weights [E, 2I, H] of the experts [expert_begin, expert_begin + E) the
+  // routed tokens read next; a backend may start reading the selected experts' rows into its cache.
   virtual void add_rmsnorm_route(Tensor residual /*[T, H]*/, Tensor x /*[T, H]*/, Tensor norm_w /*[H]*/,
                                  float eps, Tensor normed /*[T, H]*/, Tensor router_w /*[E_all, H]*/,
                                  Tensor logits /*[T, E_all] f32*/, int k, bool renormalize,
-                                 Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) {
+                                 Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/,
+                                 Tensor next_experts = {}, int expert_begin = 0) {
+    (void)next_experts, (void)expert_begin;
     add_rmsnorm(residual, x, norm_w, eps, normed);
     linear(normed, router_w, logits);
     topk_gating(logits, k, renormalize, weights, ids);

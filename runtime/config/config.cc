@@ -118,7 +118,8 @@ std::string config_to_yaml(const Config& c) {
       << "moe_combine_batched_loads" << YAML::Value << r.moe_combine_batched_loads << YAML::Key
       << "norm_loads_before_wait" << YAML::Value << r.norm_loads_before_wait << YAML::Key
       << "moe_combine_early_routing" << YAML::Value << r.moe_combine_early_routing << YAML::Key
-      << "router_fused_max_tokens" << YAML::Value << r.router_fused_max_tokens << YAML::EndMap;
+      << "router_fused_max_tokens" << YAML::Value << r.router_fused_max_tokens << YAML::Key
+      << "router_prefetch_row_bytes" << YAML::Value << r.router_prefetch_row_bytes << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

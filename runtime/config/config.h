@@ -94,6 +94,9 @@ struct RuntimeConfig {
   // (kernels/router_fused.h); larger steps, and 0, run them as three launches. 0..16; 4: measured faster at 1
   // and 4 tokens, slower at 16 (docs/PERF.md).
   int router_fused_max_tokens = 4;
+  // CUDA: the fused router prefetches into L2 this many leading bytes of every row of the selected experts'
+  // gate_up weights (0..65536, a multiple of 16; 0: none), which the MoE reads next.
+  int router_prefetch_row_bytes = 1024;
 };
 
 struct CudaGraphConfig {

@@ -238,7 +238,8 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
              "moe_combine_batched_loads",
              "norm_loads_before_wait",
              "moe_combine_early_routing",
-             "router_fused_max_tokens"});
+             "router_fused_max_tokens",
+             "router_prefetch_row_bytes"});
   s.choice<BackendKind>(
       "backend", c.runtime.backend,
       {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
@@ -262,6 +263,10 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.boolean("norm_loads_before_wait", c.runtime.norm_loads_before_wait);
   s.boolean("moe_combine_early_routing", c.runtime.moe_combine_early_routing);
   s.integer("router_fused_max_tokens", c.runtime.router_fused_max_tokens, 0, 16);
+  s.integer("router_prefetch_row_bytes", c.runtime.router_prefetch_row_bytes, 0, 65536);
+  if (c.runtime.router_prefetch_row_bytes % 16 != 0)
+    p.push_back("runtime.router_prefetch_row_bytes: got " +
+                std::to_string(c.runtime.router_prefetch_row_bytes) + ", must be a multiple of 16");
   if (c.runtime.attention_split_keys % 16 != 0)
     p.push_back("runtime.attention_split_keys: got " + std::to_string(c.runtime.attention_split_keys) +
                 ", must be a multiple of 16");

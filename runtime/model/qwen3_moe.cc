@@ -376,7 +376,8 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
     Tensor weights, ids;
     Tensor logits = routing_outputs(tokens, routing_layer, weights, ids);
     backend_.add_rmsnorm_route(residual, proj, w.post_norm, eps, normed, w.router, logits,
-                               spec_.num_experts_per_tok, spec_.norm_topk_prob, weights, ids);
+                               spec_.num_experts_per_tok, spec_.norm_topk_prob, weights, ids, w.gate_up,
+                               layout_.first_expert(spec_));
     backend_.moe_experts_add_rmsnorm(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_),
                                      proj, residual, next_norm, eps, next_out);
     return;

@@ -70,6 +70,7 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.norm_loads_before_wait = config_.runtime.norm_loads_before_wait;
     options.moe_combine_early_routing = config_.runtime.moe_combine_early_routing;
     options.router_fused_max_tokens = config_.runtime.router_fused_max_tokens;
+    options.router_prefetch_row_bytes = config_.runtime.router_prefetch_row_bytes;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

@@ -74,6 +74,10 @@ struct CudaBackendOptions {
   // the MoE, the router and the top-k gating as one launch of one thread-block cluster
   // (Backend::add_rmsnorm_route, kernels/router_fused.h); more tokens, or 0: the three ops.
   int router_fused_max_tokens = 4;
+  // The fused router's block 0 issues L2 prefetches of this many leading bytes of every row of the selected
+  // experts' gate_up weights (Backend::add_rmsnorm_route's next_experts), so that they stream in while the
+  // gate_up kernel is released; 0: none.
+  int router_prefetch_row_bytes = 1024;
 };
 
 class CudaBackend final : public Backend {
@@ -106,7 +110,8 @@ class CudaBackend final : public Backend {
                  const AttentionMeta& meta, Tensor out) override;
   void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) override;
   void add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, float eps, Tensor normed, Tensor router_w,
-                         Tensor logits, int k, bool renormalize, Tensor weights, Tensor ids) override;
+                         Tensor logits, int k, bool renormalize, Tensor weights, Tensor ids,
+                         Tensor next_experts = {}, int expert_begin = 0) override;
   void moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
                    int expert_begin, Tensor out) override;
   void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert,
