@@ -95,8 +95,8 @@ struct RuntimeConfig {
   // and 4 tokens, slower at 16 (docs/PERF.md).
   int router_fused_max_tokens = 4;
   // CUDA: the fused router prefetches into L2 this many leading bytes of every row of the selected experts'
-  // gate_up weights (0..65536, a multiple of 16; 0: none), which the MoE reads next.
-  int router_prefetch_row_bytes = 1024;
+  // gate_up weights (0..65536, a multiple of 16; 0: none), which the MoE reads next. Off until measured.
+  int router_prefetch_row_bytes = 0;
 };
 
 struct CudaGraphConfig {

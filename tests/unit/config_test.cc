@@ -244,9 +244,10 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_EQ(c.runtime.router_fused_max_tokens, 4);
   EXPECT_EQ(parse_config(M, "x", {"runtime.router_fused_max_tokens=0"}).runtime.router_fused_max_tokens, 0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.router_fused_max_tokens=17"}), ConfigError);
-  EXPECT_EQ(c.runtime.router_prefetch_row_bytes, 1024);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.router_prefetch_row_bytes=0"}).runtime.router_prefetch_row_bytes,
-            0);
+  EXPECT_EQ(c.runtime.router_prefetch_row_bytes, 0);
+  EXPECT_EQ(
+      parse_config(M, "x", {"runtime.router_prefetch_row_bytes=1024"}).runtime.router_prefetch_row_bytes,
+      1024);
   EXPECT_THROW(parse_config(M, "x", {"runtime.router_prefetch_row_bytes=100"}), ConfigError);
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.moe_combine_early_routing=false"}).runtime.moe_combine_early_routing);

@@ -77,7 +77,7 @@ struct CudaBackendOptions {
   // The fused router's block 0 issues L2 prefetches of this many leading bytes of every row of the selected
   // experts' gate_up weights (Backend::add_rmsnorm_route's next_experts), so that they stream in while the
   // gate_up kernel is released; 0: none.
-  int router_prefetch_row_bytes = 1024;
+  int router_prefetch_row_bytes = 0;
 };
 
 class CudaBackend final : public Backend {
