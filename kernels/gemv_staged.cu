@@ -59,10 +59,8 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
               load_vec(p.x + static_cast<int64_t>(i / vecs) * p.k + (i % vecs) * kBf16PerVec));
   __syncthreads();
 
-  const bf16* b[NT];  // token columns; rows >= M read as zero
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-    b[nt] = nt * kMmaCols + g < p.m ? x_s + (nt * kMmaCols + g) * row_elems : nullptr;
+  const bf16* b[NT];  // token columns; tokens past the last read as zero
+  shared_token_columns<NT>(x_s, row_elems, p.m, b);
   float acc[NT][4] = {};
   for (int i = 0; i < copy_groups; ++i) {
     cp_async_wait_pending(copy_groups - 1 - i);  // this thread's group i; __syncwarp: the warp's, visible

@@ -6,15 +6,21 @@
 
 namespace tpserve::kernels {
 
-// residual[0..8) += v, stored in bf16; v becomes the stored (rounded) values, which are what the norm sees.
-__device__ __forceinline__ void add_residual_piece(bf16* residual, float (&v)[kBf16PerVec]) {
+// v += the residual piece (8 bf16, loaded), the sum rounded to bf16: v becomes the rounded values, which are
+// what the norm sees; returns them packed, as the residual stores them.
+__device__ __forceinline__ uint4 add_residual(uint4 residual, float (&v)[kBf16PerVec]) {
   float r[kBf16PerVec];
-  unpack_bf16x8(load_vec(residual), r);
+  unpack_bf16x8(residual, r);
 #pragma unroll
   for (int j = 0; j < kBf16PerVec; ++j) r[j] += v[j];
   const uint4 packed = pack_bf16x8(r);
-  store_vec(residual, packed);
   unpack_bf16x8(packed, v);
+  return packed;
+}
+
+// residual[0..8) += v, stored in bf16; v becomes the stored (rounded) values.
+__device__ __forceinline__ void add_residual_piece(bf16* residual, float (&v)[kBf16PerVec]) {
+  store_vec(residual, add_residual(load_vec(residual), v));
 }
 
 // out[0..8) = weight * (v * inv), inv = 1 / sqrt(mean(x^2) + eps) of the row; weight: 8 bf16, loaded.
@@ -30,17 +36,6 @@ __device__ __forceinline__ void store_normed_piece(uint4 weight, const float (&v
 __device__ __forceinline__ void store_normed_piece(const bf16* weight, const float (&v)[kBf16PerVec],
                                                    float inv, bf16* out) {
   store_normed_piece(load_vec(weight), v, inv, out);
-}
-
-// v = bf16(residual + x) of one piece (x and residual loaded, neither written): the values add_residual_piece
-// stores and the norm sees.
-__device__ __forceinline__ void added_piece(uint4 x, uint4 residual, float (&v)[kBf16PerVec]) {
-  float r[kBf16PerVec];
-  unpack_bf16x8(x, v);
-  unpack_bf16x8(residual, r);
-#pragma unroll
-  for (int j = 0; j < kBf16PerVec; ++j) r[j] += v[j];
-  unpack_bf16x8(pack_bf16x8(r), v);
 }
 
 }  // namespace tpserve::kernels

@@ -104,8 +104,8 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
       for (int u = 0; u < kRowsAtOnce; ++u) {
         if (m0 + u >= p.tokens) break;
         float v[kBf16PerVec];
-        added_piece(xr[u], rr[u], v);
-        store_vec(x_s + (m0 + u) * row_elems + vec * kBf16PerVec, pack_bf16x8(v));
+        unpack_bf16x8(xr[u], v);
+        store_vec(x_s + (m0 + u) * row_elems + vec * kBf16PerVec, add_residual(rr[u], v));
 #pragma unroll
         for (int j = 0; j < kBf16PerVec; ++j) sum_sq[u] += v[j] * v[j];
       }
@@ -132,10 +132,8 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   cp_async_wait_all();
   __syncthreads();
 
-  const bf16* b[NT];  // token columns; tokens >= T read as zero
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-    b[nt] = nt * kMmaCols + g < p.tokens ? x_s + (nt * kMmaCols + g) * row_elems : nullptr;
+  const bf16* b[NT];  // token columns; tokens past the last read as zero
+  shared_token_columns<NT>(x_s, row_elems, p.tokens, b);
   float acc[NT][4] = {};
   mma_staged<NT, 1>(acc, w_tile, row_elems, b, kb0, kb1);
   __syncthreads();  // every warp is done with the router rows: their space takes the partial tiles
@@ -164,8 +162,8 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     const int m = i / (c1 - c0), vec = c0 + i % (c1 - c0);
     const int64_t off = static_cast<int64_t>(m) * p.hidden + vec * kBf16PerVec;
     float v[kBf16PerVec];
-    added_piece(load_vec(p.x + off), load_vec(p.residual + off), v);
-    store_vec(p.residual + off, pack_bf16x8(v));
+    unpack_bf16x8(load_vec(p.x + off), v);
+    add_residual_piece(p.residual + off, v);
     store_vec(p.normed + off, load_vec(x_s + m * row_elems + vec * kBf16PerVec));
   }
   cluster.sync();  // block 0 is done with the other blocks' shared memory
@@ -199,16 +197,18 @@ bool router_fused_available(int device_sm) {
   return device_sm >= 90 && attr.ptxVersion >= 90;  // ptxVersion: what __CUDA_ARCH__ saw (launch.cc)
 }
 
+bool router_fused_fits(const RouterFusedParams& p) {
+  return p.tokens >= 1 && p.tokens <= kRouterFusedMaxTokens && p.k >= 1 && p.k <= kGatingMaxK &&
+         p.experts >= p.k && p.experts <= kRouterFusedMaxExperts && p.hidden > 0 && p.hidden % kMmaK == 0;
+}
+
 size_t router_fused_smem_bytes(const RouterFusedParams& p) {
   return RouterSmem(p.tokens, p.hidden, p.experts).total;
 }
 
 void launch_router_fused(const RouterFusedParams& p, size_t smem, cudaStream_t stream,
                          const LaunchPolicy& policy) {
-  TPS_CHECK(p.tokens >= 1 && p.tokens <= kRouterFusedMaxTokens && p.experts >= p.k &&
-                p.experts <= kRouterFusedMaxExperts && p.k >= 1 && p.k <= kGatingMaxK && p.hidden > 0 &&
-                p.hidden % kMmaK == 0,
-            "router_fused: T=", p.tokens, " E=", p.experts, " k=", p.k, " H=", p.hidden,
+  TPS_CHECK(router_fused_fits(p), "router_fused: T=", p.tokens, " E=", p.experts, " k=", p.k, " H=", p.hidden,
             " outside its limits");
   auto kernel = p.tokens <= kMmaCols ? router_fused_kernel<1> : router_fused_kernel<2>;
   launch_clusters(policy, Site::kTopkGating, Pdl::kEnrolled, kRouterClusterBlocks, kernel,

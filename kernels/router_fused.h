@@ -45,11 +45,14 @@ struct RouterFusedParams {
 // (below, its body is a trap). device_sm: e.g. 90.
 bool router_fused_available(int device_sm);
 
+// Whether p's shape is within the limits above (T, E, k, H); what launch_router_fused requires.
+bool router_fused_fits(const RouterFusedParams& p);
+
 // Shared memory a block of the fused router needs for `p`'s shape (the launch needs it within the device's
 // opt-in limit).
 size_t router_fused_smem_bytes(const RouterFusedParams& p);
 
-// Launches the fused router (SM90+: clusters). The caller checks the shape limits above.
+// Launches the fused router (SM90+: clusters); p must fit (router_fused_fits).
 void launch_router_fused(const RouterFusedParams& p, size_t smem, cudaStream_t stream,
                          const LaunchPolicy& policy);
 

@@ -38,6 +38,17 @@ __device__ __forceinline__ void copy_rows_async(bf16* tile, int row_elems, const
   cp_async_commit();
 }
 
+// b[nt]: the shared-memory row (row_elems bf16 apart) of token column nt * 8 + g, or nullptr (a zero column)
+// for tokens >= `tokens`: the B operand of mma_staged when the activations sit in shared memory.
+template <int NT>
+__device__ __forceinline__ void shared_token_columns(const bf16* x_s, int row_elems, int tokens,
+                                                     const bf16* (&b)[NT]) {
+  const int g = threadIdx.x % kWarpSize / 4;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    b[nt] = nt * kMmaCols + g < tokens ? x_s + (nt * kMmaCols + g) * row_elems : nullptr;
+}
+
 // acc += the warp's tile over k blocks [kb0, kb1): A from the staged tile (its copies complete and visible
 // to the warp), B column nt * 8 + g from b[nt] (global or shared memory; nullptr = a zero column). The B
 // pieces of kUnroll k blocks are loaded before their products (B in global memory: kUnroll 4, so that four

@@ -349,11 +349,11 @@ bool Qwen3MoeModel::mlp_output_partial(const LayerWeights& w) const {
 }
 
 void Qwen3MoeModel::mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor normed, Tensor out,
-                                  int tokens, int routing_layer, Tensor next_norm, Tensor next_out) {
+                                  int tokens, int routing_layer, Tensor next_norm, Tensor next_out,
+                                  Tensor weights, Tensor ids) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   if (w.moe && !layout_.all_to_all && !mlp_output_partial(w)) {
-    Tensor weights, ids;
-    route(w, normed, tokens, routing_layer, weights, ids);
+    if (ids.data == nullptr) route(w, normed, tokens, routing_layer, weights, ids);
     backend_.moe_experts_add_rmsnorm(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_),
                                      out, residual, next_norm, eps, next_out);
     return;
@@ -372,18 +372,16 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache,
                      meta, attn);
   backend_.linear(attn, w.o_proj, proj);
+  Tensor weights, ids;  // set where the MoE's router runs with the norm before it
   if (w.moe && !layout_.all_to_all && comm_.size() == 1) {  // one rank: the MoE's norm goes with its router
-    Tensor weights, ids;
     Tensor logits = routing_outputs(tokens, routing_layer, weights, ids);
     backend_.add_rmsnorm_route(residual, proj, w.post_norm, eps, normed, w.router, logits,
                                spec_.num_experts_per_tok, spec_.norm_topk_prob, weights, ids, w.gate_up,
                                layout_.first_expert(spec_));
-    backend_.moe_experts_add_rmsnorm(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_),
-                                     proj, residual, next_norm, eps, next_out);
-    return;
+  } else {
+    reduce_add_rmsnorm(residual, proj, w.post_norm, eps, normed, true);
   }
-  reduce_add_rmsnorm(residual, proj, w.post_norm, eps, normed, true);
-  mlp_then_norm(w, residual, normed, proj, tokens, routing_layer, next_norm, next_out);
+  mlp_then_norm(w, residual, normed, proj, tokens, routing_layer, next_norm, next_out, weights, ids);
 }
 
 void Qwen3MoeModel::compute(const StepShape& shape) {

@@ -114,9 +114,11 @@ class Qwen3MoeModel {
              Tensor& ids);
   void mlp_forward(const LayerWeights& w, Tensor normed, Tensor out, int tokens, int routing_layer);
   // mlp_forward into out, then residual += out (summed over the ranks where partial) and next_out =
-  // rmsnorm(residual) * next_norm; one backend op for a local MoE (Backend::moe_experts_add_rmsnorm).
+  // rmsnorm(residual) * next_norm; one backend op for a local MoE (Backend::moe_experts_add_rmsnorm), whose
+  // routing is `weights` and `ids` where the router already ran (Backend::add_rmsnorm_route), else route().
   void mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor normed, Tensor out, int tokens,
-                     int routing_layer, Tensor next_norm, Tensor next_out);
+                     int routing_layer, Tensor next_norm, Tensor next_out, Tensor weights = {},
+                     Tensor ids = {});
   // Whether the MLP of `w` leaves this rank's partial sums in proj_ (TP-sharded intermediate, or experts held
   // elsewhere), which the add_rmsnorm reading them sums first; all-to-all dispatch gathers whole rows.
   bool mlp_output_partial(const LayerWeights& w) const;

@@ -81,8 +81,7 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   p.experts = gating.num_experts;
   p.k = k;
   p.renormalize = renormalize;
-  const bool shape_fits = p.tokens <= kernels::kRouterFusedMaxTokens &&
-                          p.experts <= kernels::kRouterFusedMaxExperts && p.hidden % 32 == 0;
+  const bool shape_fits = kernels::router_fused_fits(p);
   const size_t smem = shape_fits ? kernels::router_fused_smem_bytes(p) : 0;
   if (p.tokens > options_.router_fused_max_tokens || !router_fused_available_ || !shape_fits ||
       smem > staged_smem_limit_) {
