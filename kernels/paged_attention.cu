@@ -202,13 +202,16 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
       TPS_CHECK(p.split_counters != nullptr && tiles <= p.split_counter_capacity, "paged attention: ", tiles,
                 " split tiles, ", p.split_counter_capacity, " split counters");
     }
+    TPS_CHECK(p.prologue.qkv == nullptr || (p.tensor_cores && p.max_query_len == 1),
+              "paged attention: the folded q/k norm + RoPE needs the tensor-core kernel and one token a "
+              "sequence (max_query_len ", p.max_query_len, ", tensor cores ", p.tensor_cores, ")");
     if (p.tensor_cores)
       launch_paged_attention_mma(p, stream, policy);
     else
       launch_tiles<D, kDecodeRows, 32, 2, true>(p, Site::kDecodeAttention, stream, policy);
   } else {
-    TPS_CHECK(p.num_splits == 1, "paged attention: ", p.num_splits, " splits for queries of ",
-              p.max_query_len, " tokens");
+    TPS_CHECK(p.num_splits == 1 && p.prologue.qkv == nullptr, "paged attention: ", p.num_splits,
+              " splits (or a folded prologue) for queries of ", p.max_query_len, " tokens");
     launch_tiles<D, 2 * kAttentionMaxGroup, 32, 1, false>(p, Site::kPrefillAttention, stream, policy);
   }
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "kernels/kernel_api.h"
+#include "kernels/qk_norm_rope_kv.h"
 
 namespace tpserve::kernels {
 
@@ -47,6 +48,25 @@ struct PagedAttentionParams {
   float scale = 1.0f;  // softmax scale (head_dim^-0.5)
   // The split decode path on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
   bool tensor_cores = false;
+  // Tensor-core kernel: the step inputs (query_start, positions; the prologue's slots, norm weights and
+  // rotation) are read before the PDL wait, so none may be written by the launch right before this one
+  // (kernels/pdl.cuh); false: after it (for A/B; the same results).
+  bool inputs_before_wait = false;
+  // Decode (one token a sequence) on tensor cores only: the attention prologue (kernels/qk_norm_rope_kv.h)
+  // folded into the kernel, one launch instead of two. Each block reads its rows of q from qkv and normalises
+  // and rotates them itself (q above is then unused); the block whose context range holds the token's own
+  // key (the last) normalises and rotates its KV head's k, appends k and v to the cache at the token's slot
+  // (none where the slot is < 0) and uses them for that key. qkv == nullptr: q is read from q.
+  struct Prologue {
+    const bf16* qkv = nullptr;              // [T, (Hq + 2 Hkv) * D]
+    const bf16* q_norm_weight = nullptr;    // [D]
+    const bf16* k_norm_weight = nullptr;    // [D]
+    const int32_t* slot_mapping = nullptr;  // [T]
+    bf16* k_cache = nullptr;                // k_cache above, written
+    bf16* v_cache = nullptr;                // v_cache above, written
+    float eps = 1e-6f;
+    float inv_freq[kRopeMaxHeadDim / 2] = {};  // set_rope_inv_freq
+  } prologue;
 };
 
 // Keys per context range (PagedAttentionParams::split_keys) are a multiple of the tensor-core kernel's 16

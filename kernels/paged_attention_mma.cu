@@ -11,11 +11,16 @@
 // The warps' (max, sum, O) are then merged through shared memory into the CUDA-core kernel's layout, and the
 // block ends as that kernel does (kernels/paged_attention_parts.cuh): rows written, or split partials merged
 // by the tile's last block. Instances: head_dim 32, 64 and 128.
+// With the prologue folded in (PagedAttentionParams::prologue, decode only) the block first normalises and
+// rotates its q rows from qkv in shared memory, and the block holding the token's own key computes that
+// key's k and v (warps 0 and 1), appends them to the cache and patches them into its last K/V tile, whose
+// copy of that cache row may predate the append.
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
 #include "kernels/paged_attention.h"
 #include "kernels/paged_attention_parts.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/qk_norm_rope.cuh"
 
 namespace tpserve::kernels {
 namespace {
@@ -47,6 +52,24 @@ struct MmaShape {
   static constexpr size_t kSmemBytes = 2 * kStageBytes > kMergeBytes ? 2 * kStageBytes : kMergeBytes;
 };
 
+// Folded prologue, warp `which` (0: k, 1: v) of the block holding the tile's token's own key: its KV head's k
+// (normalised and rotated by `rope`, warp 0's) or v into dst_s [D], and into the cache at `slot` (none if
+// < 0).
+template <int D>
+__device__ void append_token_kv(const PagedAttentionParams& p, const BlockTile& b, int which,
+                                const HeadRope& rope, int64_t slot, bf16* dst_s) {
+  const PagedAttentionParams::Prologue& pro = p.prologue;
+  const int token = b.token_of(0), head = p.num_q_heads + which * p.num_kv_heads + b.kv_head;
+  const bf16* src = pro.qkv + static_cast<int64_t>(token) * (p.num_q_heads + 2 * p.num_kv_heads) * D +
+                    static_cast<int64_t>(head) * D;
+  if (which == 0)
+    norm_rope_head(rope, src, dst_s, D, pro.eps);
+  else
+    copy_head(src, dst_s, D);
+  if (slot >= 0)  // each lane copies the elements it wrote
+    copy_head(dst_s, (which == 0 ? pro.k_cache : pro.v_cache) + (slot * p.num_kv_heads + b.kv_head) * D, D);
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const PagedAttentionParams p) {
   using S = MmaShape<D>;
@@ -57,6 +80,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   __shared__ float max_s[kRows], sum_s[kRows];
   __shared__ int limit_s[kRows];
   __shared__ bool last_s;
+  __shared__ __align__(16) bf16 new_kv_s[2][D];  // folded prologue: the token's own k and v
   auto k_stage = [&](int stage) {
     return reinterpret_cast<bf16(*)[S::kRowStride]>(smem + stage * S::kStageBytes);
   };
@@ -64,20 +88,57 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     return reinterpret_cast<bf16(*)[S::kRowStride]>(smem + stage * S::kStageBytes + S::kStageBytes / 2);
   };
 
-  pdl_wait_then_trigger();
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize, g = lane / 4, q = lane % 4;
+  // Folded prologue: one token a tile (decode), at position kv_len - 1. The block whose range holds that key
+  // (the holder) computes its k and v; with a slot (not < 0) it appends them and uses them for the key.
+  // Without one, as in the two ops, the cache is not written and the key is whatever the cache holds there.
+  const bool fused = p.prologue.qkv != nullptr;
+  // The step inputs: the block's place and key range (query starts, positions), and with the prologue the
+  // token's slot and the norm weights with their rotation. Read before the PDL wait where
+  // p.inputs_before_wait: no launch right before this one writes them (kernels/pdl.cuh).
   BlockTile b;
-  if (!begin_block<kRows, true>(p, b, limit_s)) return;
+  bool active = false, holder = false;
+  int64_t slot = -1;
+  HeadRope q_rope, k_rope;
+  auto read_step_inputs = [&] {
+    active = begin_block<kRows, true>(p, b, limit_s);
+    if (!active || !fused) return;
+    holder = b.key_end == b.kv_len;
+    const float position = static_cast<float>(b.kv_len - 1);
+    auto inv_freq = [&](int i) { return p.prologue.inv_freq[i]; };
+    load_head_rope(q_rope, p.prologue.q_norm_weight, position, inv_freq, D);
+    if (!holder) return;
+    slot = p.prologue.slot_mapping[b.token_of(0)];
+    if (warp == 0) load_head_rope(k_rope, p.prologue.k_norm_weight, position, inv_freq, D);
+  };
+  if (p.inputs_before_wait) read_step_inputs();
+  pdl_wait_then_trigger();  // every thread waits, those that return at once included
+  if (!p.inputs_before_wait) read_step_inputs();
+  if (!active) return;
   auto load_tile = [&](int kt, int stage) {
     load_kv_tile<D, kTileKeys>(p, b, kt, k_stage(stage), v_stage(stage));
   };
   load_tile(b.key_begin, 0);  // the first K/V tile goes out before q is read: their latencies overlap
 
-  for (int c = tid; c < kRows * T::kChunksPerRow; c += kThreads) {
-    const int r = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
-    store_vec(&q_s[r][d0], r < b.rows ? load_vec(p.q + b.row_index(p, r) * D + d0) : make_uint4(0, 0, 0, 0));
+  // q rows into q_s; the holder's warps 0 and 1 meanwhile compute the token's k and v.
+  const int q_first = holder ? 2 * kWarpSize : 0;
+  if (holder && warp < 2) {
+    append_token_kv<D>(p, b, warp, k_rope, slot, new_kv_s[warp]);
+  } else {
+    const int64_t qkv_stride = static_cast<int64_t>(p.num_q_heads + 2 * p.num_kv_heads) * D;
+    for (int c = tid - q_first; c < kRows * T::kChunksPerRow; c += kThreads - q_first) {
+      const int r = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
+      const bf16* src = fused ? p.prologue.qkv + b.token_of(r) * qkv_stride + b.head_of(r) * D
+                              : p.q + b.row_index(p, r) * D;
+      store_vec(&q_s[r][d0], r < b.rows ? load_vec(src + d0) : make_uint4(0, 0, 0, 0));
+    }
   }
   __syncthreads();
+  if (fused) {
+    for (int r = warp; r < b.rows; r += kWarps)
+      norm_rope_head(q_rope, &q_s[r][0], &q_s[r][0], D, p.prologue.eps);
+    __syncthreads();
+  }
   // Q's A fragments: matrix m of lane t's address is (rows 8 (m % 2) .., dims 8 (m / 2) ..) of a k step.
   uint32_t qa[S::kKSteps][4];
   {
@@ -100,6 +161,15 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
       cp_async_wait_all();
     }
     __syncthreads();
+    if (slot >= 0 && kt + kTileKeys >= b.key_end) {  // the last tile: the token's own key, as just computed
+      const int row = b.kv_len - 1 - kt;
+      for (int c = tid; c < 2 * T::kChunksPerRow; c += kThreads) {
+        const int which = c / T::kChunksPerRow, d0 = (c % T::kChunksPerRow) * kBf16PerVec;
+        store_vec(which == 0 ? &k_stage(stage)[row][d0] : &v_stage(stage)[row][d0],
+                  load_vec(&new_kv_s[which][d0]));
+      }
+      __syncthreads();
+    }
     const int key0 = kt + warp * kWarpKeys;  // this warp's first key
     if (key0 < b.key_end) {
       const auto k_tile = k_stage(stage);

@@ -32,8 +32,9 @@ struct QkNormRopeKvParams {
   float inv_freq[kRopeMaxHeadDim / 2] = {};
 };
 
-// Fills p.inv_freq for rope theta and p.head_dim.
-void set_rope_inv_freq(QkNormRopeKvParams& p, double theta);
+// inv_freq[i] = 1 / theta^(2i / head_dim) for i < head_dim / 2 (QkNormRopeKvParams::inv_freq, and the
+// decode attention's folded-in prologue, kernels/paged_attention.h).
+void set_rope_inv_freq(float (&inv_freq)[kRopeMaxHeadDim / 2], int head_dim, double theta);
 
 void launch_qk_norm_rope_kv(const QkNormRopeKvParams& p, cudaStream_t stream, const LaunchPolicy& policy);
 

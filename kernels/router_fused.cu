@@ -173,17 +173,6 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
                                p.weights + static_cast<int64_t>(m) * p.k,
                                p.ids + static_cast<int64_t>(m) * p.k);
-  if (p.prefetch.weights != nullptr && p.prefetch.row_bytes > 0) {
-    __syncthreads();  // the ids the warps' lane 0 stored
-    const int slots = p.tokens * p.k, rows = p.prefetch.rows;
-    for (int i = tid; i < slots * rows; i += kThreads) {
-      const int e = p.ids[i / rows] - p.prefetch.expert_begin;
-      if (e < 0 || e >= p.prefetch.experts) continue;
-      const bf16* row = p.prefetch.weights + (static_cast<int64_t>(e) * rows + i % rows) * p.hidden;
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(row), "r"(p.prefetch.row_bytes)
-                   : "memory");
-    }
-  }
 #else
   __trap();  // launched only on SM90+ (clusters)
 #endif

@@ -30,15 +30,6 @@ struct RouterFusedParams {
   int experts = 0;               // E, k..kRouterFusedMaxExperts
   int k = 0;                     // 1..min(E, kGatingMaxK)
   bool renormalize = false;
-  // Optional: after the gating, block 0 issues L2 prefetches (cp.async.bulk.prefetch) of the first row_bytes
-  // of every row of each selected expert's gate_up weights, which the MoE reads next.
-  struct Prefetch {
-    const bf16* weights = nullptr;  // [experts, rows, H]: experts [expert_begin, expert_begin + experts)
-    int expert_begin = 0;
-    int experts = 0;
-    int rows = 0;       // 2I
-    int row_bytes = 0;  // a multiple of 16, at most H * 2
-  } prefetch;
 };
 
 // Whether the fused router runs on the current device: clusters (SM90+), and its kernel compiled for SM90+

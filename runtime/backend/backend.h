@@ -128,20 +128,24 @@ class Backend {
   // Causal attention of each token over its sequence's cached keys up to its own position (GQA).
   virtual void attention(Tensor q /*[T, Hq * D]*/, int num_q_heads, int num_kv_heads, float scale,
                          KvCacheLayer cache, const AttentionMeta& meta, Tensor out /*[T, Hq * D]*/) = 0;
+  // qk_norm_rope_kv into q, then attention into out. A backend may run the two as one launch where it can
+  // (CUDA: decode steps, PagedAttentionParams::prologue); q is scratch then, left unwritten.
+  virtual void qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w,
+                                      Tensor k_norm_w, float eps, const RopeConfig& rope, float scale,
+                                      const AttentionMeta& meta, KvCacheLayer cache, Tensor q, Tensor out) {
+    qk_norm_rope_kv(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, meta, cache, q);
+    attention(q, num_q_heads, num_kv_heads, scale, cache, meta, out);
+  }
   // Softmax over logits in f32, top-k (ties to the smaller index), renormalised when asked.
   virtual void topk_gating(Tensor router_logits /*[T, E_all] f32*/, int k, bool renormalize,
                            Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) = 0;
   // The residual add + RMSNorm before an MoE block and its router: add_rmsnorm(residual, x, norm_w, eps,
   // normed); logits = normed * router_w^T (linear); topk_gating(logits, k, renormalize, weights, ids). A
-  // backend may run the three as one launch (CUDA: kernels/router_fused.h); logits is scratch. Optional
-  // hint: next_experts, the gate_up weights [E, 2I, H] of the experts [expert_begin, expert_begin + E) the
-  // routed tokens read next; a backend may start reading the selected experts' rows into its cache.
+  // backend may run the three as one launch (CUDA: kernels/router_fused.h); logits is scratch.
   virtual void add_rmsnorm_route(Tensor residual /*[T, H]*/, Tensor x /*[T, H]*/, Tensor norm_w /*[H]*/,
                                  float eps, Tensor normed /*[T, H]*/, Tensor router_w /*[E_all, H]*/,
                                  Tensor logits /*[T, E_all] f32*/, int k, bool renormalize,
-                                 Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/,
-                                 Tensor next_experts = {}, int expert_begin = 0) {
-    (void)next_experts, (void)expert_begin;
+                                 Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) {
     add_rmsnorm(residual, x, norm_w, eps, normed);
     linear(normed, router_w, logits);
     topk_gating(logits, k, renormalize, weights, ids);

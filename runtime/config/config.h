@@ -72,6 +72,12 @@ struct RuntimeConfig {
   bool moe_down_staged = true;
   // CUDA: decode attention (and short queries) on tensor cores instead of CUDA cores.
   bool attention_tensor_cores = true;
+  // CUDA: decode steps (one token a sequence) on tensor cores run the q/k RMSNorm + RoPE + KV append inside
+  // the attention kernel, one launch instead of two; false: two launches (for A/B).
+  bool attention_fused_prologue = true;
+  // CUDA: the tensor-core decode attention reads its step inputs (query starts, positions; with the folded
+  // prologue the slots, norm weights and rotation) before the PDL wait; false: after it (for A/B).
+  bool attention_inputs_before_wait = true;
   // CUDA: a step's MoE with one token skips moe_align (each of its k distinct experts is its own work item).
   bool moe_one_token_direct = true;
   // CUDA: the MoE combine runs inside the residual add + RMSNorm that follows it (one launch fewer a layer;
@@ -94,9 +100,6 @@ struct RuntimeConfig {
   // (kernels/router_fused.h); larger steps, and 0, run them as three launches. 0..16; 4: measured faster at 1
   // and 4 tokens, slower at 16 (docs/PERF.md).
   int router_fused_max_tokens = 4;
-  // CUDA: the fused router prefetches into L2 this many leading bytes of every row of the selected experts'
-  // gate_up weights (0..65536, a multiple of 16; 0: none), which the MoE reads next. Off until measured.
-  int router_prefetch_row_bytes = 0;
 };
 
 struct CudaGraphConfig {

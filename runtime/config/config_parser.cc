@@ -231,6 +231,8 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
              "staged_gemv",
              "moe_down_staged",
              "attention_tensor_cores",
+             "attention_fused_prologue",
+             "attention_inputs_before_wait",
              "moe_one_token_direct",
              "moe_fused_norm",
              "staged_gemv_copy_groups",
@@ -238,8 +240,7 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
              "moe_combine_batched_loads",
              "norm_loads_before_wait",
              "moe_combine_early_routing",
-             "router_fused_max_tokens",
-             "router_prefetch_row_bytes"});
+             "router_fused_max_tokens"});
   s.choice<BackendKind>(
       "backend", c.runtime.backend,
       {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
@@ -255,6 +256,8 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.boolean("moe_down_early_loads", c.runtime.moe_down_early_loads);
   s.boolean("moe_down_staged", c.runtime.moe_down_staged);
   s.boolean("attention_tensor_cores", c.runtime.attention_tensor_cores);
+  s.boolean("attention_fused_prologue", c.runtime.attention_fused_prologue);
+  s.boolean("attention_inputs_before_wait", c.runtime.attention_inputs_before_wait);
   s.boolean("moe_one_token_direct", c.runtime.moe_one_token_direct);
   s.boolean("moe_fused_norm", c.runtime.moe_fused_norm);
   s.integer("staged_gemv_copy_groups", c.runtime.staged_gemv_copy_groups, 1, 4);
@@ -263,10 +266,6 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.boolean("norm_loads_before_wait", c.runtime.norm_loads_before_wait);
   s.boolean("moe_combine_early_routing", c.runtime.moe_combine_early_routing);
   s.integer("router_fused_max_tokens", c.runtime.router_fused_max_tokens, 0, 16);
-  s.integer("router_prefetch_row_bytes", c.runtime.router_prefetch_row_bytes, 0, 65536);
-  if (c.runtime.router_prefetch_row_bytes % 16 != 0)
-    p.push_back("runtime.router_prefetch_row_bytes: got " +
-                std::to_string(c.runtime.router_prefetch_row_bytes) + ", must be a multiple of 16");
   if (c.runtime.attention_split_keys % 16 != 0)
     p.push_back("runtime.attention_split_keys: got " + std::to_string(c.runtime.attention_split_keys) +
                 ", must be a multiple of 16");

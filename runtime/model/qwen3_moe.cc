@@ -368,16 +368,14 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
   backend_.linear(normed, w.qkv, qkv);
-  backend_.qk_norm_rope_kv(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_, meta, cache, q);
-  backend_.attention(q, q_heads_, kv_heads_, 1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), cache,
-                     meta, attn);
+  backend_.qk_norm_rope_attention(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_,
+                                  1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), meta, cache, q, attn);
   backend_.linear(attn, w.o_proj, proj);
   Tensor weights, ids;  // set where the MoE's router runs with the norm before it
   if (w.moe && !layout_.all_to_all && comm_.size() == 1) {  // one rank: the MoE's norm goes with its router
     Tensor logits = routing_outputs(tokens, routing_layer, weights, ids);
     backend_.add_rmsnorm_route(residual, proj, w.post_norm, eps, normed, w.router, logits,
-                               spec_.num_experts_per_tok, spec_.norm_topk_prob, weights, ids, w.gate_up,
-                               layout_.first_expert(spec_));
+                               spec_.num_experts_per_tok, spec_.norm_topk_prob, weights, ids);
   } else {
     reduce_add_rmsnorm(residual, proj, w.post_norm, eps, normed, true);
   }

@@ -64,43 +64,6 @@ TEST_P(AddRmsNormRouteTest, MatchesCpu) {
   expect_close("weights", cpu_floats(ref_w.cpu), b.floats(weights.gpu), {1e-6f, 1e-4f});
 }
 
-// The L2 prefetch of the selected experts' gate_up rows (runtime.router_prefetch_row_bytes) is a hint: the
-// fused op's outputs are the same bits with and without it, at every prefetch length.
-TEST(AddRmsNormRoute, ExpertPrefetchChangesNothing) {
-  TPS_REQUIRE_CUDA_DEVICE();
-  const int tokens = 3, hidden = 2048, experts = 128, k = 8, inter = 96;
-  for (int row_bytes : {16, 1024, 4096}) {
-    CudaBackendOptions options = test_backend_options();
-    options.router_prefetch_row_bytes = row_bytes;
-    Backends b(options);
-    std::mt19937 rng(row_bytes);
-    auto rv = uniform(rng, size_t(tokens) * hidden), xv = uniform(rng, size_t(tokens) * hidden);
-    auto nv = uniform(rng, hidden, 0.5f, 1.5f), wv = uniform(rng, size_t(experts) * hidden, -0.05f, 0.05f);
-    auto gv = uniform(rng, size_t(experts) * 2 * inter * hidden);
-    Pair norm_w = b.bf16({hidden}, nv), router_w = b.bf16({experts, hidden}, wv),
-         x = b.bf16({tokens, hidden}, xv);
-    Pair gate_up = b.bf16({experts, 2 * inter, hidden}, gv);
-    std::vector<std::vector<float>> got[2];
-    for (int with : {0, 1}) {
-      auto r = rv;
-      Pair residual = b.bf16({tokens, hidden}, r);
-      Pair normed = b.output(DType::kBF16, {tokens, hidden}),
-           logits = b.output(DType::kF32, {tokens, experts});
-      Pair weights = b.output(DType::kF32, {tokens, k}), ids = b.output(DType::kI32, {tokens, k});
-      b.gpu().add_rmsnorm_route(residual.gpu, x.gpu, norm_w.gpu, 1e-6f, normed.gpu, router_w.gpu, logits.gpu,
-                                k, true, weights.gpu, ids.gpu, with ? gate_up.gpu : Tensor{}, 0);
-      const auto id_values = b.ints(ids.gpu);
-      got[with] = {b.floats(residual.gpu), b.floats(normed.gpu), b.floats(logits.gpu), b.floats(weights.gpu),
-                   std::vector<float>(id_values.begin(), id_values.end())};
-    }
-    const char* names[] = {"residual", "normed", "logits", "weights", "ids"};
-    for (int i = 0; i < 5; ++i)
-      expect_close(
-          std::string(names[i]) + " with a prefetch of " + std::to_string(row_bytes) + " bytes a row",
-          got[0][i], got[1][i], {0.0f, 0.0f});
-  }
-}
-
 // Kernel nodes of the op captured in a graph, fused or as three ops.
 int route_kernel_nodes(bool fused, int tokens) {
   CudaBackendOptions options = test_backend_options();

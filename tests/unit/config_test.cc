@@ -233,6 +233,12 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.moe_down_staged);
   EXPECT_TRUE(c.runtime.attention_tensor_cores);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.attention_tensor_cores);
+  EXPECT_TRUE(c.runtime.attention_fused_prologue);
+  EXPECT_TRUE(c.runtime.attention_inputs_before_wait);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_inputs_before_wait=false"})
+                   .runtime.attention_inputs_before_wait);
+  EXPECT_FALSE(
+      parse_config(M, "x", {"runtime.attention_fused_prologue=false"}).runtime.attention_fused_prologue);
   EXPECT_TRUE(c.runtime.moe_one_token_direct);
   EXPECT_TRUE(c.runtime.moe_fused_norm);
   EXPECT_EQ(c.runtime.attention_split_keys, 32);
@@ -244,11 +250,6 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_EQ(c.runtime.router_fused_max_tokens, 4);
   EXPECT_EQ(parse_config(M, "x", {"runtime.router_fused_max_tokens=0"}).runtime.router_fused_max_tokens, 0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.router_fused_max_tokens=17"}), ConfigError);
-  EXPECT_EQ(c.runtime.router_prefetch_row_bytes, 0);
-  EXPECT_EQ(
-      parse_config(M, "x", {"runtime.router_prefetch_row_bytes=1024"}).runtime.router_prefetch_row_bytes,
-      1024);
-  EXPECT_THROW(parse_config(M, "x", {"runtime.router_prefetch_row_bytes=100"}), ConfigError);
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.moe_combine_early_routing=false"}).runtime.moe_combine_early_routing);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.norm_loads_before_wait=false"}).runtime.norm_loads_before_wait);
@@ -287,7 +288,8 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "staged_gemv_copy_groups: 3, moe_fused_norm: false, "
                                     "moe_one_token_direct: false, attention_tensor_cores: false, "
                                     "norm_loads_before_wait: false, moe_combine_early_routing: false, "
-                                    "router_fused_max_tokens: 9}\n",
+                                    "router_fused_max_tokens: 9, attention_fused_prologue: false, "
+                                    "attention_inputs_before_wait: false}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.attention_split_keys, 96);
@@ -299,6 +301,8 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.norm_loads_before_wait);
   EXPECT_FALSE(d.runtime.moe_combine_early_routing);
   EXPECT_EQ(d.runtime.router_fused_max_tokens, 9);
+  EXPECT_FALSE(d.runtime.attention_fused_prologue);
+  EXPECT_FALSE(d.runtime.attention_inputs_before_wait);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {

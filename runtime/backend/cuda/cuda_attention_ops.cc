@@ -1,5 +1,6 @@
 // CudaBackend attention ops: q/k norm + RoPE + KV append, and paged attention (decode with context splits,
-// merged in the kernel by the last split of each tile; prefill tiled over query tokens).
+// merged in the kernel by the last split of each tile; prefill tiled over query tokens); for decode steps
+// the two as one launch (the prologue folded into the tensor-core kernel).
 #include "kernels/paged_attention.h"
 #include "kernels/qk_norm_rope_kv.h"
 #include "runtime/backend/cuda/cuda_backend.h"
@@ -21,17 +22,15 @@ void expect_cache(const KvCacheLayer& cache, int num_kv_heads, int head_dim, con
                 cache.v.numel() == cache.k.numel(),
             op, ": cache ", cache.k.shape_string(), " for ", num_kv_heads, " KV heads of ", head_dim);
 }
-}  // namespace
 
-void CudaBackend::qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w,
-                                  Tensor k_norm_w, float eps, const RopeConfig& rope,
-                                  const AttentionMeta& meta, KvCacheLayer cache, Tensor q_out) {
-  const char* op = "qk_norm_rope_kv";
+// The q/k norm + RoPE + KV append's inputs (qk_norm_rope_kv, and the same folded into attention).
+void expect_qk_norm(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w,
+                    const RopeConfig& rope, const AttentionMeta& meta, const KvCacheLayer& cache,
+                    const char* op) {
   const int d = rope.head_dim;
   expect(qkv, DType::kBF16, op, "qkv");
   expect(q_norm_w, DType::kBF16, op, "q norm weight");
   expect(k_norm_w, DType::kBF16, op, "k norm weight");
-  expect(q_out, DType::kBF16, op, "q out");
   expect(meta.positions, DType::kI32, op, "positions");
   expect(meta.slot_mapping, DType::kI32, op, "slot mapping");
   expect_cache(cache, num_kv_heads, d, op);
@@ -39,6 +38,15 @@ void CudaBackend::qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads,
             " must be even, at most ", kernels::kRopeMaxHeadDim);
   TPS_CHECK(qkv.ndim == 2 && qkv.dim(1) == int64_t(num_q_heads + 2 * num_kv_heads) * d, op, ": qkv ",
             qkv.shape_string(), " for ", num_q_heads, " + 2 x ", num_kv_heads, " heads of ", d);
+}
+}  // namespace
+
+void CudaBackend::qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w,
+                                  Tensor k_norm_w, float eps, const RopeConfig& rope,
+                                  const AttentionMeta& meta, KvCacheLayer cache, Tensor q_out) {
+  const char* op = "qk_norm_rope_kv";
+  expect_qk_norm(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, rope, meta, cache, op);
+  expect(q_out, DType::kBF16, op, "q out");
   kernels::QkNormRopeKvParams p;
   p.qkv = bf16_ptr(qkv);
   p.q_norm_weight = bf16_ptr(q_norm_w);
@@ -51,18 +59,18 @@ void CudaBackend::qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads,
   p.tokens = to_int(qkv.dim(0), "tokens");
   p.num_q_heads = num_q_heads;
   p.num_kv_heads = num_kv_heads;
-  p.head_dim = d;
+  p.head_dim = rope.head_dim;
   p.eps = eps;
   p.loads_before_wait = options_.norm_loads_before_wait;
-  kernels::set_rope_inv_freq(p, rope.theta);
+  kernels::set_rope_inv_freq(p.inv_freq, p.head_dim, rope.theta);
   kernels::launch_qk_norm_rope_kv(p, stream_, *policy_);
 }
 
-void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
-                            const AttentionMeta& meta, Tensor out) {
-  const char* op = "attention";
+kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int num_kv_heads, float scale,
+                                                            const KvCacheLayer& cache,
+                                                            const AttentionMeta& meta, Tensor out,
+                                                            const char* op) const {
   const int d = static_cast<int>(cache.k.dim(3));
-  expect(q, DType::kBF16, op, "q");
   expect(out, DType::kBF16, op, "out");
   expect(meta.positions, DType::kI32, op, "positions");
   expect(meta.query_start, DType::kI32, op, "query_start");
@@ -73,11 +81,9 @@ void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float s
                 num_q_heads / num_kv_heads <= kernels::kAttentionMaxGroup,
             op, ": ", num_q_heads, " query heads over ", num_kv_heads, " KV heads (group at most ",
             kernels::kAttentionMaxGroup, ")");
-  TPS_CHECK(q.dim(-1) == int64_t(num_q_heads) * d && out.numel() == q.numel(), op, ": q ", q.shape_string(),
-            " out ", out.shape_string());
-  if (meta.num_seqs == 0 || meta.max_query_len == 0) return;
+  TPS_CHECK(out.dim(-1) == int64_t(num_q_heads) * d, op, ": out ", out.shape_string(), " for ", num_q_heads,
+            " heads of ", d);
   kernels::PagedAttentionParams p;
-  p.q = bf16_ptr(q);
   p.k_cache = bf16_ptr(cache.k);
   p.v_cache = bf16_ptr(cache.v);
   p.positions = meta.positions.ptr<int32_t>();
@@ -93,23 +99,71 @@ void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float s
   p.max_query_len = meta.max_query_len;
   p.scale = scale;
   p.tensor_cores = options_.attention_tensor_cores;
+  p.inputs_before_wait = options_.attention_inputs_before_wait;
   p.split_keys = options_.attention_split_keys;
   if (!p.tensor_cores)  // the CUDA-core kernel's ranges are whole 32-key tiles
     p.split_keys = (p.split_keys + kernels::kAttentionCudaCoreSplitKeys - 1) /
                    kernels::kAttentionCudaCoreSplitKeys * kernels::kAttentionCudaCoreSplitKeys;
-  const int tokens = to_int(q.numel() / (int64_t(num_q_heads) * d), "tokens");
+  return p;
+}
+
+void CudaBackend::launch_attention(kernels::PagedAttentionParams& p, const AttentionMeta& meta, int tokens) {
   kernels::plan_decode_splits(p, meta.max_context_len, tokens, num_sms_,
                               scratch_->bytes() - 2 * DeviceArena::kAlignment);
+  ScratchRegion::Cursor scratch(*scratch_);
   if (p.num_splits > 1) {
-    ScratchRegion::Cursor scratch(*scratch_);
-    p.partial_out =
-        scratch.take<float>(size_t(tokens) * num_q_heads * p.num_splits * d, "attention partial sums");
+    p.partial_out = scratch.take<float>(size_t(tokens) * p.num_q_heads * p.num_splits * p.head_dim,
+                                        "attention partial sums");
     p.partial_max_sum =
-        scratch.take<float>(size_t(tokens) * num_q_heads * p.num_splits * 2, "attention partial max");
+        scratch.take<float>(size_t(tokens) * p.num_q_heads * p.num_splits * 2, "attention partial max");
     p.split_counters = attention_split_counters_;
     p.split_counter_capacity = attention_split_counter_capacity_;
   }
   kernels::launch_paged_attention(p, stream_, *policy_);
+}
+
+void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
+                            const AttentionMeta& meta, Tensor out) {
+  const char* op = "attention";
+  kernels::PagedAttentionParams p = attention_params(num_q_heads, num_kv_heads, scale, cache, meta, out, op);
+  expect(q, DType::kBF16, op, "q");
+  TPS_CHECK(q.dim(-1) == int64_t(num_q_heads) * p.head_dim && out.numel() == q.numel(), op, ": q ",
+            q.shape_string(), " out ", out.shape_string());
+  if (meta.num_seqs == 0 || meta.max_query_len == 0) return;
+  p.q = bf16_ptr(q);
+  launch_attention(p, meta, to_int(q.numel() / (int64_t(num_q_heads) * p.head_dim), "tokens"));
+}
+
+// One launch (the prologue folded into the tensor-core kernel) for decode steps: one token a sequence and a
+// sequence a token (the kernel appends k and v only for tokens inside a sequence; the padding rows of a
+// captured batch are sequences of their own). Otherwise, or with the option off: the two ops.
+void CudaBackend::qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w,
+                                         Tensor k_norm_w, float eps, const RopeConfig& rope, float scale,
+                                         const AttentionMeta& meta, KvCacheLayer cache, Tensor q,
+                                         Tensor out) {
+  const char* op = "qk_norm_rope_attention";
+  const int64_t tokens = qkv.ndim == 2 ? qkv.dim(0) : -1;
+  const bool fused = options_.attention_fused_prologue && options_.attention_tensor_cores &&
+                     meta.max_query_len == 1 && meta.num_seqs == tokens && rope.head_dim <= 128;
+  if (!fused) {
+    Backend::qk_norm_rope_attention(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale,
+                                    meta, cache, q, out);
+    return;
+  }
+  expect_qk_norm(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, rope, meta, cache, op);
+  kernels::PagedAttentionParams p = attention_params(num_q_heads, num_kv_heads, scale, cache, meta, out, op);
+  TPS_CHECK(out.numel() == tokens * num_q_heads * p.head_dim, op, ": out ", out.shape_string(), " for ",
+            tokens, " tokens");
+  kernels::PagedAttentionParams::Prologue& pro = p.prologue;
+  pro.qkv = bf16_ptr(qkv);
+  pro.q_norm_weight = bf16_ptr(q_norm_w);
+  pro.k_norm_weight = bf16_ptr(k_norm_w);
+  pro.slot_mapping = meta.slot_mapping.ptr<int32_t>();
+  pro.k_cache = bf16_mut(cache.k);
+  pro.v_cache = bf16_mut(cache.v);
+  pro.eps = eps;
+  kernels::set_rope_inv_freq(pro.inv_freq, rope.head_dim, rope.theta);
+  launch_attention(p, meta, static_cast<int>(tokens));
 }
 
 }  // namespace tpserve

@@ -14,6 +14,7 @@
 
 #include "kernels/gemv.h"
 #include "kernels/moe_combine.h"
+#include "kernels/paged_attention.h"
 #include "kernels/policy.h"
 #include "kernels/sample.h"
 #include "runtime/backend/backend.h"
@@ -57,6 +58,11 @@ struct CudaBackendOptions {
   bool moe_down_staged = true;
   // Decode attention on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
   bool attention_tensor_cores = true;
+  // Decode steps (one token a sequence) on tensor cores run q/k norm + RoPE + KV append inside the attention
+  // kernel (Backend::qk_norm_rope_attention, PagedAttentionParams::prologue): one launch instead of two.
+  bool attention_fused_prologue = true;
+  // The tensor-core attention kernel reads its step inputs before the PDL wait (PagedAttentionParams).
+  bool attention_inputs_before_wait = true;
   // One token's MoE runs without moe_align: each of its k assignments is its own work item.
   bool moe_one_token_direct = true;
   // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm).
@@ -74,10 +80,6 @@ struct CudaBackendOptions {
   // the MoE, the router and the top-k gating as one launch of one thread-block cluster
   // (Backend::add_rmsnorm_route, kernels/router_fused.h); more tokens, or 0: the three ops.
   int router_fused_max_tokens = 4;
-  // The fused router's block 0 issues L2 prefetches of this many leading bytes of every row of the selected
-  // experts' gate_up weights (Backend::add_rmsnorm_route's next_experts), so that they stream in while the
-  // gate_up kernel is released; 0: none.
-  int router_prefetch_row_bytes = 0;
 };
 
 class CudaBackend final : public Backend {
@@ -108,10 +110,12 @@ class CudaBackend final : public Backend {
                        Tensor q_out) override;
   void attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
                  const AttentionMeta& meta, Tensor out) override;
+  void qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w,
+                              float eps, const RopeConfig& rope, float scale, const AttentionMeta& meta,
+                              KvCacheLayer cache, Tensor q, Tensor out) override;
   void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) override;
   void add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, float eps, Tensor normed, Tensor router_w,
-                         Tensor logits, int k, bool renormalize, Tensor weights, Tensor ids,
-                         Tensor next_experts = {}, int expert_begin = 0) override;
+                         Tensor logits, int k, bool renormalize, Tensor weights, Tensor ids) override;
   void moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
                    int expert_begin, Tensor out) override;
   void moe_pack(Tensor x, Tensor topk_ids, int experts_per_rank, Tensor send_x, Tensor send_expert,
@@ -152,6 +156,12 @@ class CudaBackend final : public Backend {
   void set_wait_hook(std::function<void()> hook) { wait_hook_ = std::move(hook); }
 
  private:
+  // Paged attention's checks and parameters, q and the prologue left unset (attention and
+  // qk_norm_rope_attention); then its split plan, partial buffers and launch for `tokens` query rows.
+  kernels::PagedAttentionParams attention_params(int num_q_heads, int num_kv_heads, float scale,
+                                                 const KvCacheLayer& cache, const AttentionMeta& meta,
+                                                 Tensor out, const char* op) const;
+  void launch_attention(kernels::PagedAttentionParams& p, const AttentionMeta& meta, int tokens);
   // The MoE expert kernels' options from CudaBackendOptions (early down loads, staging).
   void set_moe_kernel_options(kernels::MoeExpertsParams& e) const;
   struct MoeShape {

@@ -52,7 +52,7 @@ void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Ten
 // shared memory within the device's limit. Elsewhere, or with the option off: the three ops.
 void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, float eps, Tensor normed,
                                     Tensor router_w, Tensor logits, int k, bool renormalize, Tensor weights,
-                                    Tensor ids, Tensor next_experts, int expert_begin) {
+                                    Tensor ids) {
   const char* op = "add_rmsnorm_route";
   const kernels::RmsNormParams norm = cuda_ops::norm_params(x, norm_w, eps, normed, op);  // x, w, normed
   expect(residual, DType::kBF16, op, "residual");
@@ -91,19 +91,6 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   }
   for (const Tensor* t : {&residual, &x, &norm_w, &normed, &router_w})
     cuda_ops::expect_aligned16(*t, op, "an operand");
-  if (next_experts.data != nullptr && options_.router_prefetch_row_bytes > 0) {
-    expect(next_experts, DType::kBF16, op, "next experts' gate_up");
-    TPS_CHECK(next_experts.ndim == 3 && next_experts.dim(2) == p.hidden, op, ": next experts ",
-              next_experts.shape_string(), " for hidden ", p.hidden);
-    cuda_ops::expect_aligned16(next_experts, op, "next experts' gate_up");
-    p.prefetch.weights = bf16_ptr(next_experts);
-    p.prefetch.expert_begin = expert_begin;
-    p.prefetch.experts = to_int(next_experts.dim(0), "experts");
-    p.prefetch.rows = to_int(next_experts.dim(1), "gate_up rows");
-    // Whole 16-byte pieces of a row, at most the row.
-    p.prefetch.row_bytes = std::min(options_.router_prefetch_row_bytes / 16 * 16,
-                                    static_cast<int>(p.hidden * sizeof(kernels::bf16)));
-  }
   kernels::launch_router_fused(p, smem, stream_, *policy_);
 }
 
