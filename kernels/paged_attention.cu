@@ -204,7 +204,8 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
     }
     TPS_CHECK(p.prologue.qkv == nullptr || (p.tensor_cores && p.max_query_len == 1),
               "paged attention: the folded q/k norm + RoPE needs the tensor-core kernel and one token a "
-              "sequence (max_query_len ", p.max_query_len, ", tensor cores ", p.tensor_cores, ")");
+              "sequence (max_query_len ",
+              p.max_query_len, ", tensor cores ", p.tensor_cores, ")");
     if (p.tensor_cores)
       launch_paged_attention_mma(p, stream, policy);
     else
