@@ -265,7 +265,7 @@ int run(int argc, char** argv) {
   {
     // The CUDA-core attention kernel on a backend of its own (the kernel is a backend option).
     CudaBackendOptions cuda_cores = options;
-    cuda_cores.attention_tensor_cores = false;
+    cuda_cores.kernels.attention_tensor_cores = false;
     cuda_cores.arena_bytes = size_t(4) << 30;
     auto other = make_cuda_backend(cuda_cores);
     Bench b2(*other, reps);

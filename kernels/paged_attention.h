@@ -55,8 +55,11 @@ struct PagedAttentionParams {
   // Decode (one token a sequence) on tensor cores only: the attention prologue (kernels/qk_norm_rope_kv.h)
   // folded into the kernel, one launch instead of two. Each block reads its rows of q from qkv and normalises
   // and rotates them itself (q above is then unused); the block whose context range holds the token's own
-  // key (the last) normalises and rotates its KV head's k, appends k and v to the cache at the token's slot
-  // (none where the slot is < 0) and uses them for that key. qkv == nullptr: q is read from q.
+  // key (the last) normalises and rotates its KV head's k; where the token's slot is >= 0 it appends k and v
+  // to the cache there and uses them for that key, and where it is < 0 it appends nothing and the key is what
+  // the cache holds (as with the two ops). This assumes, as the scheduler, graph padding and draft_step_meta
+  // guarantee, that a token's slot is its position's entry in its sequence's block table. qkv == nullptr: q
+  // is read from q.
   struct Prologue {
     const bf16* qkv = nullptr;              // [T, (Hq + 2 Hkv) * D]
     const bf16* q_norm_weight = nullptr;    // [D]

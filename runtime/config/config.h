@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "kernels/policy.h"
+#include "runtime/backend/cuda_kernel_switches.h"
 
 namespace tpserve {
 
@@ -58,48 +59,8 @@ struct RuntimeConfig {
   int num_kv_blocks = 0;  // 0 = sized from memory (CPU backend: enough for max_batch x max_seq_len)
   int max_num_batched_tokens = 512;  // tokens per step: decode rows + prefill chunks
   int sampling_candidates = 256;     // best logits kept per rank and row; top-p/top-k act within them
-  // CUDA: small-M GEMVs stage their weights in shared memory (kernels/gemv.h).
-  bool staged_gemv = true;
-  // CUDA: the cp.async groups a staged GEMV warp cuts its weight pieces into (1-4; the product of each
-  // group starts once it has landed).
-  int staged_gemv_copy_groups = 1;
-  // CUDA: linear() takes the GEMV up to this many rows, cuBLASLt above (0-16).
-  int gemv_max_rows = 8;
-  // CUDA: the MoE down kernel issues its first weight loads before its PDL wait (during gate_up's tail).
-  bool moe_down_early_loads = true;
-  // CUDA: each MoE down block copies its weight rows into shared memory whole (cp.async) before its PDL
-  // wait, instead of loading them into registers a few k blocks at a time.
-  bool moe_down_staged = true;
-  // CUDA: decode attention (and short queries) on tensor cores instead of CUDA cores.
-  bool attention_tensor_cores = true;
-  // CUDA: decode steps (one token a sequence) on tensor cores run the q/k RMSNorm + RoPE + KV append inside
-  // the attention kernel, one launch instead of two; false: two launches (for A/B).
-  bool attention_fused_prologue = true;
-  // CUDA: the tensor-core decode attention reads its step inputs (query starts, positions; with the folded
-  // prologue the slots, norm weights and rotation) before the PDL wait; false: after it (for A/B).
-  bool attention_inputs_before_wait = true;
-  // CUDA: a step's MoE with one token skips moe_align (each of its k distinct experts is its own work item).
-  bool moe_one_token_direct = true;
-  // CUDA: the MoE combine runs inside the residual add + RMSNorm that follows it (one launch fewer a layer;
-  // one GPU, or wherever the MoE output needs no all-reduce).
-  bool moe_fused_norm = true;
-  // CUDA: decode attention cuts a context into ranges of a multiple of this many keys (a multiple of 16;
-  // rounded up to a multiple of 32 on CUDA cores); larger: fewer blocks and fewer partials to merge at short
-  // contexts.
-  int attention_split_keys = 32;
-  // CUDA: the MoE combine issues up to 8 slots' loads together; false: one slot after another (for A/B).
-  bool moe_combine_batched_loads = true;
-  // CUDA: RMSNorm reads its weights, and q/k norm + RoPE its positions, KV slots and norm weights, before
-  // the PDL wait (during the predecessor's tail); false: after it (for A/B; the same results).
-  bool norm_loads_before_wait = true;
-  // CUDA: the MoE combine fused into the norm after it reads its routing (top-k ids and weights) before the
-  // PDL wait, and only the expert rows after it; false: all after the wait (for A/B; the same results).
-  bool moe_combine_early_routing = true;
-  // CUDA (SM90+), one rank: steps of up to this many tokens run the residual add + RMSNorm before each MoE
-  // block, the router and the top-k gating as one launch of one thread-block cluster
-  // (kernels/router_fused.h); larger steps, and 0, run them as three launches. 0..16; 4: measured faster at 1
-  // and 4 tokens, slower at 16 (docs/PERF.md).
-  int router_fused_max_tokens = 4;
+  // CUDA: the kernel switches (runtime.<name> keys of the same names).
+  CudaKernelSwitches kernels;
 };
 
 struct CudaGraphConfig {

@@ -57,21 +57,7 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     options.pdl = config_.launch.pdl;
     options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
     options.gpu_memory_fraction = config_.runtime.gpu_memory_fraction;
-    options.staged_gemv = config_.runtime.staged_gemv;
-    options.staged_gemv_copy_groups = config_.runtime.staged_gemv_copy_groups;
-    options.gemv_max_rows = config_.runtime.gemv_max_rows;
-    options.moe_down_loads_before_wait = config_.runtime.moe_down_early_loads;
-    options.moe_down_staged = config_.runtime.moe_down_staged;
-    options.attention_tensor_cores = config_.runtime.attention_tensor_cores;
-    options.attention_fused_prologue = config_.runtime.attention_fused_prologue;
-    options.attention_inputs_before_wait = config_.runtime.attention_inputs_before_wait;
-    options.moe_one_token_direct = config_.runtime.moe_one_token_direct;
-    options.moe_fused_norm = config_.runtime.moe_fused_norm;
-    options.attention_split_keys = config_.runtime.attention_split_keys;
-    options.moe_combine_batched_loads = config_.runtime.moe_combine_batched_loads;
-    options.norm_loads_before_wait = config_.runtime.norm_loads_before_wait;
-    options.moe_combine_early_routing = config_.runtime.moe_combine_early_routing;
-    options.router_fused_max_tokens = config_.runtime.router_fused_max_tokens;
+    options.kernels = config_.runtime.kernels;
     return make_cuda_backend(options);
 #else
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");

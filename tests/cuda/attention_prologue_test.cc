@@ -26,10 +26,10 @@ struct PrologueResult {
 PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, int planned_context,
                             int no_slot_seq = -1, bool inputs_before_wait = true) {
   CudaBackendOptions options = test_backend_options();
-  options.attention_tensor_cores = true;
-  options.attention_inputs_before_wait = inputs_before_wait;
-  options.attention_split_keys = split_keys;
-  options.attention_fused_prologue = fused;
+  options.kernels.attention_tensor_cores = true;
+  options.kernels.attention_inputs_before_wait = inputs_before_wait;
+  options.kernels.attention_split_keys = split_keys;
+  options.kernels.attention_fused_prologue = fused;
   Backends b(options);
   std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + planned_context +
                    split_keys + 7 * (no_slot_seq + 1));

@@ -65,8 +65,8 @@ struct AttentionRun {
 // context ranges a multiple of split_keys keys (runtime.attention_split_keys).
 CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32) {
   CudaBackendOptions options = test_backend_options();
-  options.attention_tensor_cores = tensor_cores;
-  options.attention_split_keys = split_keys;
+  options.kernels.attention_tensor_cores = tensor_cores;
+  options.kernels.attention_split_keys = split_keys;
   return options;
 }
 
@@ -230,7 +230,7 @@ TEST_P(QkNormRopeKvTest, MatchesCpu) {
   for (bool early : {true, false}) {  // step inputs and weights read before the PDL wait, or after it
     std::mt19937 rng(c.q_heads * 131 + c.kv_heads * 17 + c.head_dim + c.tokens * 7919 + (early ? 1 : 0));
     CudaBackendOptions options = test_backend_options();
-    options.norm_loads_before_wait = early;
+    options.kernels.norm_loads_before_wait = early;
     Backends b(options);
     const int block_size = 16, num_blocks = (c.tokens + block_size - 1) / block_size + 2;
     const int width = (c.q_heads + 2 * c.kv_heads) * c.head_dim;

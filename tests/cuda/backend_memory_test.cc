@@ -17,7 +17,7 @@ namespace {
 TEST(CudaBackendOptions, AttentionSplitKeysMustBeAMultipleOf16) {
   for (int keys : {0, 8, 40}) {
     CudaBackendOptions options;
-    options.attention_split_keys = keys;
+    options.kernels.attention_split_keys = keys;
     try {
       make_cuda_backend(options);
       ADD_FAILURE() << keys << " keys accepted";

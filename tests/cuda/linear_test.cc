@@ -25,8 +25,8 @@ TEST_P(LinearTest, MatchesCpu) {
   const auto [c, out_f32, copy_groups] = GetParam();
   std::mt19937 rng(c.m * 1000003 + c.n * 1009 + c.k + (out_f32 ? 7 : 0) + copy_groups * 11);
   CudaBackendOptions options = test_backend_options();
-  options.staged_gemv = copy_groups > 0;
-  options.staged_gemv_copy_groups = std::max(copy_groups, 1);
+  options.kernels.staged_gemv = copy_groups > 0;
+  options.kernels.staged_gemv_copy_groups = std::max(copy_groups, 1);
   Backends b(options);
   auto xv = uniform(rng, size_t(c.m) * c.k), wv = uniform(rng, size_t(c.n) * c.k, -0.5f, 0.5f);
   Pair x = b.bf16({c.m, c.k}, xv), w = b.bf16({c.n, c.k}, wv);

@@ -99,8 +99,8 @@ TEST_P(MoeExpertsTest, MatchesCpu) {
   const auto [c, defaults] = GetParam();
   std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (defaults ? 1 : 0));
   CudaBackendOptions options = test_backend_options();
-  options.moe_down_staged = defaults;
-  options.moe_one_token_direct = defaults;
+  options.kernels.moe_down_staged = defaults;
+  options.kernels.moe_one_token_direct = defaults;
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;
@@ -163,9 +163,9 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   const auto [c, fused] = GetParam();
   std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (fused ? 3 : 5));
   CudaBackendOptions options = test_backend_options();
-  options.moe_fused_norm = fused;
-  options.norm_loads_before_wait = c.tokens % 2 == 0;  // both orders of the norm's weight loads
-  options.moe_combine_early_routing = c.tokens != 3;   // and of the fused combine's routing loads
+  options.kernels.moe_fused_norm = fused;
+  options.kernels.norm_loads_before_wait = c.tokens % 2 == 0;  // both orders of the norm's weight loads
+  options.kernels.moe_combine_early_routing = c.tokens != 3;   // and of the fused combine's routing loads
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;

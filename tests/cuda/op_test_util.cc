@@ -25,7 +25,8 @@ Tensor alloc(Backend& backend, DType dtype, const std::vector<int64_t>& shape) {
 
 CudaBackendOptions test_backend_options(size_t arena_bytes, size_t workspace_bytes) {
   CudaBackendOptions options;
-  options.gemv_max_rows = kLinearGemvMaxRows;  // every GEMV shape reachable by configuration is tested
+  options.kernels.gemv_max_rows =
+      kLinearGemvMaxRows;  // every GEMV shape reachable by configuration is tested
   options.arena_bytes = arena_bytes;
   options.workspace_bytes = workspace_bytes;
   options.cublas_workspace_bytes = size_t(32) << 20;

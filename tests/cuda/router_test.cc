@@ -26,7 +26,7 @@ TEST_P(AddRmsNormRouteTest, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
   const auto [c, fused] = GetParam();
   CudaBackendOptions options = test_backend_options();
-  options.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
+  options.kernels.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
   Backends b(options);
   std::mt19937 rng(c.tokens * 31 + c.hidden * 7 + c.experts * 131 + c.k + (fused ? 5 : 0));
   const float eps = 1e-6f;
@@ -67,7 +67,7 @@ TEST_P(AddRmsNormRouteTest, MatchesCpu) {
 // Kernel nodes of the op captured in a graph, fused or as three ops.
 int route_kernel_nodes(bool fused, int tokens) {
   CudaBackendOptions options = test_backend_options();
-  options.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
+  options.kernels.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
   Backends b(options);
   std::mt19937 rng(tokens + (fused ? 100 : 0));
   const int hidden = 256, experts = 64, k = 4;

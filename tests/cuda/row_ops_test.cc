@@ -13,7 +13,7 @@ class RowOpsTest : public ::testing::TestWithParam<std::tuple<int, int>> {};  //
 // A backend whose norms read their weights before the PDL wait or after it (runtime.norm_loads_before_wait).
 CudaBackendOptions norm_options(bool loads_before_wait) {
   CudaBackendOptions options = test_backend_options();
-  options.norm_loads_before_wait = loads_before_wait;
+  options.kernels.norm_loads_before_wait = loads_before_wait;
   return options;
 }
 

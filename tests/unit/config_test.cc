@@ -227,47 +227,56 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   const Config c = parse_config(
       M, "x", {"runtime.max_batch=8", "cuda_graph.capture_sizes=[1,2,8]", "launch.pdl.sites.sampling=off"});
   EXPECT_EQ(c.runtime.max_batch, 8);
-  EXPECT_TRUE(c.runtime.staged_gemv);
-  EXPECT_TRUE(c.runtime.moe_down_early_loads);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_early_loads=false"}).runtime.moe_down_early_loads);
-  EXPECT_TRUE(c.runtime.moe_down_staged);
-  EXPECT_TRUE(c.runtime.attention_tensor_cores);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.attention_tensor_cores);
-  EXPECT_TRUE(c.runtime.attention_fused_prologue);
-  EXPECT_TRUE(c.runtime.attention_inputs_before_wait);
+  EXPECT_TRUE(c.runtime.kernels.staged_gemv);
+  EXPECT_TRUE(c.runtime.kernels.moe_down_early_loads);
+  EXPECT_FALSE(
+      parse_config(M, "x", {"runtime.moe_down_early_loads=false"}).runtime.kernels.moe_down_early_loads);
+  EXPECT_TRUE(c.runtime.kernels.moe_down_staged);
+  EXPECT_TRUE(c.runtime.kernels.attention_tensor_cores);
+  EXPECT_FALSE(
+      parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.kernels.attention_tensor_cores);
+  EXPECT_TRUE(c.runtime.kernels.attention_fused_prologue);
+  EXPECT_TRUE(c.runtime.kernels.attention_inputs_before_wait);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_inputs_before_wait=false"})
-                   .runtime.attention_inputs_before_wait);
-  EXPECT_FALSE(
-      parse_config(M, "x", {"runtime.attention_fused_prologue=false"}).runtime.attention_fused_prologue);
-  EXPECT_TRUE(c.runtime.moe_one_token_direct);
-  EXPECT_TRUE(c.runtime.moe_fused_norm);
-  EXPECT_EQ(c.runtime.attention_split_keys, 32);
-  EXPECT_TRUE(c.runtime.moe_combine_batched_loads);
-  EXPECT_FALSE(
-      parse_config(M, "x", {"runtime.moe_combine_batched_loads=false"}).runtime.moe_combine_batched_loads);
-  EXPECT_TRUE(c.runtime.norm_loads_before_wait);
-  EXPECT_TRUE(c.runtime.moe_combine_early_routing);
-  EXPECT_EQ(c.runtime.router_fused_max_tokens, 4);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.router_fused_max_tokens=0"}).runtime.router_fused_max_tokens, 0);
+                   .runtime.kernels.attention_inputs_before_wait);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_fused_prologue=false"})
+                   .runtime.kernels.attention_fused_prologue);
+  EXPECT_TRUE(c.runtime.kernels.moe_one_token_direct);
+  EXPECT_TRUE(c.runtime.kernels.moe_fused_norm);
+  EXPECT_EQ(c.runtime.kernels.attention_split_keys, 32);
+  EXPECT_TRUE(c.runtime.kernels.moe_combine_batched_loads);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_combine_batched_loads=false"})
+                   .runtime.kernels.moe_combine_batched_loads);
+  EXPECT_TRUE(c.runtime.kernels.norm_loads_before_wait);
+  EXPECT_TRUE(c.runtime.kernels.moe_combine_early_routing);
+  EXPECT_EQ(c.runtime.kernels.router_fused_max_tokens, 4);
+  EXPECT_EQ(
+      parse_config(M, "x", {"runtime.router_fused_max_tokens=0"}).runtime.kernels.router_fused_max_tokens, 0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.router_fused_max_tokens=17"}), ConfigError);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_combine_early_routing=false"})
+                   .runtime.kernels.moe_combine_early_routing);
   EXPECT_FALSE(
-      parse_config(M, "x", {"runtime.moe_combine_early_routing=false"}).runtime.moe_combine_early_routing);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.norm_loads_before_wait=false"}).runtime.norm_loads_before_wait);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=128"}).runtime.attention_split_keys, 128);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=16"}).runtime.attention_split_keys, 16);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=48"}).runtime.attention_split_keys, 48);
+      parse_config(M, "x", {"runtime.norm_loads_before_wait=false"}).runtime.kernels.norm_loads_before_wait);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=128"}).runtime.kernels.attention_split_keys,
+            128);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=16"}).runtime.kernels.attention_split_keys,
+            16);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_split_keys=48"}).runtime.kernels.attention_split_keys,
+            48);
   EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=40"}), ConfigError);
   EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=8"}), ConfigError);
   EXPECT_THROW(parse_config(M, "x", {"runtime.attention_split_keys=0"}), ConfigError);
-  EXPECT_EQ(c.runtime.staged_gemv_copy_groups, 1);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=4"}).runtime.staged_gemv_copy_groups, 4);
+  EXPECT_EQ(c.runtime.kernels.staged_gemv_copy_groups, 1);
+  EXPECT_EQ(
+      parse_config(M, "x", {"runtime.staged_gemv_copy_groups=4"}).runtime.kernels.staged_gemv_copy_groups, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=5"}), ConfigError);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_fused_norm=false"}).runtime.moe_fused_norm);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_one_token_direct=false"}).runtime.moe_one_token_direct);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_staged=false"}).runtime.moe_down_staged);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.gemv_max_rows=4"}).runtime.gemv_max_rows, 4);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_fused_norm=false"}).runtime.kernels.moe_fused_norm);
+  EXPECT_FALSE(
+      parse_config(M, "x", {"runtime.moe_one_token_direct=false"}).runtime.kernels.moe_one_token_direct);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_staged=false"}).runtime.kernels.moe_down_staged);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.gemv_max_rows=4"}).runtime.kernels.gemv_max_rows, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.gemv_max_rows=17"}), ConfigError);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.staged_gemv=false"}).runtime.staged_gemv);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.staged_gemv=false"}).runtime.kernels.staged_gemv);
   EXPECT_EQ(c.cuda_graph.capture_sizes, (std::vector<int>{1, 2, 8}));
   EXPECT_EQ(c.launch.pdl.sites[static_cast<int>(kernels::Site::kSampling)], kernels::PdlMode::kOff);
   EXPECT_NE(error_of(M, {"runtime.max_batch=0"}).find("runtime.max_batch: got '0'"), std::string::npos);
@@ -292,17 +301,17 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "attention_inputs_before_wait: false}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
-  EXPECT_EQ(d.runtime.attention_split_keys, 96);
-  EXPECT_FALSE(d.runtime.moe_combine_batched_loads);
-  EXPECT_EQ(d.runtime.staged_gemv_copy_groups, 3);
-  EXPECT_FALSE(d.runtime.moe_fused_norm);
-  EXPECT_FALSE(d.runtime.moe_one_token_direct);
-  EXPECT_FALSE(d.runtime.attention_tensor_cores);
-  EXPECT_FALSE(d.runtime.norm_loads_before_wait);
-  EXPECT_FALSE(d.runtime.moe_combine_early_routing);
-  EXPECT_EQ(d.runtime.router_fused_max_tokens, 9);
-  EXPECT_FALSE(d.runtime.attention_fused_prologue);
-  EXPECT_FALSE(d.runtime.attention_inputs_before_wait);
+  EXPECT_EQ(d.runtime.kernels.attention_split_keys, 96);
+  EXPECT_FALSE(d.runtime.kernels.moe_combine_batched_loads);
+  EXPECT_EQ(d.runtime.kernels.staged_gemv_copy_groups, 3);
+  EXPECT_FALSE(d.runtime.kernels.moe_fused_norm);
+  EXPECT_FALSE(d.runtime.kernels.moe_one_token_direct);
+  EXPECT_FALSE(d.runtime.kernels.attention_tensor_cores);
+  EXPECT_FALSE(d.runtime.kernels.norm_loads_before_wait);
+  EXPECT_FALSE(d.runtime.kernels.moe_combine_early_routing);
+  EXPECT_EQ(d.runtime.kernels.router_fused_max_tokens, 9);
+  EXPECT_FALSE(d.runtime.kernels.attention_fused_prologue);
+  EXPECT_FALSE(d.runtime.kernels.attention_inputs_before_wait);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {

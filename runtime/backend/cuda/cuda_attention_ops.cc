@@ -61,7 +61,7 @@ void CudaBackend::qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads,
   p.num_kv_heads = num_kv_heads;
   p.head_dim = rope.head_dim;
   p.eps = eps;
-  p.loads_before_wait = options_.norm_loads_before_wait;
+  p.loads_before_wait = options_.kernels.norm_loads_before_wait;
   kernels::set_rope_inv_freq(p.inv_freq, p.head_dim, rope.theta);
   kernels::launch_qk_norm_rope_kv(p, stream_, *policy_);
 }
@@ -98,9 +98,9 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
   p.max_blocks_per_seq = to_int(meta.block_tables.dim(1), "blocks per sequence");
   p.max_query_len = meta.max_query_len;
   p.scale = scale;
-  p.tensor_cores = options_.attention_tensor_cores;
-  p.inputs_before_wait = options_.attention_inputs_before_wait;
-  p.split_keys = options_.attention_split_keys;
+  p.tensor_cores = options_.kernels.attention_tensor_cores;
+  p.inputs_before_wait = options_.kernels.attention_inputs_before_wait;
+  p.split_keys = options_.kernels.attention_split_keys;
   if (!p.tensor_cores)  // the CUDA-core kernel's ranges are whole 32-key tiles
     p.split_keys = (p.split_keys + kernels::kAttentionCudaCoreSplitKeys - 1) /
                    kernels::kAttentionCudaCoreSplitKeys * kernels::kAttentionCudaCoreSplitKeys;
@@ -143,8 +143,8 @@ void CudaBackend::qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv
                                          Tensor out) {
   const char* op = "qk_norm_rope_attention";
   const int64_t tokens = qkv.ndim == 2 ? qkv.dim(0) : -1;
-  const bool fused = options_.attention_fused_prologue && options_.attention_tensor_cores &&
-                     meta.max_query_len == 1 && meta.num_seqs == tokens && rope.head_dim <= 128;
+  const bool fused = options_.kernels.attention_fused_prologue && options_.kernels.attention_tensor_cores &&
+                     meta.max_query_len == 1 && meta.num_seqs > 0 && meta.num_seqs == tokens;
   if (!fused) {
     Backend::qk_norm_rope_attention(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale,
                                     meta, cache, q, out);
@@ -154,6 +154,8 @@ void CudaBackend::qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv
   kernels::PagedAttentionParams p = attention_params(num_q_heads, num_kv_heads, scale, cache, meta, out, op);
   TPS_CHECK(out.numel() == tokens * num_q_heads * p.head_dim, op, ": out ", out.shape_string(), " for ",
             tokens, " tokens");
+  cuda_ops::expect_aligned16(qkv, op, "qkv");  // the kernel reads q rows in 16-byte vectors
+  cuda_ops::expect_aligned16(out, op, "out");
   kernels::PagedAttentionParams::Prologue& pro = p.prologue;
   pro.qkv = bf16_ptr(qkv);
   pro.q_norm_weight = bf16_ptr(q_norm_w);

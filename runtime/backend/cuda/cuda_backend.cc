@@ -48,9 +48,9 @@ int cuda_device_count(std::string* why) {
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device), options_(options) {
-  TPS_CHECK(options.attention_split_keys >= kernels::kAttentionKeysPerSplitQuantum &&
-                options.attention_split_keys % kernels::kAttentionKeysPerSplitQuantum == 0,
-            "CUDA backend: attention_split_keys ", options.attention_split_keys, " (a multiple of ",
+  TPS_CHECK(options.kernels.attention_split_keys >= kernels::kAttentionKeysPerSplitQuantum &&
+                options.kernels.attention_split_keys % kernels::kAttentionKeysPerSplitQuantum == 0,
+            "CUDA backend: attention_split_keys ", options.kernels.attention_split_keys, " (a multiple of ",
             kernels::kAttentionKeysPerSplitQuantum, ")");
   std::string why;
   const int devices = cuda_device_count(&why);
@@ -62,20 +62,21 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   num_sms_ = prop.multiProcessorCount;
   staged_smem_limit_ = static_cast<size_t>(prop.sharedMemPerBlockOptin);
   router_fused_available_ = kernels::router_fused_available(prop.major * 10 + prop.minor);
-  TPS_CHECK(options.router_fused_max_tokens >= 0 &&
-                options.router_fused_max_tokens <= kernels::kRouterFusedMaxTokens,
-            "CUDA backend: router_fused_max_tokens ", options.router_fused_max_tokens, " (0 to ",
+  TPS_CHECK(options.kernels.router_fused_max_tokens >= 0 &&
+                options.kernels.router_fused_max_tokens <= kernels::kRouterFusedMaxTokens,
+            "CUDA backend: router_fused_max_tokens ", options.kernels.router_fused_max_tokens, " (0 to ",
             kernels::kRouterFusedMaxTokens, ")");
-  TPS_CHECK(options.gemv_max_rows >= 0 && options.gemv_max_rows <= kLinearGemvMaxRows,
-            "CUDA backend: gemv_max_rows ", options.gemv_max_rows, " (0 to ", kLinearGemvMaxRows, ")");
-  if (options.staged_gemv) {
+  TPS_CHECK(options.kernels.gemv_max_rows >= 0 && options.kernels.gemv_max_rows <= kLinearGemvMaxRows,
+            "CUDA backend: gemv_max_rows ", options.kernels.gemv_max_rows, " (0 to ", kLinearGemvMaxRows,
+            ")");
+  if (options.kernels.staged_gemv) {
     // At most 216 KB a block, leaving an SM room for a small predecessor's block beside it.
     constexpr size_t kStagedSmemMax = size_t(216) << 10;
     gemv_options_.staged_sms = num_sms_;
     gemv_options_.staged_smem = std::min(kStagedSmemMax, static_cast<size_t>(prop.sharedMemPerBlockOptin));
-    TPS_CHECK(options.staged_gemv_copy_groups >= 1 && options.staged_gemv_copy_groups <= 4,
-              "CUDA backend: staged_gemv_copy_groups ", options.staged_gemv_copy_groups, " (1 to 4)");
-    gemv_options_.staged_copy_groups = options.staged_gemv_copy_groups;
+    TPS_CHECK(options.kernels.staged_gemv_copy_groups >= 1 && options.kernels.staged_gemv_copy_groups <= 4,
+              "CUDA backend: staged_gemv_copy_groups ", options.kernels.staged_gemv_copy_groups, " (1 to 4)");
+    gemv_options_.staged_copy_groups = options.kernels.staged_gemv_copy_groups;
   }
 
   size_t free_bytes = 0, total_bytes = 0;
@@ -95,7 +96,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   TPS_CHECK(arena_bytes > reserved, "CUDA arena of ", arena_bytes, " bytes cannot hold the ", reserved,
             " bytes of workspace");
 
-  policy_ = std::make_unique<kernels::LaunchPolicy>(options.pdl, options.staged_gemv);
+  policy_ = std::make_unique<kernels::LaunchPolicy>(options.pdl, options.kernels.staged_gemv);
   arena_ = std::make_unique<DeviceArena>(arena_bytes);
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   staging_bytes_ = std::max<size_t>(options.staging_bytes, 2 * 4096);
@@ -269,7 +270,7 @@ kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, co
 
 void CudaBackend::rmsnorm(Tensor x, Tensor w, float eps, Tensor out) {
   kernels::RmsNormParams p = norm_params(x, w, eps, out, "rmsnorm");
-  p.weights_before_wait = options_.norm_loads_before_wait;
+  p.weights_before_wait = options_.kernels.norm_loads_before_wait;
   kernels::launch_rmsnorm(p, stream_, *policy_);
 }
 
@@ -279,7 +280,7 @@ void CudaBackend::add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Te
             x.shape_string());
   kernels::RmsNormParams p = norm_params(x, w, eps, out, "add_rmsnorm");
   p.residual = bf16_mut(residual);
-  p.weights_before_wait = options_.norm_loads_before_wait;
+  p.weights_before_wait = options_.kernels.norm_loads_before_wait;
   kernels::launch_rmsnorm(p, stream_, *policy_);
 }
 
@@ -306,7 +307,7 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
   const int m = to_int(x.numel() / k, "rows");
   if (m == 0) return;
   const bool out_f32 = out.dtype == DType::kF32;
-  if (m <= options_.gemv_max_rows && w.nbytes() < kLinearCublasMinWeightBytes) {
+  if (m <= options_.kernels.gemv_max_rows && w.nbytes() < kLinearCublasMinWeightBytes) {
     kernels::GemvParams p;
     p.x = bf16_ptr(x);
     p.w = bf16_ptr(w);

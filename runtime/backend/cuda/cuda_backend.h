@@ -19,6 +19,7 @@
 #include "kernels/sample.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/cuda/device_memory.h"
+#include "runtime/backend/cuda_kernel_switches.h"
 
 namespace tpserve {
 
@@ -28,7 +29,7 @@ struct MoeExpertsParams;
 }  // namespace kernels
 class CublasLtGemm;
 
-// The most rows linear() can give the GEMV (its limit); CudaBackendOptions::gemv_max_rows sets where
+// The most rows linear() can give the GEMV (its limit); CudaKernelSwitches::gemv_max_rows sets where
 // cuBLASLt takes over below that (8: measured A/B on an H200, docs/PERF.md). The GEMV reads each weight once
 // with 16-byte loads whatever M is, where cuBLASLt pads M to its tile (64+) and splits K.
 inline constexpr int kLinearGemvMaxRows = kernels::kGemvMaxTokens;
@@ -46,40 +47,7 @@ struct CudaBackendOptions {
   size_t workspace_bytes = size_t(256) << 20;  // per-op scratch (MoE routing, attention splits, sampling)
   size_t cublas_workspace_bytes = size_t(32) << 20;
   size_t staging_bytes = size_t(32) << 20;  // pinned host buffers for copies, each way
-  // Small-M products whose weights fit in the SMs' shared memory take the staged GEMV (kernels/gemv.h,
-  // GemvLaunchOptions), and every kernel prefers the largest shared-memory carveout (kernels/launch.h).
-  bool staged_gemv = true;
-  int staged_gemv_copy_groups = 1;  // GemvLaunchOptions::staged_copy_groups
-  // linear() takes the GEMV for up to this many rows (at most kLinearGemvMaxRows) and cuBLASLt above.
-  int gemv_max_rows = 8;
-  // The MoE down kernel issues its first weight loads before its PDL wait (kernels/moe_experts.h).
-  bool moe_down_loads_before_wait = true;
-  // The MoE down kernel stages each block's weight rows in shared memory (kernels/moe_experts.h).
-  bool moe_down_staged = true;
-  // Decode attention on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
-  bool attention_tensor_cores = true;
-  // Decode steps (one token a sequence) on tensor cores run q/k norm + RoPE + KV append inside the attention
-  // kernel (Backend::qk_norm_rope_attention, PagedAttentionParams::prologue): one launch instead of two.
-  bool attention_fused_prologue = true;
-  // The tensor-core attention kernel reads its step inputs before the PDL wait (PagedAttentionParams).
-  bool attention_inputs_before_wait = true;
-  // One token's MoE runs without moe_align: each of its k assignments is its own work item.
-  bool moe_one_token_direct = true;
-  // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm).
-  bool moe_fused_norm = true;
-  // Decode attention's context ranges are a multiple of this many keys (a multiple of 16; rounded up to a
-  // multiple of kernels::kAttentionCudaCoreSplitKeys where attention_tensor_cores is off).
-  int attention_split_keys = 32;
-  // The MoE combine issues several slots' loads together (kernels/moe_combine.h); false: one slot at a time.
-  bool moe_combine_batched_loads = true;
-  // RMSNorm reads its weights, and q/k norm + RoPE its step inputs and weights, before the PDL wait.
-  bool norm_loads_before_wait = true;
-  // The MoE combine inside the norm reads its routing before the PDL wait (RmsNormParams).
-  bool moe_combine_early_routing = true;
-  // Steps of up to this many tokens (0..kernels::kRouterFusedMaxTokens) run the residual add + RMSNorm before
-  // the MoE, the router and the top-k gating as one launch of one thread-block cluster
-  // (Backend::add_rmsnorm_route, kernels/router_fused.h); more tokens, or 0: the three ops.
-  int router_fused_max_tokens = 4;
+  CudaKernelSwitches kernels;  // which kernel form each op takes (runtime/backend/cuda_kernel_switches.h)
 };
 
 class CudaBackend final : public Backend {
@@ -146,7 +114,7 @@ class CudaBackend final : public Backend {
   // Arena bytes not yet handed out: what the engine can give the KV cache.
   std::optional<size_t> memory_left() const override;
   const kernels::LaunchPolicy& launch_policy() const { return *policy_; }
-  // How linear() launches the GEMV (staged_sms = 0 where CudaBackendOptions::staged_gemv is off).
+  // How linear() launches the GEMV (staged_sms = 0 where CudaKernelSwitches::staged_gemv is off).
   const kernels::GemvLaunchOptions& gemv_launch_options() const { return gemv_options_; }
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }

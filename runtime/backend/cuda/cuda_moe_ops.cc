@@ -83,8 +83,8 @@ void align_and_run_experts(const int32_t* expert_of, int assignments, int expert
 }  // namespace
 
 void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
-  e.down_loads_before_wait = options_.moe_down_loads_before_wait;
-  e.stage_down = options_.moe_down_staged;
+  e.down_loads_before_wait = options_.kernels.moe_down_early_loads;
+  e.stage_down = options_.kernels.moe_down_staged;
   e.staged_smem = staged_smem_limit_;
 }
 
@@ -124,7 +124,7 @@ kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up
   e.y_f32 = scratch.take<float>(size_t(assignments) * s.hidden, "MoE expert outputs");
   e.hidden = s.hidden;
   e.inter = s.inter;
-  if (options_.moe_one_token_direct && n == 1 && assignments <= kMoeIdentityEntries) {
+  if (options_.kernels.moe_one_token_direct && n == 1 && assignments <= kMoeIdentityEntries) {
     // One token: its k experts are distinct, so each assignment is its own work item (no align launch).
     e.slot_experts = ids;
     e.expert_begin = expert_begin;
@@ -137,7 +137,7 @@ kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up
     align_and_run_experts(ids, assignments, expert_begin, s.experts, e, scratch, stream_, *policy_);
   }
   kernels::MoeCombineParams c;
-  c.one_slot_at_a_time = !options_.moe_combine_batched_loads;
+  c.one_slot_at_a_time = !options_.kernels.moe_combine_batched_loads;
   c.y_f32 = e.y_f32;
   c.topk_ids = ids;
   c.expert_begin = expert_begin;
@@ -171,7 +171,7 @@ void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down,
                                   : moe_rows_per_chunk(s.tokens, s.k, s.experts, s.hidden, s.inter, true,
                                                        scratch_->bytes());
   // Several chunks (combine each, then the norm) or a row too long for the fused kernel: the two ops.
-  if (!options_.moe_fused_norm || s.tokens == 0 || chunk < s.tokens ||
+  if (!options_.kernels.moe_fused_norm || s.tokens == 0 || chunk < s.tokens ||
       s.hidden > kernels::kRmsNormCombineMaxHidden) {
     Backend::moe_experts_add_rmsnorm(x, gate_up, down, topk_ids, topk_weights, expert_begin, out, residual,
                                      norm_w, eps, normed);
@@ -184,8 +184,8 @@ void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down,
   kernels::RmsNormParams p = norm_params(out, norm_w, eps, normed, "moe_experts_add_rmsnorm");
   p.x = nullptr;  // from the combine: out is not written
   p.residual = bf16_mut(residual);
-  p.weights_before_wait = options_.norm_loads_before_wait;
-  p.combine_routing_before_wait = options_.moe_combine_early_routing;
+  p.weights_before_wait = options_.kernels.norm_loads_before_wait;
+  p.combine_routing_before_wait = options_.kernels.moe_combine_early_routing;
   p.combine =
       launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, 0, s.tokens, scratch);
   kernels::launch_rmsnorm(p, stream_, *policy_);
@@ -262,7 +262,7 @@ void CudaBackend::moe_combine(Tensor results, Tensor origin, Tensor topk_weights
             out.shape_string());
   if (tokens == 0) return;
   kernels::MoeCombineParams c;
-  c.one_slot_at_a_time = !options_.moe_combine_batched_loads;
+  c.one_slot_at_a_time = !options_.kernels.moe_combine_batched_loads;
   c.y_bf16 = bf16_ptr(results);
   c.origin = origin.ptr<int32_t>();
   c.weights = topk_weights.ptr<float>();

@@ -83,7 +83,7 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   p.renormalize = renormalize;
   const bool shape_fits = kernels::router_fused_fits(p);
   const size_t smem = shape_fits ? kernels::router_fused_smem_bytes(p) : 0;
-  if (p.tokens > options_.router_fused_max_tokens || !router_fused_available_ || !shape_fits ||
+  if (p.tokens > options_.kernels.router_fused_max_tokens || !router_fused_available_ || !shape_fits ||
       smem > staged_smem_limit_) {
     Backend::add_rmsnorm_route(residual, x, norm_w, eps, normed, router_w, logits, k, renormalize, weights,
                                ids);

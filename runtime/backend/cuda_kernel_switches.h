@@ -1,0 +1,58 @@
+// The CUDA backend's kernel switches: which kernel form each op takes and when each kernel issues its loads.
+// Plain data without CUDA, so that the config (runtime.* keys of the same names, docs/config.md) holds them
+// as they are and hands them to the backend whole (CudaBackendOptions::kernels). Every switch's default is
+// the measured faster setting (docs/PERF.md); the others are kept for A/B runs.
+#pragma once
+
+namespace tpserve {
+
+struct CudaKernelSwitches {
+  // Small-M products whose weights fit in the SMs' shared memory take the staged GEMV (kernels/gemv.h), and
+  // every kernel prefers the largest shared-memory carveout (kernels/launch.h).
+  bool staged_gemv = true;
+  // The cp.async groups a staged GEMV warp cuts its weight pieces into (1-4; the product of each group
+  // starts once it has landed). GemvLaunchOptions::staged_copy_groups.
+  int staged_gemv_copy_groups = 1;
+  // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
+  int gemv_max_rows = 8;
+  // The MoE down kernel issues its first weight loads before its PDL wait, during gate_up's tail
+  // (kernels/moe_experts.h).
+  bool moe_down_early_loads = true;
+  // Each MoE down block copies its weight rows into shared memory whole (cp.async) before its PDL wait,
+  // instead of loading them into registers a few k blocks at a time.
+  bool moe_down_staged = true;
+  // Decode attention (and short queries) on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA
+  // cores.
+  bool attention_tensor_cores = true;
+  // Decode steps (one token a sequence) on tensor cores run the q/k RMSNorm + RoPE + KV append inside the
+  // attention kernel (Backend::qk_norm_rope_attention, PagedAttentionParams::prologue): one launch, not two.
+  bool attention_fused_prologue = true;
+  // The tensor-core decode attention reads its step inputs (query starts, positions; with the folded prologue
+  // the slots, norm weights and rotation) before the PDL wait; false: after it (the same results).
+  bool attention_inputs_before_wait = true;
+  // A step's MoE with one token skips moe_align: each of its k distinct experts is its own work item.
+  bool moe_one_token_direct = true;
+  // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm): one
+  // launch fewer a layer, wherever the MoE output needs no all-reduce.
+  bool moe_fused_norm = true;
+  // Decode attention cuts a context into ranges of a multiple of this many keys (a multiple of 16; rounded up
+  // to a multiple of kernels::kAttentionCudaCoreSplitKeys on CUDA cores); larger: fewer blocks and fewer
+  // partials to merge at short contexts.
+  int attention_split_keys = 32;
+  // The MoE combine issues up to 8 slots' loads together (kernels/moe_combine.h); false: one slot after
+  // another.
+  bool moe_combine_batched_loads = true;
+  // RMSNorm reads its weights, and q/k norm + RoPE its positions, KV slots, norm weights and rotation, before
+  // the PDL wait (during the predecessor's tail); false: after it (the same results).
+  bool norm_loads_before_wait = true;
+  // The MoE combine fused into the norm after it reads its routing (top-k ids and weights) before the PDL
+  // wait, and only the expert rows after it; false: all after the wait (the same results).
+  bool moe_combine_early_routing = true;
+  // SM90+, one rank: steps of up to this many tokens (0..16) run the residual add + RMSNorm before each MoE
+  // block, the router and the top-k gating as one launch of one thread-block cluster
+  // (Backend::add_rmsnorm_route, kernels/router_fused.h); larger steps, and 0, run them as three launches.
+  // 4: measured faster at 1 and 4 tokens, slower at 16.
+  int router_fused_max_tokens = 4;
+};
+
+}  // namespace tpserve
