@@ -1,7 +1,9 @@
 // The CUDA backend's kernel switches: which kernel form each op takes and when each kernel issues its loads.
 // Plain data without CUDA, so that the config (runtime.* keys of the same names, docs/config.md) holds them
 // as they are and hands them to the backend whole (CudaBackendOptions::kernels). Every switch's default is
-// the measured faster setting (docs/PERF.md); the others are kept for A/B runs.
+// the measured faster setting (docs/PERF.md); the others are kept for A/B runs. A new switch is a field here
+// and a line in for_each_kernel_switch (the config reads and writes it from there) and a row in
+// docs/config.md.
 #pragma once
 
 namespace tpserve {
@@ -54,5 +56,26 @@ struct CudaKernelSwitches {
   // 4: measured faster at 1 and 4 tokens, slower at 16.
   int router_fused_max_tokens = 4;
 };
+
+// Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
+// allowed range; `switches` may be const. The names are the config keys (runtime.<name>).
+template <typename Switches, typename Visit>
+void for_each_kernel_switch(Switches& switches, Visit&& visit) {
+  visit("staged_gemv", switches.staged_gemv);
+  visit("staged_gemv_copy_groups", switches.staged_gemv_copy_groups, 1, 4);
+  visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
+  visit("moe_down_early_loads", switches.moe_down_early_loads);
+  visit("moe_down_staged", switches.moe_down_staged);
+  visit("attention_tensor_cores", switches.attention_tensor_cores);
+  visit("attention_fused_prologue", switches.attention_fused_prologue);
+  visit("attention_inputs_before_wait", switches.attention_inputs_before_wait);
+  visit("moe_one_token_direct", switches.moe_one_token_direct);
+  visit("moe_fused_norm", switches.moe_fused_norm);
+  visit("attention_split_keys", switches.attention_split_keys, 16, 4096);
+  visit("moe_combine_batched_loads", switches.moe_combine_batched_loads);
+  visit("norm_loads_before_wait", switches.norm_loads_before_wait);
+  visit("moe_combine_early_routing", switches.moe_combine_early_routing);
+  visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
+}
 
 }  // namespace tpserve

@@ -107,22 +107,11 @@ std::string config_to_yaml(const Config& c) {
       << r.kv_block_size << YAML::Key << "gpu_memory_fraction" << YAML::Value << r.gpu_memory_fraction
       << YAML::Key << "num_kv_blocks" << YAML::Value << r.num_kv_blocks << YAML::Key
       << "max_num_batched_tokens" << YAML::Value << r.max_num_batched_tokens << YAML::Key
-      << "sampling_candidates" << YAML::Value << r.sampling_candidates << YAML::Key << "staged_gemv"
-      << YAML::Value << r.kernels.staged_gemv << YAML::Key << "gemv_max_rows" << YAML::Value
-      << r.kernels.gemv_max_rows << YAML::Key << "moe_down_early_loads" << YAML::Value
-      << r.kernels.moe_down_early_loads << YAML::Key << "moe_down_staged" << YAML::Value
-      << r.kernels.moe_down_staged << YAML::Key << "attention_tensor_cores" << YAML::Value
-      << r.kernels.attention_tensor_cores << YAML::Key << "attention_fused_prologue" << YAML::Value
-      << r.kernels.attention_fused_prologue << YAML::Key << "attention_inputs_before_wait" << YAML::Value
-      << r.kernels.attention_inputs_before_wait << YAML::Key << "moe_one_token_direct" << YAML::Value
-      << r.kernels.moe_one_token_direct << YAML::Key << "moe_fused_norm" << YAML::Value
-      << r.kernels.moe_fused_norm << YAML::Key << "staged_gemv_copy_groups" << YAML::Value
-      << r.kernels.staged_gemv_copy_groups << YAML::Key << "attention_split_keys" << YAML::Value
-      << r.kernels.attention_split_keys << YAML::Key << "moe_combine_batched_loads" << YAML::Value
-      << r.kernels.moe_combine_batched_loads << YAML::Key << "norm_loads_before_wait" << YAML::Value
-      << r.kernels.norm_loads_before_wait << YAML::Key << "moe_combine_early_routing" << YAML::Value
-      << r.kernels.moe_combine_early_routing << YAML::Key << "router_fused_max_tokens" << YAML::Value
-      << r.kernels.router_fused_max_tokens << YAML::EndMap;
+      << "sampling_candidates" << YAML::Value << r.sampling_candidates;
+  for_each_kernel_switch(r.kernels, [&](const char* name, const auto& field, auto...) {
+    out << YAML::Key << name << YAML::Value << field;
+  });
+  out << YAML::EndMap;
 
   out << YAML::Key << "cuda_graph" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
       << c.cuda_graph.enabled;

@@ -217,30 +217,16 @@ void read_parallel(const YAML::Node& root, Config& c, Problems& p) {
 }
 
 void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
-  Section s(root["runtime"], "runtime", p,
-            {"backend",
-             "max_batch",
-             "max_seq_len",
-             "kv_block_size",
-             "gpu_memory_fraction",
-             "num_kv_blocks",
-             "max_num_batched_tokens",
-             "sampling_candidates",
-             "gemv_max_rows",
-             "moe_down_early_loads",
-             "staged_gemv",
-             "moe_down_staged",
-             "attention_tensor_cores",
-             "attention_fused_prologue",
-             "attention_inputs_before_wait",
-             "moe_one_token_direct",
-             "moe_fused_norm",
-             "staged_gemv_copy_groups",
-             "attention_split_keys",
-             "moe_combine_batched_loads",
-             "norm_loads_before_wait",
-             "moe_combine_early_routing",
-             "router_fused_max_tokens"});
+  std::vector<std::string> keys{"backend",
+                                "max_batch",
+                                "max_seq_len",
+                                "kv_block_size",
+                                "gpu_memory_fraction",
+                                "num_kv_blocks",
+                                "max_num_batched_tokens",
+                                "sampling_candidates"};
+  for_each_kernel_switch(c.runtime.kernels, [&](const char* name, auto&&...) { keys.emplace_back(name); });
+  Section s(root["runtime"], "runtime", p, std::move(keys));
   s.choice<BackendKind>(
       "backend", c.runtime.backend,
       {{"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}});
@@ -251,21 +237,12 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.integer("num_kv_blocks", c.runtime.num_kv_blocks, 0, 1 << 30);
   s.integer("max_num_batched_tokens", c.runtime.max_num_batched_tokens, 1, 1 << 20);
   s.integer("sampling_candidates", c.runtime.sampling_candidates, 1, 4096);
-  s.boolean("staged_gemv", c.runtime.kernels.staged_gemv);
-  s.integer("gemv_max_rows", c.runtime.kernels.gemv_max_rows, 0, 16);
-  s.boolean("moe_down_early_loads", c.runtime.kernels.moe_down_early_loads);
-  s.boolean("moe_down_staged", c.runtime.kernels.moe_down_staged);
-  s.boolean("attention_tensor_cores", c.runtime.kernels.attention_tensor_cores);
-  s.boolean("attention_fused_prologue", c.runtime.kernels.attention_fused_prologue);
-  s.boolean("attention_inputs_before_wait", c.runtime.kernels.attention_inputs_before_wait);
-  s.boolean("moe_one_token_direct", c.runtime.kernels.moe_one_token_direct);
-  s.boolean("moe_fused_norm", c.runtime.kernels.moe_fused_norm);
-  s.integer("staged_gemv_copy_groups", c.runtime.kernels.staged_gemv_copy_groups, 1, 4);
-  s.integer("attention_split_keys", c.runtime.kernels.attention_split_keys, 16, 4096);
-  s.boolean("moe_combine_batched_loads", c.runtime.kernels.moe_combine_batched_loads);
-  s.boolean("norm_loads_before_wait", c.runtime.kernels.norm_loads_before_wait);
-  s.boolean("moe_combine_early_routing", c.runtime.kernels.moe_combine_early_routing);
-  s.integer("router_fused_max_tokens", c.runtime.kernels.router_fused_max_tokens, 0, 16);
+  for_each_kernel_switch(c.runtime.kernels, [&](const char* name, auto& field, auto... range) {
+    if constexpr (sizeof...(range) == 0)
+      s.boolean(name, field);
+    else
+      s.integer(name, field, range...);
+  });
   if (c.runtime.kernels.attention_split_keys % 16 != 0)
     p.push_back("runtime.attention_split_keys: got " +
                 std::to_string(c.runtime.kernels.attention_split_keys) + ", must be a multiple of 16");

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
+#include <tuple>
 
 #include "runtime/config/config_parser.h"
 
@@ -335,6 +337,37 @@ TEST(Config, LayoutValidationNeedsTheModelShape) {
   EXPECT_THROW(validate_layout(c, 2, f), ConfigError);  // tp != world size
   c = parse_config(M + "speculative: {method: mtp}\n", "x");
   EXPECT_THROW(validate_layout(c, 1, LayoutFacts{}), ConfigError);
+}
+
+// Every kernel switch (runtime/backend/cuda_kernel_switches.h) is a runtime.<name> key: set away from its
+// default it changes the config and survives the resolved YAML, past its range it is refused, and it has a
+// row in docs/config.md.
+TEST(Config, EveryKernelSwitchIsAKeyWithADocsRow) {
+  std::ifstream file(std::string(TPSERVE_SOURCE_DIR) + "/docs/config.md");
+  ASSERT_TRUE(file) << "docs/config.md";
+  const std::string docs((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string defaults = config_to_yaml(parse_config(M, "x"));
+  int switches = 0;
+  const CudaKernelSwitches fallbacks;
+  for_each_kernel_switch(fallbacks, [&](const char* name, const auto& fallback, auto... range) {
+    ++switches;
+    const std::string key = std::string("runtime.") + name;
+    EXPECT_NE(docs.find("| `" + key + "` |"), std::string::npos) << key << ": no row in docs/config.md";
+    std::string value;
+    if constexpr (sizeof...(range) == 0) {
+      value = fallback ? "false" : "true";
+      EXPECT_THROW(parse_config(M, "x", {key + "=2"}), ConfigError) << key;
+    } else {
+      const auto [lo, hi] = std::tuple{range...};
+      value = std::to_string(fallback == lo ? hi : lo);
+      EXPECT_THROW(parse_config(M, "x", {key + "=" + std::to_string(hi + 1)}), ConfigError) << key;
+    }
+    const std::string resolved = config_to_yaml(parse_config(M, "x", {key + "=" + value}));
+    EXPECT_NE(resolved, defaults) << key << "=" << value << " changed nothing";
+    EXPECT_NE(resolved.find(std::string(name) + ": " + value), std::string::npos) << resolved;
+    EXPECT_EQ(config_to_yaml(parse_config(resolved, "resolved")), resolved) << key;
+  });
+  EXPECT_GT(switches, 0);
 }
 
 TEST(Config, EveryShippedConfigIsValid) {
