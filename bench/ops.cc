@@ -249,6 +249,12 @@ int run(int argc, char** argv) {
   app.add_option("--reps", reps, "timed runs per op (median reported)")->check(CLI::Range(5, 100000));
   app.add_option("--device", device, "CUDA device index");
   app.add_option("--json", json, "write the results as JSON to this file");
+  std::vector<int> split_growths;
+  app.add_option("--attention-split-growth", split_growths,
+                 "decode attention on tensor cores again with each of these runtime.attention_split_growth "
+                 "values (a backend each)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 4096));
   CLI11_PARSE(app, argc, argv);
 
   CudaBackendOptions options;
@@ -262,16 +268,20 @@ int run(int argc, char** argv) {
   bench_moe(b);
   bench_decode_attention(b, "tensor cores");
   std::vector<Result> results = b.results();
-  {
-    // The CUDA-core attention kernel on a backend of its own (the kernel is a backend option).
-    CudaBackendOptions cuda_cores = options;
-    cuda_cores.kernels.attention_tensor_cores = false;
-    cuda_cores.arena_bytes = size_t(4) << 30;
-    auto other = make_cuda_backend(cuda_cores);
+  // Other attention kernels and splits, each on a backend of its own (they are backend options).
+  auto bench_attention_variant = [&](const std::string& label, auto&& set_option) {
+    CudaBackendOptions variant = options;
+    variant.arena_bytes = size_t(4) << 30;
+    set_option(variant.kernels);
+    auto other = make_cuda_backend(variant);
     Bench b2(*other, reps);
-    bench_decode_attention(b2, "CUDA cores");
+    bench_decode_attention(b2, label);
     results.insert(results.end(), b2.results().begin(), b2.results().end());
-  }
+  };
+  bench_attention_variant("CUDA cores", [](CudaKernelSwitches& k) { k.attention_tensor_cores = false; });
+  for (int growth : split_growths)
+    bench_attention_variant("tensor cores, split growth " + std::to_string(growth),
+                            [&](CudaKernelSwitches& k) { k.attention_split_growth = growth; });
 
   std::printf("%-46s %10s %10s %10s %8s\n", "op", "median us", "min us", "GB/s", "% HBM");
   for (const Result& r : results)

@@ -244,6 +244,9 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
   const int q = p.split_keys;
   int splits = std::min({(kTargetBlocksPerSm * num_sms + blocks - 1) / blocks,
                          (std::max(max_context_len, 1) + q - 1) / q, kMaxSplits});
+  // No more ranges than the longest context uses (the square-root floor makes long ranges at long contexts).
+  const int keys = attention_keys_per_split(std::max(max_context_len, 1), splits, q, p.split_growth);
+  splits = std::min(splits, (std::max(max_context_len, 1) + keys - 1) / keys);
   while (splits > 1 &&
          attention_partial_bytes(num_tokens, p.num_q_heads, p.head_dim, splits) > max_partial_bytes)
     --splits;

@@ -11,6 +11,8 @@
 // per tile of query rows over the whole context.
 #pragma once
 
+#include <cmath>
+
 #include "kernels/kernel_api.h"
 #include "kernels/qk_norm_rope_kv.h"
 
@@ -45,6 +47,8 @@ struct PagedAttentionParams {
   // Keys of a context range: a multiple of this (>= kAttentionKeysPerSplitQuantum, a multiple of it), so a
   // short context runs as fewer, longer ranges (fewer partials to merge) when it is larger.
   int split_keys = 32;
+  // Ranges of at least sqrt(split_growth * context) keys (attention_keys_per_split); 0: no such floor.
+  int split_growth = 0;
   float scale = 1.0f;  // softmax scale (head_dim^-0.5)
   // The split decode path on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
   bool tensor_cores = false;
@@ -79,12 +83,19 @@ inline constexpr int kAttentionKeysPerSplitQuantum = 16;
 inline constexpr int kAttentionCudaCoreSplitKeys = 32;
 
 // The range length for a context of kv_len keys cut into at most `num_splits` ranges of a multiple of q =
-// split_keys keys. Computed on the device from the sequence's actual length, so that a step planned (or
-// captured in a graph) for the longest context still spreads a short context over several blocks: with 128
-// planned ranges and q = 32 a 160-key context runs as 5 ranges of 32 keys, not as one block walking all of
-// it.
-__host__ __device__ inline int attention_keys_per_split(int kv_len, int num_splits, int q) {
-  const int keys = ((kv_len + num_splits - 1) / num_splits + q - 1) / q * q;
+// split_keys keys, and, with growth > 0, of at least sqrt(growth * kv_len) keys. Computed on the device from
+// the sequence's actual length, so that a step planned (or captured in a graph) for the longest context still
+// spreads a short context over several blocks: with 128 planned ranges and q = 32 a 160-key context runs as 5
+// ranges of 32 keys, not as one block walking all of it. The square-root floor balances the two halves of a
+// long context's time: the ranges run in parallel (time ~ kv_len / ranges), but their partials are merged by
+// one block (time ~ ranges), so the best number of ranges grows as sqrt(kv_len / growth).
+__host__ __device__ inline int attention_keys_per_split(int kv_len, int num_splits, int q, int growth) {
+  int keys = (kv_len + num_splits - 1) / num_splits;
+  if (growth > 0) {
+    const int floor_keys = static_cast<int>(ceilf(sqrtf(static_cast<float>(growth) * kv_len)));
+    keys = keys > floor_keys ? keys : floor_keys;
+  }
+  keys = (keys + q - 1) / q * q;
   return keys > q ? keys : q;  // never 0 (an empty context), which callers divide by
 }
 

@@ -75,7 +75,7 @@ __device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* li
   __syncthreads();
   b.kv_len = 0;
   for (int r = 0; r < b.rows; r += b.group) b.kv_len = max(b.kv_len, limit_s[r]);
-  const int per_split = attention_keys_per_split(b.kv_len, p.num_splits, p.split_keys);
+  const int per_split = attention_keys_per_split(b.kv_len, p.num_splits, p.split_keys, p.split_growth);
   b.key_begin = b.split * per_split;
   b.key_end = min(b.kv_len, b.key_begin + per_split);
   if (b.key_begin >= b.key_end) return false;  // past the context: not one of the tile's active splits
@@ -105,6 +105,36 @@ __device__ __forceinline__ void load_kv_tile(const PagedAttentionParams& p, cons
   cp_async_commit();
 }
 
+// v = the N floats at src (16-byte aligned for N >= 4, 8-byte for N = 2), read past L1 (__ldcg).
+template <int N>
+__device__ __forceinline__ void load_floats_cg(float (&v)[N], const float* src) {
+  if constexpr (N == 2) {
+    const float2 t = __ldcg(reinterpret_cast<const float2*>(src));
+    v[0] = t.x, v[1] = t.y;
+  } else {
+    static_assert(N % 4 == 0);
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) {
+      const float4 t = __ldcg(reinterpret_cast<const float4*>(src) + i);
+      v[4 * i] = t.x, v[4 * i + 1] = t.y, v[4 * i + 2] = t.z, v[4 * i + 3] = t.w;
+    }
+  }
+}
+
+// dst[0 .. N) = bf16(v * scale), one store (dst aligned to 2N bytes; N = 2, 4 or 8).
+template <int N>
+__device__ __forceinline__ void store_bf16_row(bf16* dst, const float (&v)[N], float scale) {
+  uint32_t packed[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) packed[i] = pack_bf16x2(v[2 * i] * scale, v[2 * i + 1] * scale);
+  if constexpr (N == 2)
+    *reinterpret_cast<uint32_t*>(dst) = packed[0];
+  else if constexpr (N == 4)
+    *reinterpret_cast<uint2*>(dst) = make_uint2(packed[0], packed[1]);
+  else
+    *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+}
+
 // The block's end. acc[i][0..3]: the unnormalised output of row pv_row_group + i * kPvRowGroups, dims
 // dim_group * 4 .. + 3 (thread (dim_group, pv_row_group) = (tid % kDimGroups, tid / kDimGroups)); max_s /
 // sum_s: each row's running max (log2 units) and sum of exp2, in shared memory and visible to every thread.
@@ -115,7 +145,7 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
                              const float (&acc)[T::kPvRowsPerThread][4], float* max_s, float* sum_s,
                              bool& last_s) {
   constexpr int D = T::kDim;
-  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int tid = threadIdx.x;
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
   const int d0 = dim_group * 4;
   if (b.active_splits == 1) {
@@ -159,58 +189,46 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
     __syncthreads();
     if (!last_s) return;
 
-    // Splits whose partials a merging thread loads at once: 8 where the key loop's registers cover it.
-    constexpr int kChunk = D == 128 ? 8 : 4;
-    // Merge, the same math for every choice of last block: per row the max over its splits (a range past the
-    // row's own position has max -inf and weight 0; split 0 holds key 0, so the max is finite), then
-    // num / den over splits s = 0 .. active_splits - 1 in order. Partials are read with L1-bypassing loads:
-    // L1 is not coherent with the other blocks' stores. More splits than one chunk: the rows' maxima first
-    // (one warp a row, into max_s: free again, read before the barrier above); else from the chunk's loads.
-    if (b.active_splits > kChunk) {
-      for (int i = 0; i < T::kSoftmaxRowsPerWarp; ++i) {
-        const int r = warp + i * kWarps;
-        if (r >= b.rows) break;
-        const float* max_sum = p.partial_max_sum + b.row_index(p, r) * p.num_splits * 2;
-        float m = -INFINITY;
-#pragma unroll 4
-        for (int s = lane; s < b.active_splits; s += kWarpSize) m = fmaxf(m, __ldcg(max_sum + s * 2));
-        m = warp_max(m);
-        if (lane == 0) max_s[r] = m;
-      }
-      __syncthreads();
-    }
-#pragma unroll
-    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-      const int r = pv_row_group + i * T::kPvRowGroups;
-      if (r >= b.rows) break;
+    // Merge, the same math for every choice of last block. Thread (row, kMergeDims dims) items, all rows at
+    // once: for D = 128 and a group of 8 each thread holds one item, so one chunk's loads cover every row.
+    // Over splits s = 0 .. active_splits - 1 in order, kChunk at a time, an online max: each chunk's loads
+    // all go out before its adds (indices clamped: no branch around a load), then num and den are rescaled
+    // to the chunk's max. A range past a row's own position has max -inf and weight 0; split 0 holds key 0,
+    // so the max is finite after the first chunk. Partials are read with L1-bypassing loads: L1 is not
+    // coherent with the other blocks' stores.
+    constexpr int kMergeDims = D / 16, kItemsPerRow = D / kMergeDims, kChunk = 8;
+    for (int item = tid; item < b.rows * kItemsPerRow; item += kThreads) {
+      const int r = item / kItemsPerRow, dm = (item % kItemsPerRow) * kMergeDims;
       const float* max_sum = p.partial_max_sum + b.row_index(p, r) * p.num_splits * 2;
-      const float* part = p.partial_out + b.row_index(p, r) * p.num_splits * D + d0;
-      float max_all = b.active_splits > kChunk ? max_s[r] : -INFINITY;
-      float num[4] = {}, den = 0.0f;
+      const float* part = p.partial_out + b.row_index(p, r) * p.num_splits * D + dm;
+      float max_all = -INFINITY, den = 0.0f, num[kMergeDims] = {};
       for (int s0 = 0; s0 < b.active_splits; s0 += kChunk) {
-        // A chunk's loads all go out before its adds (indices clamped: no branch around a load).
         float2 ms[kChunk];
-        float4 o[kChunk];
+        float o[kChunk][kMergeDims];
 #pragma unroll
         for (int j = 0; j < kChunk; ++j) {
           const int s = min(s0 + j, b.active_splits - 1);
           ms[j] = __ldcg(reinterpret_cast<const float2*>(max_sum + s * 2));
-          o[j] = __ldcg(reinterpret_cast<const float4*>(part + s * D));
+          load_floats_cg(o[j], part + s * D);
         }
-        if (b.active_splits <= kChunk) {  // one chunk (clamped repeats leave the max as it is)
+        float chunk_max = max_all;
 #pragma unroll
-          for (int j = 0; j < kChunk; ++j) max_all = fmaxf(max_all, ms[j].x);
-        }
+        for (int j = 0; j < kChunk; ++j) chunk_max = fmaxf(chunk_max, ms[j].x);  // clamped repeats: no change
+        const float rescale = exp2f(max_all - chunk_max);  // 0 on the first chunk (num and den are 0)
+        den *= rescale;
+#pragma unroll
+        for (int d = 0; d < kMergeDims; ++d) num[d] *= rescale;
 #pragma unroll
         for (int j = 0; j < kChunk; ++j) {
           if (s0 + j >= b.active_splits) break;
-          const float w = exp2f(ms[j].x - max_all);
-          num[0] += w * o[j].x, num[1] += w * o[j].y, num[2] += w * o[j].z, num[3] += w * o[j].w;
+          const float w = exp2f(ms[j].x - chunk_max);
+#pragma unroll
+          for (int d = 0; d < kMergeDims; ++d) num[d] += w * o[j][d];
           den += w * ms[j].y;
         }
+        max_all = chunk_max;
       }
-      *reinterpret_cast<uint2*>(p.out + b.row_index(p, r) * D + d0) =
-          make_uint2(pack_bf16x2(num[0] / den, num[1] / den), pack_bf16x2(num[2] / den, num[3] / den));
+      store_bf16_row(p.out + b.row_index(p, r) * D + dm, num, 1.0f / den);
     }
   }
 }

@@ -41,6 +41,9 @@ struct CudaKernelSwitches {
   // to a multiple of kernels::kAttentionCudaCoreSplitKeys on CUDA cores); larger: fewer blocks and fewer
   // partials to merge at short contexts.
   int attention_split_keys = 32;
+  // Decode attention's ranges are at least sqrt(this * context) keys long (0: no floor): at long contexts
+  // fewer, longer ranges, since one block merges all the ranges' partials (kernels/paged_attention.h).
+  int attention_split_growth = 4;
   // The MoE combine issues up to 8 slots' loads together (kernels/moe_combine.h); false: one slot after
   // another.
   bool moe_combine_batched_loads = true;
@@ -72,6 +75,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_one_token_direct", switches.moe_one_token_direct);
   visit("moe_fused_norm", switches.moe_fused_norm);
   visit("attention_split_keys", switches.attention_split_keys, 16, 4096);
+  visit("attention_split_growth", switches.attention_split_growth, 0, 4096);
   visit("moe_combine_batched_loads", switches.moe_combine_batched_loads);
   visit("norm_loads_before_wait", switches.norm_loads_before_wait);
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);

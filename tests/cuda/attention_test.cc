@@ -62,24 +62,32 @@ struct AttentionRun {
 };
 
 // A backend with the split decode path on tensor cores or on CUDA cores (runtime.attention_tensor_cores),
-// context ranges a multiple of split_keys keys (runtime.attention_split_keys).
-CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32) {
+// context ranges a multiple of split_keys keys (runtime.attention_split_keys) and, with growth > 0, at least
+// sqrt(growth x context) keys long (runtime.attention_split_growth; 0 here unless given, so that the ranges
+// below are the multiples of split_keys the comments count).
+CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32, int growth = 0) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.attention_tensor_cores = tensor_cores;
   options.kernels.attention_split_keys = split_keys;
+  options.kernels.attention_split_growth = growth;
   return options;
 }
 
 // Both kernels; ranges of 16 keys (one warp's share of a tensor-core tile; rounded up to 32 on CUDA cores),
-// of 32, of 96 (1.5 of the tensor-core kernel's 64-key tiles) and of 256.
+// of 32, of 96 (1.5 of the tensor-core kernel's 64-key tiles) and of 256; and with the square-root floor on
+// ranges: the default (4) and a large one (256: a few ranges of over a thousand keys at 5000).
 void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
+  struct Split {
+    int keys, growth;
+  };
   for (bool tensor_cores : {false, true})
-    for (int split_keys : {16, 32, 96, 256}) {
-      Backends b(attention_options(tensor_cores, split_keys));
+    for (Split split : {Split{16, 0}, Split{32, 0}, Split{96, 0}, Split{256, 0}, Split{32, 4}, Split{16, 256}}) {
+      Backends b(attention_options(tensor_cores, split.keys, split.growth));
       AttentionRun run(b, c, planned_context);
       run.launch_gpu(b);
       run.expect_matches(b, std::string(tensor_cores ? "attention (tensor cores" : "attention (CUDA cores") +
-                                ", ranges of " + std::to_string(split_keys) + " keys)");
+                                ", ranges of " + std::to_string(split.keys) + " keys, growth " +
+                                std::to_string(split.growth) + ")");
     }
 }
 
@@ -125,8 +133,8 @@ INSTANTIATE_TEST_SUITE_P(Verify, PagedAttentionTest,
 //   group 16 (1 token a tile): (3, 97) tiles of 95, 96, 97 keys: 3, 3, 4 ranges;
 //   group 2 (8 tokens a tile): (3, 64), (2, 65) 2 and 3 ranges, position 63 -inf in the third;
 //   (1, 5), (1, 31): one range whatever the plan (the planned-for-longer test splits that launch);
-//   (1, 256), (1, 257): 8 and 9 ranges, each side of the merge's chunk of 8 splits at D 128 (4 at D 32 and
-//   64: (3, 97) above has a tile of 4).
+//   (1, 256), (1, 257): 8 and 9 ranges, each side of the merge's chunk of 8 splits (with no square-root
+//   floor on ranges; the default floor makes 257 keys 5 ranges of 64).
 INSTANTIATE_TEST_SUITE_P(SplitMerge, PagedAttentionTest,
                          ::testing::Values(AttentionCase{32, 4, 128, 16, {1, 1, 1}, {20, 32, 33}},
                                            AttentionCase{32, 4, 128, 16, {4, 5}, {65, 161}},
@@ -152,12 +160,36 @@ TEST(AttentionSplitPlan, RangesFollowSplitKeys) {
   EXPECT_EQ(splits(256, 1024), 4);
   EXPECT_EQ(splits(32, 160), 5);
   EXPECT_EQ(splits(16, 160), 10);
-  EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 16), 16);
-  EXPECT_EQ(kernels::attention_keys_per_split(170, 10, 16), 32);  // 17 keys a range, rounded up to 16s
-  EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 32), 32);
-  EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 64), 64);
-  EXPECT_EQ(kernels::attention_keys_per_split(160, 4, 256), 256);
-  EXPECT_EQ(kernels::attention_keys_per_split(5000, 4, 96), 1344);  // 1250 keys a range, rounded up to 96s
+  EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 16, 0), 16);
+  EXPECT_EQ(kernels::attention_keys_per_split(170, 10, 16, 0), 32);  // 17 keys a range, rounded up to 16s
+  EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 32, 0), 32);
+  EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 64, 0), 64);
+  EXPECT_EQ(kernels::attention_keys_per_split(160, 4, 256, 0), 256);
+  EXPECT_EQ(kernels::attention_keys_per_split(5000, 4, 96, 0), 1344);  // 1250 keys a range, rounded up to 96s
+}
+
+// runtime.attention_split_growth: ranges of at least sqrt(growth x context) keys, so a long context runs as
+// about sqrt(context / growth) ranges; short contexts keep their ranges of split_keys.
+TEST(AttentionSplitPlan, LongContextsTakeFewerLongerRanges) {
+  using kernels::attention_keys_per_split;
+  EXPECT_EQ(attention_keys_per_split(192, 128, 32, 4), 32);      // sqrt(768) = 27.7: no change
+  EXPECT_EQ(attention_keys_per_split(256, 128, 32, 4), 32);      // sqrt(1024) = 32 exactly
+  EXPECT_EQ(attention_keys_per_split(257, 128, 32, 4), 64);      // 32.06
+  EXPECT_EQ(attention_keys_per_split(4096, 128, 32, 4), 128);    // 32 ranges
+  EXPECT_EQ(attention_keys_per_split(32768, 128, 32, 4), 384);   // sqrt(131072) = 362.04: 86 ranges
+  EXPECT_EQ(attention_keys_per_split(4096, 128, 32, 16), 256);   // 16 ranges
+  EXPECT_EQ(attention_keys_per_split(4096, 8, 32, 4), 512);      // the planned ranges bound it first
+  // The plan launches no more ranges than the longest context has.
+  kernels::PagedAttentionParams p;
+  p.num_seqs = 1, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;
+  p.split_keys = 32, p.split_growth = 4;
+  kernels::plan_decode_splits(p, 4096, 1, 132, size_t(255) << 20);
+  EXPECT_EQ(p.num_splits, 32);
+  kernels::plan_decode_splits(p, 192, 1, 132, size_t(255) << 20);
+  EXPECT_EQ(p.num_splits, 6);
+  p.split_growth = 0;
+  kernels::plan_decode_splits(p, 4096, 1, 132, size_t(255) << 20);
+  EXPECT_EQ(p.num_splits, 128);
 }
 
 class PagedAttentionSplits : public ::testing::TestWithParam<bool> {};  // tensor cores or not
