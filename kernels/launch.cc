@@ -118,6 +118,33 @@ int LaunchPolicy::kernel_attribute_queries() const {
   return attribute_queries_;
 }
 
+int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem, int threads,
+                    size_t dynamic_smem) {
+  constexpr int kRegAllocation = 256;  // registers are allocated to a warp in these units
+  const int warps = (threads + 31) / 32;
+  const int regs_per_warp = (std::max(regs_per_thread, 1) * 32 + kRegAllocation - 1) / kRegAllocation * kRegAllocation;
+  const int by_regs = sm.regs / regs_per_warp / warps;
+  const size_t smem_per_block = static_smem + dynamic_smem + sm.reserved_smem_per_block;
+  const int by_smem = static_cast<int>(sm.smem / smem_per_block);
+  return std::max(0, std::min({by_regs, by_smem, sm.threads / (warps * 32), sm.blocks}));
+}
+
+int resident_blocks_per_sm(const void* kernel, int threads, size_t dynamic_smem) {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  SmLimits sm;
+  sm.regs = prop.regsPerMultiprocessor;
+  sm.smem = prop.sharedMemPerMultiprocessor;
+  sm.reserved_smem_per_block = prop.reservedSharedMemPerBlock;
+  sm.threads = prop.maxThreadsPerMultiProcessor;
+  sm.blocks = prop.maxBlocksPerMultiProcessor;
+  return resident_blocks(sm, attr.numRegs, attr.sharedSizeBytes, threads, dynamic_smem);
+}
+
 std::string format_pdl_report(const std::vector<PdlReportRow>& rows) {
   std::ostringstream os;
   os << "device  site                 pdl  launches  kernel (sm)  reason\n";

@@ -94,6 +94,23 @@ class LaunchPolicy {
   mutable int attribute_queries_ = 0;
 };
 
+// What one SM holds (cudaDeviceProp: regsPerMultiprocessor, sharedMemPerMultiprocessor,
+// reservedSharedMemPerBlock, maxThreadsPerMultiProcessor, maxBlocksPerMultiProcessor; H100/H200 values).
+struct SmLimits {
+  int regs = 65536;
+  size_t smem = 233472;
+  size_t reserved_smem_per_block = 1024;
+  int threads = 2048;
+  int blocks = 32;
+};
+// Blocks of `threads` threads that one SM holds at once, by registers (allocated per warp in units of 256),
+// shared memory (static + dynamic + the per-block reserve; the largest carveout) and threads: the occupancy
+// calculator's arithmetic, not the carveout the kernel last ran with.
+int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem, int threads,
+                    size_t dynamic_smem);
+// resident_blocks for `kernel` on the current device (cudaFuncGetAttributes, cudaGetDeviceProperties).
+int resident_blocks_per_sm(const void* kernel, int threads, size_t dynamic_smem);
+
 // A table of the report, one line per row, for logs and `--report-pdl`.
 std::string format_pdl_report(const std::vector<PdlReportRow>& rows);
 

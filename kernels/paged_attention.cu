@@ -217,13 +217,13 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
   }
 }
 
-// Decode blocks take ~45 KB of shared memory (5 fit on an SM); 4 per SM keep loads in flight.
-constexpr int kTargetBlocksPerSm = 4;
+// Split counters a backend holds: for up to this many tiles a SM (a step with more is not split).
+constexpr int kMaxSplitTilesPerSm = 4;
 
 }  // namespace
 
 int attention_split_counter_capacity(int num_sms) {
-  return kTargetBlocksPerSm * std::max(num_sms, 1);
+  return kMaxSplitTilesPerSm * std::max(num_sms, 1);
 }
 
 size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits) {
@@ -231,18 +231,18 @@ size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, in
 }
 
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
-                        size_t max_partial_bytes) {
+                        size_t max_partial_bytes, int blocks_per_sm) {
   constexpr int kMaxSplits = 128;
   p.num_splits = 1;
   if (p.max_query_len > kAttentionMaxSplitQueryLen) return;
   const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
   const int tiles = (p.max_query_len + tokens_per_tile - 1) / tokens_per_tile;
   const int blocks = std::max(1, p.num_seqs * p.num_kv_heads * tiles);
-  // Implied by the target below (a split step has fewer tiles than kTargetBlocksPerSm * num_sms); kept
-  // explicit because the backend's counters are sized by it.
-  if (blocks > attention_split_counter_capacity(num_sms)) return;
+  if (blocks > attention_split_counter_capacity(num_sms)) return;  // the backend's counters are sized by it
   const int q = p.split_keys;
-  int splits = std::min({(kTargetBlocksPerSm * num_sms + blocks - 1) / blocks,
+  // One wave: as many blocks as the SMs hold at once (a second, partial wave would leave most SMs idle at
+  // its end while it runs a whole range).
+  int splits = std::min({std::max(1, std::max(blocks_per_sm, 1) * num_sms / blocks),
                          (std::max(max_context_len, 1) + q - 1) / q, kMaxSplits});
   // No more ranges than the longest context uses (the square-root floor makes long ranges at long contexts).
   const int keys = attention_keys_per_split(std::max(max_context_len, 1), splits, q, p.split_growth);
@@ -251,6 +251,17 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
          attention_partial_bytes(num_tokens, p.num_q_heads, p.head_dim, splits) > max_partial_bytes)
     --splits;
   p.num_splits = std::max(splits, 1);
+}
+
+int attention_decode_blocks_per_sm(bool tensor_cores, int head_dim) {
+  if (tensor_cores) return paged_attention_mma_blocks_per_sm(head_dim);
+  int blocks = 0;
+  with_head_dim(head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    blocks = resident_blocks_per_sm(
+        reinterpret_cast<const void*>(paged_attention_kernel<D, kDecodeRows, 32, 2, true>), kThreads, 0);
+  });
+  return blocks;
 }
 
 void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy) {

@@ -99,11 +99,16 @@ __host__ __device__ inline int attention_keys_per_split(int kv_len, int num_spli
   return keys > q ? keys : q;  // never 0 (an empty context), which callers divide by
 }
 
-// The split for decode: up to enough blocks to give each of `num_sms` SMs about four at `max_context_len`
-// (ranges of at least p.split_keys keys), within `max_partial_bytes` of partial buffers. Fills num_splits;
+// The split for decode: up to one wave of blocks, `blocks_per_sm` on each of `num_sms` SMs
+// (attention_decode_blocks_per_sm), at `max_context_len` (ranges of at least p.split_keys keys, and the
+// square-root floor of p.split_growth), within `max_partial_bytes` of partial buffers. Fills num_splits;
 // splits only steps of at most attention_split_counter_capacity(num_sms) tiles (token tiles x S x Hkv).
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
-                        size_t max_partial_bytes);
+                        size_t max_partial_bytes, int blocks_per_sm);
+// Blocks of the split decode kernel (tensor cores or CUDA cores) at head_dim that one SM of the current
+// device holds at once (registers and shared memory; kernels/launch.h resident_blocks).
+int attention_decode_blocks_per_sm(bool tensor_cores, int head_dim);
+int paged_attention_mma_blocks_per_sm(int head_dim);
 size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits);
 // Split counters a backend allocates once (zeroed) for every step plan_decode_splits makes with `num_sms`.
 int attention_split_counter_capacity(int num_sms);

@@ -298,6 +298,16 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
 
 }  // namespace
 
+int paged_attention_mma_blocks_per_sm(int head_dim) {
+  int blocks = 0;
+  with_head_dim(head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    blocks = resident_blocks_per_sm(reinterpret_cast<const void*>(paged_attention_mma_kernel<D>), kThreads,
+                                    MmaShape<D>::kSmemBytes);
+  });
+  return blocks;
+}
+
 void launch_paged_attention_mma(const PagedAttentionParams& p, cudaStream_t stream,
                                 const LaunchPolicy& policy) {
   with_head_dim(p.head_dim, [&](auto d) { launch_for_head_dim<decltype(d)::value>(p, stream, policy); });

@@ -47,7 +47,7 @@ struct AttentionRun {
     expect_close(what + " " + describe(c), ref, b.floats(out.gpu), {1e-2f * rms(ref) + 1e-6f, 1e-2f});
   }
   // The context ranges the backend plans for this step (as CudaBackend::attention does).
-  int planned_splits(Backends& b) const {
+  int planned_splits(Backends& b, bool tensor_cores) const {
     kernels::PagedAttentionParams p;
     p.num_seqs = s.gpu_meta.num_seqs;
     p.num_q_heads = c.q_heads;
@@ -55,8 +55,10 @@ struct AttentionRun {
     p.head_dim = c.head_dim;
     p.max_query_len = s.gpu_meta.max_query_len;
     // Backends' default workspace: these steps' partials are far smaller.
+    p.split_growth = 0;  // the backends these tests plan for (attention_options)
     kernels::plan_decode_splits(p, s.gpu_meta.max_context_len, s.tokens, b.gpu().num_sms(),
-                                size_t(255) << 20);
+                                size_t(255) << 20,
+                                kernels::attention_decode_blocks_per_sm(tensor_cores, c.head_dim));
     return p.num_splits;
   }
 };
@@ -153,7 +155,7 @@ TEST(AttentionSplitPlan, RangesFollowSplitKeys) {
   p.num_seqs = 1, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;
   auto splits = [&](int keys, int context) {
     p.split_keys = keys;
-    kernels::plan_decode_splits(p, context, 1, 132, size_t(255) << 20);
+    kernels::plan_decode_splits(p, context, 1, 132, size_t(255) << 20, 4);
     return p.num_splits;
   };
   EXPECT_EQ(splits(32, 1024), 32);
@@ -183,13 +185,28 @@ TEST(AttentionSplitPlan, LongContextsTakeFewerLongerRanges) {
   kernels::PagedAttentionParams p;
   p.num_seqs = 1, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;
   p.split_keys = 32, p.split_growth = 4;
-  kernels::plan_decode_splits(p, 4096, 1, 132, size_t(255) << 20);
+  kernels::plan_decode_splits(p, 4096, 1, 132, size_t(255) << 20, 4);
   EXPECT_EQ(p.num_splits, 32);
-  kernels::plan_decode_splits(p, 192, 1, 132, size_t(255) << 20);
+  kernels::plan_decode_splits(p, 192, 1, 132, size_t(255) << 20, 4);
   EXPECT_EQ(p.num_splits, 6);
   p.split_growth = 0;
-  kernels::plan_decode_splits(p, 4096, 1, 132, size_t(255) << 20);
+  kernels::plan_decode_splits(p, 4096, 1, 132, size_t(255) << 20, 4);
   EXPECT_EQ(p.num_splits, 128);
+}
+
+// The plan fills one wave of the SMs' resident blocks, not more: 8 sequences x 4 KV heads at 32k context,
+// 3 blocks an SM (the tensor-core kernel at head_dim 128 on an H200): 12 ranges a tile, 384 blocks of 396.
+TEST(AttentionSplitPlan, OneWaveOfResidentBlocks) {
+  kernels::PagedAttentionParams p;
+  p.num_seqs = 8, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;
+  p.split_keys = 32, p.split_growth = 0;
+  kernels::plan_decode_splits(p, 32768, 8, 132, size_t(255) << 20, 3);
+  EXPECT_EQ(p.num_splits, 12);
+  kernels::plan_decode_splits(p, 32768, 8, 132, size_t(255) << 20, 4);
+  EXPECT_EQ(p.num_splits, 16);
+  p.num_seqs = 200;  // more tiles than 3 a SM: one range each
+  kernels::plan_decode_splits(p, 32768, 200, 132, size_t(255) << 20, 3);
+  EXPECT_EQ(p.num_splits, 1);
 }
 
 class PagedAttentionSplits : public ::testing::TestWithParam<bool> {};  // tensor cores or not
@@ -204,7 +221,7 @@ TEST_P(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
         AttentionCase{4, 2, 32, 16, {3, 2}, {64, 65}},
         AttentionCase{16, 1, 128, 16, {1}, {5000}}})  // 79 ranges of 64 keys
     runs.push_back(std::make_unique<AttentionRun>(b, c, 40960));
-  for (const auto& run : runs) ASSERT_GT(run->planned_splits(b), 1) << describe(run->c);
+  for (const auto& run : runs) ASSERT_GT(run->planned_splits(b, GetParam()), 1) << describe(run->c);
   std::vector<std::vector<float>> first(runs.size());
   for (int round = 0; round < 4; ++round) {
     for (size_t i = 0; i < runs.size(); ++i) {

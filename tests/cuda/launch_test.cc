@@ -8,6 +8,7 @@
 
 #include "common/cuda_check.h"
 #include "kernels/launch.h"
+#include "kernels/paged_attention.h"
 #include "runtime/backend/cuda/cuda_backend.h"
 #include "tests/cuda/launch_test_kernels.h"
 #include "tests/cuda/op_test_util.h"
@@ -144,4 +145,26 @@ TEST(Launch, KillSwitchWins) {
 }
 
 }  // namespace
+// The occupancy arithmetic behind resident_blocks_per_sm (host only: runs without a GPU), on H200 limits.
+TEST(ResidentBlocks, RegistersSharedMemoryAndThreadsEachBound) {
+  const kernels::SmLimits h200;
+  // The tensor-core decode attention at head_dim 128: 166 registers (5376 a warp), 5584 + 69632 bytes.
+  EXPECT_EQ(kernels::resident_blocks(h200, 166, 5584, 128, 69632), 3);
+  EXPECT_EQ(kernels::resident_blocks(h200, 128, 0, 128, 0), 4);       // registers: 16 warps
+  EXPECT_EQ(kernels::resident_blocks(h200, 32, 0, 256, 0), 8);        // threads: 2048 / 256
+  EXPECT_EQ(kernels::resident_blocks(h200, 32, 0, 32, 0), 32);        // the block limit
+  EXPECT_EQ(kernels::resident_blocks(h200, 64, 100000, 128, 15000), 2);  // shared memory
+  EXPECT_EQ(kernels::resident_blocks(h200, 64, 0, 128, 240000), 0);   // does not fit at all
+}
+
+TEST(ResidentBlocks, DecodeAttentionKernelsFitOnTheDevice) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (bool tensor_cores : {false, true})
+    for (int head_dim : {32, 64, 128}) {
+      const int blocks = kernels::attention_decode_blocks_per_sm(tensor_cores, head_dim);
+      EXPECT_GE(blocks, 1) << "tensor cores " << tensor_cores << ", head_dim " << head_dim;
+      EXPECT_LE(blocks, 16) << "tensor cores " << tensor_cores << ", head_dim " << head_dim;
+    }
+}
+
 }  // namespace tpserve

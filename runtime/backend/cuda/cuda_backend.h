@@ -152,6 +152,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CublasLtGemm> gemm_;
   // Arrival counters of split decode attention: allocated and zeroed once, left zero by every launch.
   int32_t* attention_split_counters_ = nullptr;
+  // Split decode attention blocks an SM holds at once, at head_dim 32, 64 and 128 (the step plans one wave).
+  int attention_blocks_per_sm_[3] = {};
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
   const CudaBackendOptions options_;         // the kernel switches are read from here
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
