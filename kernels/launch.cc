@@ -122,7 +122,8 @@ int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem,
                     size_t dynamic_smem) {
   constexpr int kRegAllocation = 256;  // registers are allocated to a warp in these units
   const int warps = (threads + 31) / 32;
-  const int regs_per_warp = (std::max(regs_per_thread, 1) * 32 + kRegAllocation - 1) / kRegAllocation * kRegAllocation;
+  const int regs_per_warp =
+      (std::max(regs_per_thread, 1) * 32 + kRegAllocation - 1) / kRegAllocation * kRegAllocation;
   const int by_regs = sm.regs / regs_per_warp / warps;
   const size_t smem_per_block = static_smem + dynamic_smem + sm.reserved_smem_per_block;
   const int by_smem = static_cast<int>(sm.smem / smem_per_block);

@@ -56,8 +56,7 @@ struct AttentionRun {
     p.max_query_len = s.gpu_meta.max_query_len;
     // Backends' default workspace: these steps' partials are far smaller.
     p.split_growth = 0;  // the backends these tests plan for (attention_options)
-    kernels::plan_decode_splits(p, s.gpu_meta.max_context_len, s.tokens, b.gpu().num_sms(),
-                                size_t(255) << 20,
+    kernels::plan_decode_splits(p, s.gpu_meta.max_context_len, s.tokens, b.gpu().num_sms(), size_t(255) << 20,
                                 kernels::attention_decode_blocks_per_sm(tensor_cores, c.head_dim));
     return p.num_splits;
   }
@@ -83,7 +82,8 @@ void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
     int keys, growth;
   };
   for (bool tensor_cores : {false, true})
-    for (Split split : {Split{16, 0}, Split{32, 0}, Split{96, 0}, Split{256, 0}, Split{32, 4}, Split{16, 256}}) {
+    for (Split split :
+         {Split{16, 0}, Split{32, 0}, Split{96, 0}, Split{256, 0}, Split{32, 4}, Split{16, 256}}) {
       Backends b(attention_options(tensor_cores, split.keys, split.growth));
       AttentionRun run(b, c, planned_context);
       run.launch_gpu(b);
@@ -174,13 +174,13 @@ TEST(AttentionSplitPlan, RangesFollowSplitKeys) {
 // about sqrt(context / growth) ranges; short contexts keep their ranges of split_keys.
 TEST(AttentionSplitPlan, LongContextsTakeFewerLongerRanges) {
   using kernels::attention_keys_per_split;
-  EXPECT_EQ(attention_keys_per_split(192, 128, 32, 4), 32);      // sqrt(768) = 27.7: no change
-  EXPECT_EQ(attention_keys_per_split(256, 128, 32, 4), 32);      // sqrt(1024) = 32 exactly
-  EXPECT_EQ(attention_keys_per_split(257, 128, 32, 4), 64);      // 32.06
-  EXPECT_EQ(attention_keys_per_split(4096, 128, 32, 4), 128);    // 32 ranges
-  EXPECT_EQ(attention_keys_per_split(32768, 128, 32, 4), 384);   // sqrt(131072) = 362.04: 86 ranges
-  EXPECT_EQ(attention_keys_per_split(4096, 128, 32, 16), 256);   // 16 ranges
-  EXPECT_EQ(attention_keys_per_split(4096, 8, 32, 4), 512);      // the planned ranges bound it first
+  EXPECT_EQ(attention_keys_per_split(192, 128, 32, 4), 32);     // sqrt(768) = 27.7: no change
+  EXPECT_EQ(attention_keys_per_split(256, 128, 32, 4), 32);     // sqrt(1024) = 32 exactly
+  EXPECT_EQ(attention_keys_per_split(257, 128, 32, 4), 64);     // 32.06
+  EXPECT_EQ(attention_keys_per_split(4096, 128, 32, 4), 128);   // 32 ranges
+  EXPECT_EQ(attention_keys_per_split(32768, 128, 32, 4), 384);  // sqrt(131072) = 362.04: 86 ranges
+  EXPECT_EQ(attention_keys_per_split(4096, 128, 32, 16), 256);  // 16 ranges
+  EXPECT_EQ(attention_keys_per_split(4096, 8, 32, 4), 512);     // the planned ranges bound it first
   // The plan launches no more ranges than the longest context has.
   kernels::PagedAttentionParams p;
   p.num_seqs = 1, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;

@@ -150,11 +150,11 @@ TEST(ResidentBlocks, RegistersSharedMemoryAndThreadsEachBound) {
   const kernels::SmLimits h200;
   // The tensor-core decode attention at head_dim 128: 166 registers (5376 a warp), 5584 + 69632 bytes.
   EXPECT_EQ(kernels::resident_blocks(h200, 166, 5584, 128, 69632), 3);
-  EXPECT_EQ(kernels::resident_blocks(h200, 128, 0, 128, 0), 4);       // registers: 16 warps
-  EXPECT_EQ(kernels::resident_blocks(h200, 32, 0, 256, 0), 8);        // threads: 2048 / 256
-  EXPECT_EQ(kernels::resident_blocks(h200, 32, 0, 32, 0), 32);        // the block limit
+  EXPECT_EQ(kernels::resident_blocks(h200, 128, 0, 128, 0), 4);          // registers: 16 warps
+  EXPECT_EQ(kernels::resident_blocks(h200, 32, 0, 256, 0), 8);           // threads: 2048 / 256
+  EXPECT_EQ(kernels::resident_blocks(h200, 32, 0, 32, 0), 32);           // the block limit
   EXPECT_EQ(kernels::resident_blocks(h200, 64, 100000, 128, 15000), 2);  // shared memory
-  EXPECT_EQ(kernels::resident_blocks(h200, 64, 0, 128, 240000), 0);   // does not fit at all
+  EXPECT_EQ(kernels::resident_blocks(h200, 64, 0, 128, 240000), 0);      // does not fit at all
 }
 
 TEST(ResidentBlocks, DecodeAttentionKernelsFitOnTheDevice) {
