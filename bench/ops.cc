@@ -249,6 +249,10 @@ int run(int argc, char** argv) {
   app.add_option("--reps", reps, "timed runs per op (median reported)")->check(CLI::Range(5, 100000));
   app.add_option("--device", device, "CUDA device index");
   app.add_option("--json", json, "write the results as JSON to this file");
+  std::vector<std::string> only;
+  app.add_option("--only", only, "run only these groups of ops (the HBM read is always measured)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"projections", "moe", "attention"}));
   std::vector<int> split_growths;
   app.add_option("--attention-split-growth", split_growths,
                  "decode attention on tensor cores again with each of these runtime.attention_split_growth "
@@ -264,9 +268,12 @@ int run(int argc, char** argv) {
   auto backend = make_cuda_backend(options);
   Bench b(*backend, reps);
   const double bandwidth = measure_bandwidth(b);
-  bench_projections(b);
-  bench_moe(b);
-  bench_decode_attention(b, "tensor cores");
+  auto wanted = [&](const std::string& group) {
+    return only.empty() || std::find(only.begin(), only.end(), group) != only.end();
+  };
+  if (wanted("projections")) bench_projections(b);
+  if (wanted("moe")) bench_moe(b);
+  if (wanted("attention")) bench_decode_attention(b, "tensor cores");
   std::vector<Result> results = b.results();
   // Other attention kernels and splits, each on a backend of its own (they are backend options).
   auto bench_attention_variant = [&](const std::string& label, auto&& set_option) {
@@ -278,7 +285,8 @@ int run(int argc, char** argv) {
     bench_decode_attention(b2, label);
     results.insert(results.end(), b2.results().begin(), b2.results().end());
   };
-  bench_attention_variant("CUDA cores", [](CudaKernelSwitches& k) { k.attention_tensor_cores = false; });
+  if (wanted("attention"))
+    bench_attention_variant("CUDA cores", [](CudaKernelSwitches& k) { k.attention_tensor_cores = false; });
   for (int growth : split_growths)
     bench_attention_variant("tensor cores, split growth " + std::to_string(growth),
                             [&](CudaKernelSwitches& k) { k.attention_split_growth = growth; });

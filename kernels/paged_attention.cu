@@ -226,13 +226,16 @@ int attention_split_counter_capacity(int num_sms) {
   return kMaxSplitTilesPerSm * std::max(num_sms, 1);
 }
 
+int attention_split_counter_entries(int num_sms) {
+  return attention_split_counter_capacity(num_sms) * (1 + kAttentionMaxMergeGroups);
+}
+
 size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits) {
   return static_cast<size_t>(num_tokens) * num_q_heads * num_splits * (head_dim + 2) * sizeof(float);
 }
 
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
                         size_t max_partial_bytes, int blocks_per_sm) {
-  constexpr int kMaxSplits = 128;
   p.num_splits = 1;
   if (p.max_query_len > kAttentionMaxSplitQueryLen) return;
   const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
@@ -243,7 +246,7 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
   // One wave: as many blocks as the SMs hold at once (a second, partial wave would leave most SMs idle at
   // its end while it runs a whole range).
   int splits = std::min({std::max(1, std::max(blocks_per_sm, 1) * num_sms / blocks),
-                         (std::max(max_context_len, 1) + q - 1) / q, kMaxSplits});
+                         (std::max(max_context_len, 1) + q - 1) / q, kAttentionMaxSplits});
   // No more ranges than the longest context uses (the square-root floor makes long ranges at long contexts).
   const int keys = attention_keys_per_split(std::max(max_context_len, 1), splits, q, p.split_growth);
   splits = std::min(splits, (std::max(max_context_len, 1) + keys - 1) / keys);

@@ -7,8 +7,9 @@
 // kAttentionMaxSplitQueryLen tokens a sequence), split the context into ranges (split-K): blocks write
 // unnormalised partial results, and the last block of a tile to finish merges them (it learns it is last from
 // an arrival counter per tile, which it resets to 0: counters are zeroed once and stay zero between
-// launches); with one non-empty range the result is written directly. Longer queries (prefill) take one block
-// per tile of query rows over the whole context.
+// launches); more than kAttentionMergeGroup ranges merge in two levels (the last block of each group of
+// ranges merges the group, the last of those the groups); with one non-empty range the result is written
+// directly. Longer queries (prefill) take one block per tile of query rows over the whole context.
 #pragma once
 
 #include <cmath>
@@ -34,8 +35,10 @@ struct PagedAttentionParams {
   bf16* out = nullptr;                    // [T, Hq * D] (rows of tokens outside every sequence: untouched)
   float* partial_out = nullptr;           // [T, Hq, num_splits, D] unnormalised sums (num_splits > 1)
   float* partial_max_sum = nullptr;       // [T, Hq, num_splits, 2] max (log2 units) and sum of exp2
-  int32_t* split_counters = nullptr;      // [token tiles, S, Hkv] arrivals; 0 between launches
-  int split_counter_capacity = 0;         // counters there (persistent memory, not step scratch)
+  // Arrivals, 0 between launches (persistent memory, not step scratch): [capacity] a tile's ranges (tile =
+  // (token tile x S + seq) x Hkv + KV head), then [capacity, kAttentionMaxMergeGroups] its merge groups'.
+  int32_t* split_counters = nullptr;
+  int split_counter_capacity = 0;  // tiles the counters cover (attention_split_counter_capacity)
   int num_seqs = 0;                       // S
   int num_q_heads = 0;                    // Hq
   int num_kv_heads = 0;                   // Hkv; Hq / Hkv <= kAttentionMaxGroup
@@ -76,6 +79,12 @@ struct PagedAttentionParams {
   } prologue;
 };
 
+// Most context ranges a (token tile, sequence, KV head) is cut into, and the ranges whose partials one block
+// merges: more ranges than a group merge in two levels (kernels/paged_attention_parts.cuh finish_block).
+inline constexpr int kAttentionMaxSplits = 128;
+inline constexpr int kAttentionMergeGroup = 8;
+inline constexpr int kAttentionMaxMergeGroups = kAttentionMaxSplits / kAttentionMergeGroup;
+
 // Keys per context range (PagedAttentionParams::split_keys) are a multiple of the tensor-core kernel's 16
 // keys a warp (it masks the keys of its 64-key tiles past a range), and on CUDA cores a multiple of that
 // kernel's 32-key tile.
@@ -110,8 +119,11 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
 int attention_decode_blocks_per_sm(bool tensor_cores, int head_dim);
 int paged_attention_mma_blocks_per_sm(int head_dim);
 size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits);
-// Split counters a backend allocates once (zeroed) for every step plan_decode_splits makes with `num_sms`.
+// Tiles whose split counters a backend holds for every step plan_decode_splits makes with `num_sms`
+// (PagedAttentionParams::split_counter_capacity), and the counters it allocates once (zeroed) for them: one
+// a tile, then kAttentionMaxMergeGroups a tile for the merge groups.
 int attention_split_counter_capacity(int num_sms);
+int attention_split_counter_entries(int num_sms);
 
 void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream, const LaunchPolicy& policy);
 // The tensor-core kernel of the split decode path (launch_paged_attention takes it where p.tensor_cores and

@@ -135,11 +135,103 @@ __device__ __forceinline__ void store_bf16_row(bf16* dst, const float (&v)[N], f
     *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
 }
 
+// Counts a block's arrival at `counter`, which `expected` blocks reach; true in every thread of the block
+// that arrives last. Thread 0's fence after the barrier orders the whole block's stores before its count (as
+// cooperative groups' grid sync does); the last block sees expected - 1 earlier arrivals, so no other block
+// of this launch touches the counter again and it resets it to 0 for the next launch or graph replay. (A
+// launch cannot stop part-way in a step: no recovery of a counter left non-zero.)
+__device__ __forceinline__ bool arrive_last(int* counter, int expected, bool& last_s) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const bool last = atomicAdd(counter, 1) == expected - 1;
+    if (last) atomicExch(counter, 0);
+    __threadfence();  // the earlier arrivals' stores are read after their counts were seen
+    last_s = last;
+  }
+  __syncthreads();
+  return last_s;
+}
+
+// Merges the partials of ranges first, first + stride, .. (count of them) of the block's tile, the same math
+// for every choice of merging block. Thread (row, D / 16 dims) items, all rows at once (for D = 128 and a
+// group of 8 each thread holds one item, so one chunk's loads cover every row). Over the ranges in order,
+// kChunk at a time, an online max: each chunk's loads all go out before its adds (indices clamped: no branch
+// around a load), then num and den are rescaled to the chunk's max. A range past a row's own position has
+// max -inf and weight 0 (a row can have no key in a whole group of ranges: max -inf, sum 0). Partials are
+// read with L1-bypassing loads: L1 is not coherent with the other blocks' stores. to_out: the rows are
+// normalised into out; else the merged (unnormalised) partial replaces range `first`'s, after a barrier (the
+// block's threads read that range's max and sum before any writes them).
+template <int D>
+__device__ void merge_ranges(const PagedAttentionParams& p, const BlockTile& b, int first, int count,
+                             int stride, bool to_out) {
+  constexpr int kMergeDims = D / 16, kItemsPerRow = D / kMergeDims, kChunk = 8;
+  constexpr int kItems = (kAttentionMaxGroup * kItemsPerRow + kThreads - 1) / kThreads;  // a thread's, at most
+  float max_all[kItems], den[kItems], num[kItems][kMergeDims];
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    max_all[k] = -INFINITY, den[k] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < kMergeDims; ++d) num[k][d] = 0.0f;
+    const int item = threadIdx.x + k * kThreads;
+    if (item >= b.rows * kItemsPerRow) continue;
+    const int r = item / kItemsPerRow, dm = (item % kItemsPerRow) * kMergeDims;
+    const float* max_sum = p.partial_max_sum + b.row_index(p, r) * p.num_splits * 2;
+    const float* part = p.partial_out + b.row_index(p, r) * p.num_splits * D + dm;
+    for (int s0 = 0; s0 < count; s0 += kChunk) {
+      float2 ms[kChunk];
+      float o[kChunk][kMergeDims];
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j) {
+        const int s = first + min(s0 + j, count - 1) * stride;
+        ms[j] = __ldcg(reinterpret_cast<const float2*>(max_sum + s * 2));
+        load_floats_cg(o[j], part + s * D);
+      }
+      float chunk_max = max_all[k];
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j) chunk_max = fmaxf(chunk_max, ms[j].x);  // clamped repeats: no change
+      if (chunk_max == -INFINITY) continue;  // no key of the row in these ranges yet
+      const float rescale = exp2f(max_all[k] - chunk_max);  // 0 while max_all is -inf (num and den are 0)
+      den[k] *= rescale;
+#pragma unroll
+      for (int d = 0; d < kMergeDims; ++d) num[k][d] *= rescale;
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j) {
+        if (s0 + j >= count) break;
+        const float w = exp2f(ms[j].x - chunk_max);  // exp2(-inf) = 0
+#pragma unroll
+        for (int d = 0; d < kMergeDims; ++d) num[k][d] += w * o[j][d];
+        den[k] += w * ms[j].y;
+      }
+      max_all[k] = chunk_max;
+    }
+  }
+  if (!to_out) __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int item = threadIdx.x + k * kThreads;
+    if (item >= b.rows * kItemsPerRow) break;
+    const int r = item / kItemsPerRow, dm = (item % kItemsPerRow) * kMergeDims;
+    if (to_out) {
+      store_bf16_row(p.out + b.row_index(p, r) * D + dm, num[k], 1.0f / den[k]);
+    } else {
+      const int64_t slot = b.row_index(p, r) * p.num_splits + first;
+      float* dst = p.partial_out + slot * D + dm;
+#pragma unroll
+      for (int d = 0; d < kMergeDims; ++d) dst[d] = num[k][d];
+      if (dm == 0) *reinterpret_cast<float2*>(p.partial_max_sum + slot * 2) = make_float2(max_all[k], den[k]);
+    }
+  }
+}
+
 // The block's end. acc[i][0..3]: the unnormalised output of row pv_row_group + i * kPvRowGroups, dims
 // dim_group * 4 .. + 3 (thread (dim_group, pv_row_group) = (tid % kDimGroups, tid / kDimGroups)); max_s /
 // sum_s: each row's running max (log2 units) and sum of exp2, in shared memory and visible to every thread.
 // One range: the rows are written. Several: the block writes its unnormalised partials and counts its
-// arrival, and the tile's last block to arrive merges them all (no separate reduce launch).
+// arrival, and the tile's last block to arrive merges them all (no separate reduce launch). More than
+// kAttentionMergeGroup ranges: in two levels, so that no one block reads them all: the last block of each
+// group of kAttentionMergeGroup consecutive ranges merges the group into the group's first range, and the
+// last of those merges the groups.
 template <typename T, bool kSplit>
 __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
                              const float (&acc)[T::kPvRowsPerThread][4], float* max_s, float* sum_s,
@@ -170,66 +262,23 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
       if (dim_group == 0)
         *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(max_s[r], sum_s[r]);
     }
-
-    // Arrival: the tile's last split to finish merges them all. Thread 0's fence after the barrier orders the
-    // whole block's partial stores before its count (as cooperative groups' grid sync does); the last block
-    // sees active_splits - 1 earlier arrivals, so no other block of this launch touches the counter again and
-    // it resets it to 0 for the next launch or graph replay. (A launch cannot stop part-way in a step: no
-    // recovery of a counter left non-zero.)
-    __syncthreads();
-    if (tid == 0) {
-      int* counter =
-          p.split_counters + (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
-      __threadfence();
-      const bool last = atomicAdd(counter, 1) == b.active_splits - 1;
-      if (last) atomicExch(counter, 0);
-      __threadfence();  // the earlier arrivals' partials are read after their counts were seen
-      last_s = last;
+    const int64_t tile_index = (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
+    const int groups = (b.active_splits + kAttentionMergeGroup - 1) / kAttentionMergeGroup;
+    if (groups == 1) {
+      if (arrive_last(p.split_counters + tile_index, b.active_splits, last_s))
+        merge_ranges<D>(p, b, 0, b.active_splits, 1, true);
+      return;
     }
-    __syncthreads();
-    if (!last_s) return;
-
-    // Merge, the same math for every choice of last block. Thread (row, kMergeDims dims) items, all rows at
-    // once: for D = 128 and a group of 8 each thread holds one item, so one chunk's loads cover every row.
-    // Over splits s = 0 .. active_splits - 1 in order, kChunk at a time, an online max: each chunk's loads
-    // all go out before its adds (indices clamped: no branch around a load), then num and den are rescaled
-    // to the chunk's max. A range past a row's own position has max -inf and weight 0; split 0 holds key 0,
-    // so the max is finite after the first chunk. Partials are read with L1-bypassing loads: L1 is not
-    // coherent with the other blocks' stores.
-    constexpr int kMergeDims = D / 16, kItemsPerRow = D / kMergeDims, kChunk = 8;
-    for (int item = tid; item < b.rows * kItemsPerRow; item += kThreads) {
-      const int r = item / kItemsPerRow, dm = (item % kItemsPerRow) * kMergeDims;
-      const float* max_sum = p.partial_max_sum + b.row_index(p, r) * p.num_splits * 2;
-      const float* part = p.partial_out + b.row_index(p, r) * p.num_splits * D + dm;
-      float max_all = -INFINITY, den = 0.0f, num[kMergeDims] = {};
-      for (int s0 = 0; s0 < b.active_splits; s0 += kChunk) {
-        float2 ms[kChunk];
-        float o[kChunk][kMergeDims];
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          const int s = min(s0 + j, b.active_splits - 1);
-          ms[j] = __ldcg(reinterpret_cast<const float2*>(max_sum + s * 2));
-          load_floats_cg(o[j], part + s * D);
-        }
-        float chunk_max = max_all;
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) chunk_max = fmaxf(chunk_max, ms[j].x);  // clamped repeats: no change
-        const float rescale = exp2f(max_all - chunk_max);  // 0 on the first chunk (num and den are 0)
-        den *= rescale;
-#pragma unroll
-        for (int d = 0; d < kMergeDims; ++d) num[d] *= rescale;
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          if (s0 + j >= b.active_splits) break;
-          const float w = exp2f(ms[j].x - chunk_max);
-#pragma unroll
-          for (int d = 0; d < kMergeDims; ++d) num[d] += w * o[j][d];
-          den += w * ms[j].y;
-        }
-        max_all = chunk_max;
-      }
-      store_bf16_row(p.out + b.row_index(p, r) * D + dm, num, 1.0f / den);
+    const int group = b.split / kAttentionMergeGroup, first = group * kAttentionMergeGroup;
+    const int count = min(kAttentionMergeGroup, b.active_splits - first);
+    if (count > 1) {  // else the group's one range is its partial
+      int* group_counter =
+          p.split_counters + p.split_counter_capacity + tile_index * kAttentionMaxMergeGroups + group;
+      if (!arrive_last(group_counter, count, last_s)) return;
+      merge_ranges<D>(p, b, first, count, 1, false);
     }
+    if (arrive_last(p.split_counters + tile_index, groups, last_s))
+      merge_ranges<D>(p, b, 0, groups, kAttentionMergeGroup, true);
   }
 }
 

@@ -135,15 +135,18 @@ INSTANTIATE_TEST_SUITE_P(Verify, PagedAttentionTest,
 //   group 16 (1 token a tile): (3, 97) tiles of 95, 96, 97 keys: 3, 3, 4 ranges;
 //   group 2 (8 tokens a tile): (3, 64), (2, 65) 2 and 3 ranges, position 63 -inf in the third;
 //   (1, 5), (1, 31): one range whatever the plan (the planned-for-longer test splits that launch);
-//   (1, 256), (1, 257): 8 and 9 ranges, each side of the merge's chunk of 8 splits (with no square-root
-//   floor on ranges; the default floor makes 257 keys 5 ranges of 64).
+//   (1, 256), (1, 257): 8 and 9 ranges, each side of the merge's chunk of 8 splits and of its groups of 8
+//   (kAttentionMergeGroup: 9 ranges merge as a group of 8 and a group of one) (with no square-root floor on
+//   ranges; the default floor makes 257 keys 5 ranges of 64);
+//   (1, 400), (1, 1000): 13 ranges (groups of 8 and 5) and 32 (four groups of 8).
 INSTANTIATE_TEST_SUITE_P(SplitMerge, PagedAttentionTest,
                          ::testing::Values(AttentionCase{32, 4, 128, 16, {1, 1, 1}, {20, 32, 33}},
                                            AttentionCase{32, 4, 128, 16, {4, 5}, {65, 161}},
                                            AttentionCase{16, 1, 64, 16, {3}, {97}},
                                            AttentionCase{4, 2, 32, 16, {3, 2}, {64, 65}},
                                            AttentionCase{8, 2, 64, 16, {1, 1}, {5, 31}},
-                                           AttentionCase{32, 4, 128, 16, {1, 1}, {256, 257}}));
+                                           AttentionCase{32, 4, 128, 16, {1, 1}, {256, 257}},
+                                           AttentionCase{32, 4, 128, 16, {1, 1}, {400, 1000}}));
 
 // Every launch of a split step leaves its arrival counters at 0 (the last block of a tile resets them): the
 // same launches repeated, eagerly and as one captured graph replayed, give the reference each time (a counter

@@ -111,7 +111,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   // Outside the scratch region (other ops overwrite that): the counters must still be 0 at the next launch.
   // Zeroed on the stream, ahead of every kernel and graph replay (the stream does not sync with stream 0).
   attention_split_counter_capacity_ = kernels::attention_split_counter_capacity(num_sms_);
-  const size_t counter_bytes = size_t(attention_split_counter_capacity_) * sizeof(int32_t);
+  const size_t counter_bytes = size_t(kernels::attention_split_counter_entries(num_sms_)) * sizeof(int32_t);
   attention_split_counters_ =
       static_cast<int32_t*>(arena_->allocate(counter_bytes, "attention split counters"));
   CUDA_CHECK(cudaMemsetAsync(attention_split_counters_, 0, counter_bytes, stream_));
