@@ -39,11 +39,11 @@ struct PagedAttentionParams {
   // (token tile x S + seq) x Hkv + KV head), then [capacity, kAttentionMaxMergeGroups] its merge groups'.
   int32_t* split_counters = nullptr;
   int split_counter_capacity = 0;  // tiles the counters cover (attention_split_counter_capacity)
-  int num_seqs = 0;                       // S
-  int num_q_heads = 0;                    // Hq
-  int num_kv_heads = 0;                   // Hkv; Hq / Hkv <= kAttentionMaxGroup
-  int head_dim = 0;                       // D: 32, 64 or 128
-  int block_size = 0;                     // tokens per cache block
+  int num_seqs = 0;                // S
+  int num_q_heads = 0;             // Hq
+  int num_kv_heads = 0;            // Hkv; Hq / Hkv <= kAttentionMaxGroup
+  int head_dim = 0;                // D: 32, 64 or 128
+  int block_size = 0;              // tokens per cache block
   int max_blocks_per_seq = 0;
   int max_query_len = 0;  // longest query of the step (1 = decode)
   int num_splits = 1;     // most context ranges per (token, KV head); > 1 only for short queries

@@ -166,7 +166,8 @@ template <int D>
 __device__ void merge_ranges(const PagedAttentionParams& p, const BlockTile& b, int first, int count,
                              int stride, bool to_out) {
   constexpr int kMergeDims = D / 16, kItemsPerRow = D / kMergeDims, kChunk = 8;
-  constexpr int kItems = (kAttentionMaxGroup * kItemsPerRow + kThreads - 1) / kThreads;  // a thread's, at most
+  // Items a thread takes, at most (a tile has at most kAttentionMaxGroup rows).
+  constexpr int kItems = (kAttentionMaxGroup * kItemsPerRow + kThreads - 1) / kThreads;
   float max_all[kItems], den[kItems], num[kItems][kMergeDims];
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
@@ -190,7 +191,7 @@ __device__ void merge_ranges(const PagedAttentionParams& p, const BlockTile& b, 
       float chunk_max = max_all[k];
 #pragma unroll
       for (int j = 0; j < kChunk; ++j) chunk_max = fmaxf(chunk_max, ms[j].x);  // clamped repeats: no change
-      if (chunk_max == -INFINITY) continue;  // no key of the row in these ranges yet
+      if (chunk_max == -INFINITY) continue;                 // no key of the row in these ranges yet
       const float rescale = exp2f(max_all[k] - chunk_max);  // 0 while max_all is -inf (num and den are 0)
       den[k] *= rescale;
 #pragma unroll
@@ -262,7 +263,8 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
       if (dim_group == 0)
         *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(max_s[r], sum_s[r]);
     }
-    const int64_t tile_index = (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
+    const int64_t tile_index =
+        (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
     const int groups = (b.active_splits + kAttentionMergeGroup - 1) / kAttentionMergeGroup;
     if (groups == 1) {
       if (arrive_last(p.split_counters + tile_index, b.active_splits, last_s))
