@@ -103,9 +103,10 @@ struct SmLimits {
   int threads = 2048;
   int blocks = 32;
 };
-// Blocks of `threads` threads that one SM holds at once, by registers (allocated per warp in units of 256),
-// shared memory (static + dynamic + the per-block reserve; the largest carveout) and threads: the occupancy
-// calculator's arithmetic, not the carveout the kernel last ran with.
+// Blocks of `threads` threads that one SM holds at once, by registers (allocated per warp in units of 256,
+// each of the SM's 4 sub-partitions holding whole warps), shared memory (static + dynamic + the per-block
+// reserve, in 128-byte units; the largest carveout) and threads: the occupancy calculator's arithmetic
+// (cuda_occupancy.h), not the carveout the kernel last ran with.
 int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem, int threads,
                     size_t dynamic_smem);
 // resident_blocks for `kernel` on the current device (cudaFuncGetAttributes, cudaGetDeviceProperties).

@@ -195,6 +195,9 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
     const int quantum = p.tensor_cores ? kAttentionKeysPerSplitQuantum : kAttentionCudaCoreSplitKeys;
     TPS_CHECK(p.split_keys >= quantum && p.split_keys % quantum == 0, "paged attention: ranges of ",
               p.split_keys, " keys (a multiple of ", quantum, p.tensor_cores ? "" : " on CUDA cores", ")");
+    TPS_CHECK(p.num_splits >= 1 && p.num_splits <= kAttentionMaxSplits, "paged attention: ", p.num_splits,
+              " context ranges (1 to ", kAttentionMaxSplits,
+              ": the merge groups' counters are sized for it)");
     if (p.num_splits > 1) {
       const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
       const int64_t tiles =

@@ -96,8 +96,9 @@ inline constexpr int kAttentionCudaCoreSplitKeys = 32;
 // the sequence's actual length, so that a step planned (or captured in a graph) for the longest context still
 // spreads a short context over several blocks: with 128 planned ranges and q = 32 a 160-key context runs as 5
 // ranges of 32 keys, not as one block walking all of it. The square-root floor balances the two halves of a
-// long context's time: the ranges run in parallel (time ~ kv_len / ranges), but their partials are merged by
-// one block (time ~ ranges), so the best number of ranges grows as sqrt(kv_len / growth).
+// long context's time: the ranges run in parallel (time ~ kv_len / ranges), but their merge takes longer the
+// more there are (one block a group of kAttentionMergeGroup, one block the groups), so the best number of
+// ranges grows more slowly than the context (measured: docs/PERF.md, eleventh session).
 __host__ __device__ inline int attention_keys_per_split(int kv_len, int num_splits, int q, int growth) {
   int keys = (kv_len + num_splits - 1) / num_splits;
   if (growth > 0) {

@@ -154,8 +154,9 @@ __device__ __forceinline__ bool arrive_last(int* counter, int expected, bool& la
 }
 
 // Merges the partials of ranges first, first + stride, .. (count of them) of the block's tile, the same math
-// for every choice of merging block. Thread (row, D / 16 dims) items, all rows at once (for D = 128 and a
-// group of 8 each thread holds one item, so one chunk's loads cover every row). Over the ranges in order,
+// for every choice of merging block. Items of (row, D / 16 dims) spread over the threads (for D = 128 and a
+// group of 8 each thread holds one, so one chunk's loads cover every row; with 16 rows a thread takes its
+// two items one after the other). Over the ranges in order,
 // kChunk at a time, an online max: each chunk's loads all go out before its adds (indices clamped: no branch
 // around a load), then num and den are rescaled to the chunk's max. A range past a row's own position has
 // max -inf and weight 0 (a row can have no key in a whole group of ranges: max -inf, sum 0). Partials are
@@ -263,6 +264,8 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
       if (dim_group == 0)
         *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(max_s[r], sum_s[r]);
     }
+    static_assert(T::kPvRowGroups * T::kPvRowsPerThread <= kAttentionMaxGroup,
+                  "merge_ranges takes at most kAttentionMaxGroup rows a tile");
     const int64_t tile_index =
         (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
     const int groups = (b.active_splits + kAttentionMergeGroup - 1) / kAttentionMergeGroup;

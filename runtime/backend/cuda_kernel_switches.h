@@ -42,7 +42,8 @@ struct CudaKernelSwitches {
   // partials to merge at short contexts.
   int attention_split_keys = 32;
   // Decode attention's ranges are at least sqrt(this * context) keys long (0: no floor): at long contexts
-  // fewer, longer ranges, since one block merges all the ranges' partials (kernels/paged_attention.h).
+  // fewer, longer ranges, since merging the ranges' partials takes longer the more there are
+  // (kernels/paged_attention.h).
   int attention_split_growth = 4;
   // The MoE combine issues up to 8 slots' loads together (kernels/moe_combine.h); false: one slot after
   // another.

@@ -155,6 +155,10 @@ TEST(ResidentBlocks, RegistersSharedMemoryAndThreadsEachBound) {
   EXPECT_EQ(kernels::resident_blocks(h200, 32, 0, 32, 0), 32);           // the block limit
   EXPECT_EQ(kernels::resident_blocks(h200, 64, 100000, 128, 15000), 2);  // shared memory
   EXPECT_EQ(kernels::resident_blocks(h200, 64, 0, 128, 240000), 0);      // does not fit at all
+  // 24836 + 1024 bytes a block: 9.03 blocks of 233472 bytes, but 8.98 in 128-byte units.
+  EXPECT_EQ(kernels::resident_blocks(h200, 32, 24836, 128, 0), 8);
+  // 200 registers: 6400 a warp, 2 warps in each sub-partition's 16384 (8 an SM, not 65536 / 6400 = 10).
+  EXPECT_EQ(kernels::resident_blocks(h200, 200, 0, 64, 0), 4);
 }
 
 TEST(ResidentBlocks, DecodeAttentionKernelsFitOnTheDevice) {
