@@ -148,23 +148,22 @@ INSTANTIATE_TEST_SUITE_P(SplitMerge, PagedAttentionTest,
                                            AttentionCase{32, 4, 128, 16, {1, 1}, {256, 257}},
                                            AttentionCase{32, 4, 128, 16, {1, 1}, {400, 1000}}));
 
-// Every launch of a split step leaves its arrival counters at 0 (the last block of a tile resets them): the
-// same launches repeated, eagerly and as one captured graph replayed, give the reference each time (a counter
-// left non-zero would leave a tile unmerged: the poisoned output), and give the same bits each time (the
-// merge order does not depend on which block is last). Steps of different shapes share the counters.
+// The ranges plan_decode_splits gives a decode step of `seqs` sequences of Qwen3-30B-A3B's heads (32 / 4 x
+// 128) at `context` keys, on 132 SMs holding `blocks_per_sm` attention blocks each.
+int planned_decode_splits(int seqs, int context, int split_keys, int growth, int blocks_per_sm = 4) {
+  kernels::PagedAttentionParams p;
+  p.num_seqs = seqs, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;
+  p.split_keys = split_keys, p.split_growth = growth;
+  kernels::plan_decode_splits(p, context, seqs, 132, size_t(255) << 20, blocks_per_sm);
+  return p.num_splits;
+}
+
 // The split plan and the ranges follow runtime.attention_split_keys (host code only: runs without a GPU).
 TEST(AttentionSplitPlan, RangesFollowSplitKeys) {
-  kernels::PagedAttentionParams p;
-  p.num_seqs = 1, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;
-  auto splits = [&](int keys, int context) {
-    p.split_keys = keys;
-    kernels::plan_decode_splits(p, context, 1, 132, size_t(255) << 20, 4);
-    return p.num_splits;
-  };
-  EXPECT_EQ(splits(32, 1024), 32);
-  EXPECT_EQ(splits(256, 1024), 4);
-  EXPECT_EQ(splits(32, 160), 5);
-  EXPECT_EQ(splits(16, 160), 10);
+  EXPECT_EQ(planned_decode_splits(1, 1024, 32, 0), 32);
+  EXPECT_EQ(planned_decode_splits(1, 1024, 256, 0), 4);
+  EXPECT_EQ(planned_decode_splits(1, 160, 32, 0), 5);
+  EXPECT_EQ(planned_decode_splits(1, 160, 16, 0), 10);
   EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 16, 0), 16);
   EXPECT_EQ(kernels::attention_keys_per_split(170, 10, 16, 0), 32);  // 17 keys a range, rounded up to 16s
   EXPECT_EQ(kernels::attention_keys_per_split(160, 32, 32, 0), 32);
@@ -185,33 +184,23 @@ TEST(AttentionSplitPlan, LongContextsTakeFewerLongerRanges) {
   EXPECT_EQ(attention_keys_per_split(4096, 128, 32, 16), 256);  // 16 ranges
   EXPECT_EQ(attention_keys_per_split(4096, 8, 32, 4), 512);     // the planned ranges bound it first
   // The plan launches no more ranges than the longest context has.
-  kernels::PagedAttentionParams p;
-  p.num_seqs = 1, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;
-  p.split_keys = 32, p.split_growth = 4;
-  kernels::plan_decode_splits(p, 4096, 1, 132, size_t(255) << 20, 4);
-  EXPECT_EQ(p.num_splits, 32);
-  kernels::plan_decode_splits(p, 192, 1, 132, size_t(255) << 20, 4);
-  EXPECT_EQ(p.num_splits, 6);
-  p.split_growth = 0;
-  kernels::plan_decode_splits(p, 4096, 1, 132, size_t(255) << 20, 4);
-  EXPECT_EQ(p.num_splits, 128);
+  EXPECT_EQ(planned_decode_splits(1, 4096, 32, 4), 32);
+  EXPECT_EQ(planned_decode_splits(1, 192, 32, 4), 6);
+  EXPECT_EQ(planned_decode_splits(1, 4096, 32, 0), 128);
 }
 
 // The plan fills one wave of the SMs' resident blocks, not more: 8 sequences x 4 KV heads at 32k context,
 // 3 blocks an SM (the tensor-core kernel at head_dim 128 on an H200): 12 ranges a tile, 384 blocks of 396.
 TEST(AttentionSplitPlan, OneWaveOfResidentBlocks) {
-  kernels::PagedAttentionParams p;
-  p.num_seqs = 8, p.num_q_heads = 32, p.num_kv_heads = 4, p.head_dim = 128, p.max_query_len = 1;
-  p.split_keys = 32, p.split_growth = 0;
-  kernels::plan_decode_splits(p, 32768, 8, 132, size_t(255) << 20, 3);
-  EXPECT_EQ(p.num_splits, 12);
-  kernels::plan_decode_splits(p, 32768, 8, 132, size_t(255) << 20, 4);
-  EXPECT_EQ(p.num_splits, 16);
-  p.num_seqs = 200;  // more tiles than 3 a SM: one range each
-  kernels::plan_decode_splits(p, 32768, 200, 132, size_t(255) << 20, 3);
-  EXPECT_EQ(p.num_splits, 1);
+  EXPECT_EQ(planned_decode_splits(8, 32768, 32, 0, 3), 12);
+  EXPECT_EQ(planned_decode_splits(8, 32768, 32, 0, 4), 16);
+  EXPECT_EQ(planned_decode_splits(200, 32768, 32, 0, 3), 1);  // more tiles than 3 a SM: one range each
 }
 
+// Every launch of a split step leaves its arrival counters at 0 (the last block of a tile resets them): the
+// same launches repeated, eagerly and as one captured graph replayed, give the reference each time (a counter
+// left non-zero would leave a tile unmerged: the poisoned output), and give the same bits each time (the
+// merge order does not depend on which block is last). Steps of different shapes share the counters.
 class PagedAttentionSplits : public ::testing::TestWithParam<bool> {};  // tensor cores or not
 
 TEST_P(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
