@@ -253,6 +253,13 @@ int run(int argc, char** argv) {
   app.add_option("--only", only, "run only these groups of ops (the HBM read is always measured)")
       ->delimiter(',')
       ->check(CLI::IsMember({"projections", "moe", "attention"}));
+  std::vector<int> one_level_maxes;
+  app.add_option(
+         "--attention-merge-one-level-max", one_level_maxes,
+         "decode attention on tensor cores again with each of these runtime.attention_merge_one_level_max "
+         "values (a backend each)")
+      ->delimiter(',')
+      ->check(CLI::Range(8, 128));
   std::vector<int> split_growths;
   app.add_option("--attention-split-growth", split_growths,
                  "decode attention on tensor cores again with each of these runtime.attention_split_growth "
@@ -287,6 +294,9 @@ int run(int argc, char** argv) {
   };
   if (wanted("attention"))
     bench_attention_variant("CUDA cores", [](CudaKernelSwitches& k) { k.attention_tensor_cores = false; });
+  for (int one_level_max : one_level_maxes)
+    bench_attention_variant("tensor cores, one-level merge up to " + std::to_string(one_level_max),
+                            [&](CudaKernelSwitches& k) { k.attention_merge_one_level_max = one_level_max; });
   for (int growth : split_growths)
     bench_attention_variant("tensor cores, split growth " + std::to_string(growth),
                             [&](CudaKernelSwitches& k) { k.attention_split_growth = growth; });

@@ -195,6 +195,8 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
     const int quantum = p.tensor_cores ? kAttentionKeysPerSplitQuantum : kAttentionCudaCoreSplitKeys;
     TPS_CHECK(p.split_keys >= quantum && p.split_keys % quantum == 0, "paged attention: ranges of ",
               p.split_keys, " keys (a multiple of ", quantum, p.tensor_cores ? "" : " on CUDA cores", ")");
+    TPS_CHECK(p.merge_one_level_max >= kAttentionMergeGroup, "paged attention: one-level merges of up to ",
+              p.merge_one_level_max, " ranges (at least ", kAttentionMergeGroup, ")");
     TPS_CHECK(p.num_splits >= 1 && p.num_splits <= kAttentionMaxSplits, "paged attention: ", p.num_splits,
               " context ranges (1 to ", kAttentionMaxSplits,
               ": the merge groups' counters are sized for it)");

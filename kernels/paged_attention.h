@@ -7,9 +7,9 @@
 // kAttentionMaxSplitQueryLen tokens a sequence), split the context into ranges (split-K): blocks write
 // unnormalised partial results, and the last block of a tile to finish merges them (it learns it is last from
 // an arrival counter per tile, which it resets to 0: counters are zeroed once and stay zero between
-// launches); more than kAttentionMergeGroup ranges merge in two levels (the last block of each group of
-// ranges merges the group, the last of those the groups); with one non-empty range the result is written
-// directly. Longer queries (prefill) take one block per tile of query rows over the whole context.
+// launches); more than merge_one_level_max (default 8) ranges merge in two levels (the last block of each
+// group of ranges merges the group, the last of those the groups); with one non-empty range the result is
+// written directly. Longer queries (prefill) take one block per tile of query rows over the whole context.
 #pragma once
 
 #include <cmath>
@@ -24,6 +24,13 @@ inline constexpr int kAttentionMaxGroup = 16;  // query heads per KV head
 // speculative verification (1 + k, k <= 4). Prefill chunks that short take it too, under the
 // decode_attention PDL site.
 inline constexpr int kAttentionMaxSplitQueryLen = 8;
+
+// Most context ranges a (token tile, sequence, KV head) is cut into, and the ranges of a group in the
+// two-level merge of tiles with more than PagedAttentionParams::merge_one_level_max ranges
+// (kernels/paged_attention_parts.cuh finish_block).
+inline constexpr int kAttentionMaxSplits = 128;
+inline constexpr int kAttentionMergeGroup = 8;
+inline constexpr int kAttentionMaxMergeGroups = kAttentionMaxSplits / kAttentionMergeGroup;
 
 struct PagedAttentionParams {
   const bf16* q = nullptr;                // [T, Hq * D]
@@ -52,6 +59,9 @@ struct PagedAttentionParams {
   int split_keys = 32;
   // Ranges of at least sqrt(split_growth * context) keys (attention_keys_per_split); 0: no such floor.
   int split_growth = 0;
+  // A tile of up to this many ranges is merged by its last block alone; more in two levels (groups of
+  // kAttentionMergeGroup ranges, then the groups). At least kAttentionMergeGroup.
+  int merge_one_level_max = kAttentionMergeGroup;
   float scale = 1.0f;  // softmax scale (head_dim^-0.5)
   // The split decode path on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
   bool tensor_cores = false;
@@ -78,12 +88,6 @@ struct PagedAttentionParams {
     float inv_freq[kRopeMaxHeadDim / 2] = {};  // set_rope_inv_freq
   } prologue;
 };
-
-// Most context ranges a (token tile, sequence, KV head) is cut into, and the ranges whose partials one block
-// merges: more ranges than a group merge in two levels (kernels/paged_attention_parts.cuh finish_block).
-inline constexpr int kAttentionMaxSplits = 128;
-inline constexpr int kAttentionMergeGroup = 8;
-inline constexpr int kAttentionMaxMergeGroups = kAttentionMaxSplits / kAttentionMergeGroup;
 
 // Keys per context range (PagedAttentionParams::split_keys) are a multiple of the tensor-core kernel's 16
 // keys a warp (it masks the keys of its 64-key tiles past a range), and on CUDA cores a multiple of that

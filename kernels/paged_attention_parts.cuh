@@ -231,9 +231,9 @@ __device__ void merge_ranges(const PagedAttentionParams& p, const BlockTile& b, 
 // sum_s: each row's running max (log2 units) and sum of exp2, in shared memory and visible to every thread.
 // One range: the rows are written. Several: the block writes its unnormalised partials and counts its
 // arrival, and the tile's last block to arrive merges them all (no separate reduce launch). More than
-// kAttentionMergeGroup ranges: in two levels, so that no one block reads them all: the last block of each
-// group of kAttentionMergeGroup consecutive ranges merges the group into the group's first range, and the
-// last of those merges the groups.
+// p.merge_one_level_max ranges (default kAttentionMergeGroup): in two levels, so that no one block reads them
+// all: the last block of each group of kAttentionMergeGroup consecutive ranges merges the group into the
+// group's first range, and the last of those merges the groups.
 template <typename T, bool kSplit>
 __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
                              const float (&acc)[T::kPvRowsPerThread][4], float* max_s, float* sum_s,
@@ -268,7 +268,9 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
                   "merge_ranges takes at most kAttentionMaxGroup rows a tile");
     const int64_t tile_index =
         (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
-    const int groups = (b.active_splits + kAttentionMergeGroup - 1) / kAttentionMergeGroup;
+    const int groups = b.active_splits <= p.merge_one_level_max
+                           ? 1
+                           : (b.active_splits + kAttentionMergeGroup - 1) / kAttentionMergeGroup;
     if (groups == 1) {
       if (arrive_last(p.split_counters + tile_index, b.active_splits, last_s))
         merge_ranges<D>(p, b, 0, b.active_splits, 1, true);

@@ -45,6 +45,9 @@ struct CudaKernelSwitches {
   // fewer, longer ranges, since merging the ranges' partials takes longer the more there are
   // (kernels/paged_attention.h).
   int attention_split_growth = 4;
+  // Decode attention merges a tile of up to this many context ranges in one block (8-128); more in two
+  // levels: groups of 8 ranges, then the groups (kernels/paged_attention.h).
+  int attention_merge_one_level_max = 8;
   // The MoE combine issues up to 8 slots' loads together (kernels/moe_combine.h); false: one slot after
   // another.
   bool moe_combine_batched_loads = true;
@@ -77,6 +80,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_fused_norm", switches.moe_fused_norm);
   visit("attention_split_keys", switches.attention_split_keys, 16, 4096);
   visit("attention_split_growth", switches.attention_split_growth, 0, 4096);
+  visit("attention_merge_one_level_max", switches.attention_merge_one_level_max, 8, 128);
   visit("moe_combine_batched_loads", switches.moe_combine_batched_loads);
   visit("norm_loads_before_wait", switches.norm_loads_before_wait);
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);

@@ -65,31 +65,36 @@ struct AttentionRun {
 // A backend with the split decode path on tensor cores or on CUDA cores (runtime.attention_tensor_cores),
 // context ranges a multiple of split_keys keys (runtime.attention_split_keys) and, with growth > 0, at least
 // sqrt(growth x context) keys long (runtime.attention_split_growth; 0 here unless given, so that the ranges
-// below are the multiples of split_keys the comments count).
-CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32, int growth = 0) {
+// below are the multiples of split_keys the comments count); tiles of up to one_level_max ranges merged in
+// one block (runtime.attention_merge_one_level_max).
+CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32, int growth = 0,
+                                     int one_level_max = 8) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.attention_tensor_cores = tensor_cores;
   options.kernels.attention_split_keys = split_keys;
   options.kernels.attention_split_growth = growth;
+  options.kernels.attention_merge_one_level_max = one_level_max;
   return options;
 }
 
 // Both kernels; ranges of 16 keys (one warp's share of a tensor-core tile; rounded up to 32 on CUDA cores),
-// of 32, of 96 (1.5 of the tensor-core kernel's 64-key tiles) and of 256; and with the square-root floor on
-// ranges: the default (4) and a large one (256: a few ranges of over a thousand keys at 5000).
+// of 32, of 96 (1.5 of the tensor-core kernel's 64-key tiles) and of 256; with the square-root floor on
+// ranges: the default (4) and a large one (256: a few ranges of over a thousand keys at 5000); and ranges of
+// 16 keys merged in one level however many there are (up to 128).
 void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
   struct Split {
-    int keys, growth;
+    int keys, growth, one_level_max;
   };
   for (bool tensor_cores : {false, true})
-    for (Split split :
-         {Split{16, 0}, Split{32, 0}, Split{96, 0}, Split{256, 0}, Split{32, 4}, Split{16, 256}}) {
-      Backends b(attention_options(tensor_cores, split.keys, split.growth));
+    for (Split split : {Split{16, 0, 8}, Split{32, 0, 8}, Split{96, 0, 8}, Split{256, 0, 8}, Split{32, 4, 8},
+                        Split{16, 256, 8}, Split{16, 0, 128}}) {
+      Backends b(attention_options(tensor_cores, split.keys, split.growth, split.one_level_max));
       AttentionRun run(b, c, planned_context);
       run.launch_gpu(b);
       run.expect_matches(b, std::string(tensor_cores ? "attention (tensor cores" : "attention (CUDA cores") +
                                 ", ranges of " + std::to_string(split.keys) + " keys, growth " +
-                                std::to_string(split.growth) + ")");
+                                std::to_string(split.growth) + ", one-level merge up to " +
+                                std::to_string(split.one_level_max) + ")");
     }
 }
 

@@ -102,6 +102,7 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
   p.inputs_before_wait = options_.kernels.attention_inputs_before_wait;
   p.split_keys = options_.kernels.attention_split_keys;
   p.split_growth = options_.kernels.attention_split_growth;
+  p.merge_one_level_max = options_.kernels.attention_merge_one_level_max;
   if (!p.tensor_cores)  // the CUDA-core kernel's ranges are whole 32-key tiles
     p.split_keys = (p.split_keys + kernels::kAttentionCudaCoreSplitKeys - 1) /
                    kernels::kAttentionCudaCoreSplitKeys * kernels::kAttentionCudaCoreSplitKeys;
