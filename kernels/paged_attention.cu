@@ -244,17 +244,17 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
   p.num_splits = 1;
   if (p.max_query_len > kAttentionMaxSplitQueryLen) return;
   const int tokens_per_tile = kDecodeRows / (p.num_q_heads / p.num_kv_heads);
-  const int tiles = (p.max_query_len + tokens_per_tile - 1) / tokens_per_tile;
-  const int blocks = std::max(1, p.num_seqs * p.num_kv_heads * tiles);
-  if (blocks > attention_split_counter_capacity(num_sms)) return;  // the backend's counters are sized by it
-  const int q = p.split_keys;
+  const int token_tiles = (p.max_query_len + tokens_per_tile - 1) / tokens_per_tile;
+  const int tiles = std::max(1, p.num_seqs * p.num_kv_heads * token_tiles);  // blocks of one range each
+  if (tiles > attention_split_counter_capacity(num_sms)) return;  // the backend's counters are sized by it
+  const int q = p.split_keys, context = std::max(max_context_len, 1);
   // One wave: as many blocks as the SMs hold at once (a second, partial wave would leave most SMs idle at
   // its end while it runs a whole range).
-  int splits = std::min({std::max(1, std::max(blocks_per_sm, 1) * num_sms / blocks),
-                         (std::max(max_context_len, 1) + q - 1) / q, kAttentionMaxSplits});
+  int splits = std::min({std::max(1, std::max(blocks_per_sm, 1) * num_sms / tiles), (context + q - 1) / q,
+                         kAttentionMaxSplits});
   // No more ranges than the longest context uses (the square-root floor makes long ranges at long contexts).
-  const int keys = attention_keys_per_split(std::max(max_context_len, 1), splits, q, p.split_growth);
-  splits = std::min(splits, (std::max(max_context_len, 1) + keys - 1) / keys);
+  const int keys = attention_keys_per_split(context, splits, q, p.split_growth);
+  splits = std::min(splits, (context + keys - 1) / keys);
   while (splits > 1 &&
          attention_partial_bytes(num_tokens, p.num_q_heads, p.head_dim, splits) > max_partial_bytes)
     --splits;

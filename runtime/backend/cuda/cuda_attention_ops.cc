@@ -110,9 +110,9 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
 }
 
 void CudaBackend::launch_attention(kernels::PagedAttentionParams& p, const AttentionMeta& meta, int tokens) {
-  const int blocks_per_sm = attention_blocks_per_sm_[p.head_dim == 32 ? 0 : p.head_dim == 64 ? 1 : 2];
   kernels::plan_decode_splits(p, meta.max_context_len, tokens, num_sms_,
-                              scratch_->bytes() - 2 * DeviceArena::kAlignment, blocks_per_sm);
+                              scratch_->bytes() - 2 * DeviceArena::kAlignment,
+                              attention_blocks_per_sm_[head_dim_slot(p.head_dim)]);
   ScratchRegion::Cursor scratch(*scratch_);
   if (p.num_splits > 1) {
     p.partial_out = scratch.take<float>(size_t(tokens) * p.num_q_heads * p.num_splits * p.head_dim,

@@ -115,9 +115,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   attention_split_counters_ =
       static_cast<int32_t*>(arena_->allocate(counter_bytes, "attention split counters"));
   CUDA_CHECK(cudaMemsetAsync(attention_split_counters_, 0, counter_bytes, stream_));
-  for (int i = 0; i < 3; ++i)
-    attention_blocks_per_sm_[i] =
-        kernels::attention_decode_blocks_per_sm(options.kernels.attention_tensor_cores, 32 << i);
+  for (int head_dim : {32, 64, 128})
+    attention_blocks_per_sm_[head_dim_slot(head_dim)] =
+        kernels::attention_decode_blocks_per_sm(options.kernels.attention_tensor_cores, head_dim);
   std::vector<int32_t> identity(kMoeIdentityEntries);
   std::iota(identity.begin(), identity.end(), 0);
   moe_identity_ = static_cast<int32_t*>(arena_->allocate(identity.size() * sizeof(int32_t), "MoE identity"));

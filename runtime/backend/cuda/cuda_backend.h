@@ -152,8 +152,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CublasLtGemm> gemm_;
   // Arrival counters of split decode attention: allocated and zeroed once, left zero by every launch.
   int32_t* attention_split_counters_ = nullptr;
-  // Split decode attention blocks an SM holds at once, at head_dim 32, 64 and 128 (the step plans one wave).
+  // Split decode attention blocks an SM holds at once, at head_dim 32, 64 and 128 (the step plans one wave),
+  // each at its head_dim_slot.
   int attention_blocks_per_sm_[3] = {};
+  static int head_dim_slot(int head_dim) { return head_dim == 32 ? 0 : head_dim == 64 ? 1 : 2; }
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
   const CudaBackendOptions options_;         // the kernel switches are read from here
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
