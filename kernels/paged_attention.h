@@ -7,7 +7,7 @@
 // kAttentionMaxSplitQueryLen tokens a sequence), split the context into ranges (split-K): blocks write
 // unnormalised partial results, and the last block of a tile to finish merges them (it learns it is last from
 // an arrival counter per tile, which it resets to 0: counters are zeroed once and stay zero between
-// launches); more than merge_one_level_max (default 8) ranges merge in two levels (the last block of each
+// launches); more than merge_one_level_max (default 16) ranges merge in two levels (the last block of each
 // group of ranges merges the group, the last of those the groups); with one non-empty range the result is
 // written directly. Longer queries (prefill) take one block per tile of query rows over the whole context.
 #pragma once
@@ -61,7 +61,7 @@ struct PagedAttentionParams {
   int split_growth = 0;
   // A tile of up to this many ranges is merged by its last block alone; more in two levels (groups of
   // kAttentionMergeGroup ranges, then the groups). At least kAttentionMergeGroup.
-  int merge_one_level_max = kAttentionMergeGroup;
+  int merge_one_level_max = 2 * kAttentionMergeGroup;
   float scale = 1.0f;  // softmax scale (head_dim^-0.5)
   // The split decode path on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
   bool tensor_cores = false;

@@ -47,7 +47,7 @@ struct CudaKernelSwitches {
   int attention_split_growth = 4;
   // Decode attention merges a tile of up to this many context ranges in one block (8-128); more in two
   // levels: groups of 8 ranges, then the groups (kernels/paged_attention.h).
-  int attention_merge_one_level_max = 8;
+  int attention_merge_one_level_max = 16;
   // The MoE combine issues up to 8 slots' loads together (kernels/moe_combine.h); false: one slot after
   // another.
   bool moe_combine_batched_loads = true;

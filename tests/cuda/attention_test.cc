@@ -68,7 +68,7 @@ struct AttentionRun {
 // below are the multiples of split_keys the comments count); tiles of up to one_level_max ranges merged in
 // one block (runtime.attention_merge_one_level_max).
 CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32, int growth = 0,
-                                     int one_level_max = 8) {
+                                     int one_level_max = 16) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.attention_tensor_cores = tensor_cores;
   options.kernels.attention_split_keys = split_keys;
@@ -86,7 +86,7 @@ void expect_attention_matches_cpu(const AttentionCase& c, int planned_context) {
     int keys, growth, one_level_max;
   };
   for (bool tensor_cores : {false, true})
-    for (Split split : {Split{16, 0, 8}, Split{32, 0, 8}, Split{96, 0, 8}, Split{256, 0, 8}, Split{32, 4, 8},
+    for (Split split : {Split{16, 0, 8}, Split{32, 0, 8}, Split{96, 0, 8}, Split{256, 0, 8}, Split{32, 4, 16},
                         Split{16, 256, 8}, Split{16, 0, 128}}) {
       Backends b(attention_options(tensor_cores, split.keys, split.growth, split.one_level_max));
       AttentionRun run(b, c, planned_context);
