@@ -194,10 +194,11 @@ void bench_moe(Bench& b) {
   }
 }
 
-// kernel: the name of the decode attention kernel the backend takes (runtime.attention_tensor_cores).
-void bench_decode_attention(Bench& b, const std::string& kernel) {
+// kernel: the name of the decode attention kernel the backend takes (runtime.attention_tensor_cores); S
+// sequences of one token each for S in seq_counts, each at every context.
+void bench_decode_attention(Bench& b, const std::string& kernel, const std::vector<int>& seq_counts) {
   CudaBackend& be = b.backend();
-  for (int seqs : {1, 8}) {
+  for (int seqs : seq_counts) {
     for (int ctx : {4096, 8192, 16384, 32768}) {
       const int blocks_per_seq = ctx / kBlockSize, blocks = seqs * blocks_per_seq;
       const size_t kv_bytes = size_t(blocks) * kBlockSize * kKvHeads * kHeadDim * 2 * 2;
@@ -266,11 +267,22 @@ int run(int argc, char** argv) {
                  "values (a backend each)")
       ->delimiter(',')
       ->check(CLI::Range(0, 4096));
+  std::vector<int> attention_seqs{1, 8};
+  app.add_option(
+         "--attention-seqs", attention_seqs,
+         "decode attention with this many sequences of one token each (every context: 4k-32k; the K/V "
+         "cache of one copy is S x 8 MB at 4k, S x 64 MB at 32k)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
 
   CudaBackendOptions options;
   options.device = device;
-  options.arena_bytes = size_t(16) << 30;
+  // The attention rows' caches stay allocated until the backend goes: S x 120 MB over the four contexts,
+  // and up to 1.2 GB of copies for the small ones (copies_for), for each S.
+  size_t attention_bytes = 0;
+  for (int seqs : attention_seqs) attention_bytes += size_t(seqs) * (size_t(128) << 20) + (size_t(5) << 28);
+  options.arena_bytes = (size_t(12) << 30) + attention_bytes;
   options.pdl.kill_switch = kernels::pdl_kill_switch_from_env();
   auto backend = make_cuda_backend(options);
   Bench b(*backend, reps);
@@ -280,16 +292,16 @@ int run(int argc, char** argv) {
   };
   if (wanted("projections")) bench_projections(b);
   if (wanted("moe")) bench_moe(b);
-  if (wanted("attention")) bench_decode_attention(b, "tensor cores");
+  if (wanted("attention")) bench_decode_attention(b, "tensor cores", attention_seqs);
   std::vector<Result> results = b.results();
   // Other attention kernels and splits, each on a backend of its own (they are backend options).
   auto bench_attention_variant = [&](const std::string& label, auto&& set_option) {
     CudaBackendOptions variant = options;
-    variant.arena_bytes = size_t(4) << 30;
+    variant.arena_bytes = (size_t(1) << 30) + attention_bytes;
     set_option(variant.kernels);
     auto other = make_cuda_backend(variant);
     Bench b2(*other, reps);
-    bench_decode_attention(b2, label);
+    bench_decode_attention(b2, label, attention_seqs);
     results.insert(results.end(), b2.results().begin(), b2.results().end());
   };
   if (wanted("attention"))
