@@ -231,9 +231,9 @@ __device__ void merge_ranges(const PagedAttentionParams& p, const BlockTile& b, 
 // sum_s: each row's running max (log2 units) and sum of exp2, in shared memory and visible to every thread.
 // One range: the rows are written. Several: the block writes its unnormalised partials and counts its
 // arrival, and the tile's last block to arrive merges them all (no separate reduce launch). More than
-// p.merge_one_level_max ranges (default kAttentionMergeGroup): in two levels, so that no one block reads them
-// all: the last block of each group of kAttentionMergeGroup consecutive ranges merges the group into the
-// group's first range, and the last of those merges the groups.
+// p.merge_one_level_max ranges (runtime.attention_merge_one_level_max, default 16): in two levels, so that no
+// one block reads them all: the last block of each group of kAttentionMergeGroup consecutive ranges merges
+// the group into the group's first range, and the last of those merges the groups.
 template <typename T, bool kSplit>
 __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
                              const float (&acc)[T::kPvRowsPerThread][4], float* max_s, float* sum_s,

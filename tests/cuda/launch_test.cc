@@ -144,7 +144,6 @@ TEST(Launch, KillSwitchWins) {
       policy.decide(Site::kRmsNorm, launch_test::enrolled_kernel(), kernels::Pdl::kEnrolled).enabled);
 }
 
-}  // namespace
 // The occupancy arithmetic behind resident_blocks_per_sm (host only: runs without a GPU), on H200 limits.
 TEST(ResidentBlocks, RegistersSharedMemoryAndThreadsEachBound) {
   const kernels::SmLimits h200;
@@ -171,4 +170,5 @@ TEST(ResidentBlocks, DecodeAttentionKernelsFitOnTheDevice) {
     }
 }
 
+}  // namespace
 }  // namespace tpserve
