@@ -69,6 +69,10 @@ struct PagedAttentionParams {
   // rotation) are read before the PDL wait, so none may be written by the launch right before this one
   // (kernels/pdl.cuh); false: after it (for A/B; the same results).
   bool inputs_before_wait = false;
+  // With the prologue folded in and inputs_before_wait: the first K/V tile of the block's range is copied
+  // before the PDL wait too (the launch before this one writes no cache row; the token's own key is this
+  // kernel's to append and patch). false: after it (for A/B; the same results).
+  bool kv_before_wait = false;
   // Decode (one token a sequence) on tensor cores only: the attention prologue (kernels/qk_norm_rope_kv.h)
   // folded into the kernel, one launch instead of two. Each block reads its rows of q from qkv and normalises
   // and rotates them itself (q above is then unused); the block whose context range holds the token's own

@@ -111,14 +111,20 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     slot = p.prologue.slot_mapping[b.token_of(0)];
     if (warp == 0) load_head_rope(k_rope, p.prologue.k_norm_weight, position, inv_freq, D);
   };
-  if (p.inputs_before_wait) read_step_inputs();
-  pdl_wait_then_trigger();  // every thread waits, those that return at once included
-  if (!p.inputs_before_wait) read_step_inputs();
-  if (!active) return;
   auto load_tile = [&](int kt, int stage) {
     load_kv_tile<D, kTileKeys>(p, b, kt, k_stage(stage), v_stage(stage));
   };
-  load_tile(b.key_begin, 0);  // the first K/V tile goes out before q is read: their latencies overlap
+  // With the prologue folded in, no launch right before this one writes the cache (this kernel appends the
+  // token's own key, and patches it into its tile below), so the first K/V tile may go out before the wait
+  // too (p.kv_before_wait): at a short context that is the block's whole range, copied during the
+  // predecessor's tail.
+  const bool kv_early = fused && p.inputs_before_wait && p.kv_before_wait;
+  if (p.inputs_before_wait) read_step_inputs();
+  if (kv_early && active) load_tile(b.key_begin, 0);
+  pdl_wait_then_trigger();  // every thread waits, those that return at once included
+  if (!p.inputs_before_wait) read_step_inputs();
+  if (!active) return;
+  if (!kv_early) load_tile(b.key_begin, 0);  // the first K/V tile goes out before q is read: overlapped
 
   // q rows into q_s; the holder's warps 0 and 1 meanwhile compute the token's k and v.
   const int q_first = holder ? 2 * kWarpSize : 0;

@@ -21,13 +21,15 @@ struct PrologueResult {
 
 // The op on a random cache and random qkv (the same values for every `fused`): eagerly, then captured in a
 // graph and replayed (which appends the same k and v again). planned_context as in attention_test.cc;
-// no_slot_seq: that sequence's token has slot -1 (nothing appended); inputs_before_wait:
-// runtime.attention_inputs_before_wait.
+// no_slot_seq: that sequence's token has slot -1 (nothing appended); inputs_before_wait and
+// kv_before_wait: runtime.attention_inputs_before_wait and runtime.attention_kv_before_wait.
 PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, int planned_context,
-                            int no_slot_seq = -1, bool inputs_before_wait = true) {
+                            int no_slot_seq = -1, bool inputs_before_wait = true,
+                            bool kv_before_wait = true) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.attention_tensor_cores = true;
   options.kernels.attention_inputs_before_wait = inputs_before_wait;
+  options.kernels.attention_kv_before_wait = kv_before_wait;
   options.kernels.attention_split_keys = split_keys;
   options.kernels.attention_fused_prologue = fused;
   Backends b(options);
@@ -106,14 +108,22 @@ TEST_P(AttentionPrologueTest, DecodeIsOneLaunchWithTheTwoOpsBits) {
     }
 }
 
-// The step inputs read after the PDL wait instead of before it: the same bits, fused or not.
-TEST_P(AttentionPrologueTest, InputsAfterTheWaitGiveTheSameBits) {
+// The step inputs, or only the first K/V tile, read after the PDL wait instead of before it: the same bits,
+// fused or not, with and without a token lacking a slot.
+TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   const AttentionCase& c = GetParam();
-  for (bool fused : {true, false}) {
-    const std::string what = describe(c) + (fused ? ", fused" : ", two launches") + ", inputs after the wait";
-    expect_same_bits(what, run_prologue(c, fused, 32, 0, -1, false), run_prologue(c, fused, 32, 0, -1, true));
-  }
+  const int last_seq = static_cast<int>(c.query_lens.size()) - 1;
+  for (bool fused : {true, false})
+    for (int no_slot : {-1, last_seq}) {
+      const std::string what = describe(c) + (fused ? ", fused" : ", two launches") +
+                               (no_slot < 0 ? "" : ", last sequence without a slot");
+      const PrologueResult early = run_prologue(c, fused, 32, 0, no_slot, true, true);
+      expect_same_bits(what + ", inputs after the wait", run_prologue(c, fused, 32, 0, no_slot, false),
+                       early);
+      expect_same_bits(what + ", K/V after the wait", run_prologue(c, fused, 32, 0, no_slot, true, false),
+                       early);
+    }
 }
 
 // A token without a cache slot (slot -1): nothing is appended, and its own key is what the cache holds, as
