@@ -9,7 +9,8 @@
 //   cluster barrier; block 0 gathers all logits through distributed shared memory; each block stores its
 //   eighth of the columns of residual and normed (no block reads residual after the first barrier);
 //   cluster barrier (block 0 is done reading the others' shared memory); block 0 gates (one warp a token)
-//   and stores the logits.
+//   and stores the logits. With p.stores_after_gather blocks 1..7 store a seventh of the columns each
+//   after the second barrier instead, while block 0 gates.
 #include <cooperative_groups.h>
 
 #include "common/error.h"
@@ -155,19 +156,27 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
       const float* src = cluster.map_shared_rank(logits_s, e / kMmaRows);
       all_s[i] = src[token * kMmaRows + e % kMmaRows];
     }
-  // This block's eighth of the columns: residual = v (recomputed: the same bits), normed from x_s.
-  int c0, c1;
-  split_range(vecs, kRouterClusterBlocks, rank, c0, c1);
-  for (int i = tid; i < p.tokens * (c1 - c0); i += kThreads) {
-    const int m = i / (c1 - c0), vec = c0 + i % (c1 - c0);
-    const int64_t off = static_cast<int64_t>(m) * p.hidden + vec * kBf16PerVec;
-    float v[kBf16PerVec];
-    unpack_bf16x8(load_vec(p.x + off), v);
-    add_residual_piece(p.residual + off, v);
-    store_vec(p.normed + off, load_vec(x_s + m * row_elems + vec * kBf16PerVec));
-  }
+  // This block's share of the columns: residual = v (recomputed: the same bits), normed from x_s. An eighth
+  // each before the second barrier; with p.stores_after_gather, a seventh each of blocks 1..7 after it, so
+  // that block 0 gates as soon as it has gathered, while the others store.
+  auto store_columns = [&](int share, int shares) {
+    int c0, c1;
+    split_range(vecs, shares, share, c0, c1);
+    for (int i = tid; i < p.tokens * (c1 - c0); i += kThreads) {
+      const int m = i / (c1 - c0), vec = c0 + i % (c1 - c0);
+      const int64_t off = static_cast<int64_t>(m) * p.hidden + vec * kBf16PerVec;
+      float v[kBf16PerVec];
+      unpack_bf16x8(load_vec(p.x + off), v);
+      add_residual_piece(p.residual + off, v);
+      store_vec(p.normed + off, load_vec(x_s + m * row_elems + vec * kBf16PerVec));
+    }
+  };
+  if (!p.stores_after_gather) store_columns(rank, kRouterClusterBlocks);
   cluster.sync();  // block 0 is done with the other blocks' shared memory
-  if (rank != 0) return;
+  if (rank != 0) {
+    if (p.stores_after_gather) store_columns(rank - 1, kRouterClusterBlocks - 1);
+    return;
+  }
   for (int i = tid; i < p.tokens * p.experts; i += kThreads) p.logits[i] = all_s[i];
   for (int m = warp; m < p.tokens; m += kWarps)
     warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,

@@ -3,8 +3,8 @@
 // kRouterClusterBlocks blocks, each owning 16 experts' router rows, staged in shared memory before the PDL
 // wait. After the wait every block computes the norm of all rows itself (same code, same bits in every
 // block), its experts' logits on tensor cores; block 0 gathers the logits over the cluster's shared memory,
-// runs the gating (one warp a token) and stores the logits, and each block stores an eighth of the columns
-// of the residual and the norm.
+// runs the gating (one warp a token) and stores the logits, and the blocks store the columns of the residual
+// and the norm (RouterFusedParams::stores_after_gather says which blocks, and when).
 #pragma once
 
 #include "kernels/kernel_api.h"
@@ -30,6 +30,9 @@ struct RouterFusedParams {
   int experts = 0;               // E, k..kRouterFusedMaxExperts
   int k = 0;                     // 1..min(E, kGatingMaxK)
   bool renormalize = false;
+  // Blocks 1..7 store the residual and normed columns after block 0 has gathered the logits, while it gates
+  // (block 0 stores none); false: every block stores an eighth before that (the same results).
+  bool stores_after_gather = false;
 };
 
 // Whether the fused router runs on the current device: clusters (SM90+), and its kernel compiled for SM90+

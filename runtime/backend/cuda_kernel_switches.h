@@ -65,6 +65,9 @@ struct CudaKernelSwitches {
   // (Backend::add_rmsnorm_route, kernels/router_fused.h); larger steps, and 0, run them as three launches.
   // 4: measured faster at 1 and 4 tokens, slower at 16.
   int router_fused_max_tokens = 4;
+  // The fused router's blocks 1..7 store the residual and normed columns after block 0 has gathered the
+  // logits, while it gates (kernels/router_fused.h); false: every block stores an eighth before that.
+  bool router_fused_stores_after_gather = true;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -89,6 +92,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("norm_loads_before_wait", switches.norm_loads_before_wait);
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
+  visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
 }
 
 }  // namespace tpserve

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 #include <tuple>
+#include <vector>
 
 #include "kernels/router_fused.h"
 #include "tests/cuda/op_test_util.h"
@@ -94,6 +96,51 @@ TEST(AddRmsNormRoute, FusedIsOneLaunch) {
   EXPECT_EQ(route_kernel_nodes(true, 1), 1);
   EXPECT_EQ(route_kernel_nodes(true, 16), 1);
   EXPECT_EQ(route_kernel_nodes(true, 17), route_kernel_nodes(false, 17));
+}
+
+// The fused op's outputs (residual, normed, logits, weights, ids as floats) on fresh random data for `c`,
+// with runtime.router_fused_stores_after_gather as given.
+std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool stores_after_gather) {
+  CudaBackendOptions options = test_backend_options();
+  options.kernels.router_fused_max_tokens = kernels::kRouterFusedMaxTokens;
+  options.kernels.router_fused_stores_after_gather = stores_after_gather;
+  Backends b(options);
+  std::mt19937 rng(c.tokens * 37 + c.hidden * 11 + c.experts * 3 + c.k);  // the same data for both settings
+  auto rv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
+  auto xv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
+  auto nv = uniform(rng, c.hidden, 0.5f, 1.5f);
+  auto wv = uniform(rng, size_t(c.experts) * c.hidden, -0.1f, 0.1f);
+  Pair residual = b.bf16({c.tokens, c.hidden}, rv), x = b.bf16({c.tokens, c.hidden}, xv);
+  Pair norm_w = b.bf16({c.hidden}, nv), router_w = b.bf16({c.experts, c.hidden}, wv);
+  Pair normed = b.output(DType::kBF16, {c.tokens, c.hidden});
+  Pair logits = b.output(DType::kF32, {c.tokens, c.experts});
+  Pair weights = b.output(DType::kF32, {c.tokens, c.k}), ids = b.output(DType::kI32, {c.tokens, c.k});
+  b.gpu().add_rmsnorm_route(residual.gpu, x.gpu, norm_w.gpu, 1e-6f, normed.gpu, router_w.gpu, logits.gpu, c.k,
+                            true, weights.gpu, ids.gpu);
+  std::vector<float> id_values;
+  for (int32_t id : b.ints(ids.gpu)) id_values.push_back(static_cast<float>(id));
+  return {b.floats(residual.gpu), b.floats(normed.gpu), b.floats(logits.gpu), b.floats(weights.gpu),
+          id_values};
+}
+
+// Blocks 1..7 storing the residual and normed columns after the gather, or every block before it: the same
+// bits in every output, including hidden sizes whose columns do not cover all seven blocks.
+TEST(AddRmsNormRoute, StoresAfterTheGatherGiveTheSameBits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  int sm_major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (sm_major < 9) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
+  const char* names[] = {"residual", "normed", "logits", "weights", "ids"};
+  for (const RouteCase& c :
+       {RouteCase{1, 2048, 128, 8}, RouteCase{3, 2048, 128, 8}, RouteCase{8, 96, 60, 4},
+        RouteCase{16, 2048, 128, 8}, RouteCase{2, 8192, 64, 6}, RouteCase{2, 32, 16, 2}}) {
+    const auto late = fused_route_outputs(c, true), early = fused_route_outputs(c, false);
+    for (size_t i = 0; i < late.size(); ++i) {
+      std::ostringstream what;
+      PrintTo(c, &what);
+      expect_close(what.str() + ": " + names[i], early[i], late[i], {0.0f, 0.0f});
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -241,6 +241,9 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.kernels.attention_inputs_before_wait);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_inputs_before_wait=false"})
                    .runtime.kernels.attention_inputs_before_wait);
+  EXPECT_TRUE(c.runtime.kernels.router_fused_stores_after_gather);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_stores_after_gather=false"})
+                   .runtime.kernels.router_fused_stores_after_gather);
   EXPECT_TRUE(c.runtime.kernels.attention_kv_before_wait);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_kv_before_wait=false"})
                    .runtime.kernels.attention_kv_before_wait);
@@ -303,7 +306,8 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "moe_one_token_direct: false, attention_tensor_cores: false, "
                                     "norm_loads_before_wait: false, moe_combine_early_routing: false, "
                                     "router_fused_max_tokens: 9, attention_fused_prologue: false, "
-                                    "attention_inputs_before_wait: false, attention_kv_before_wait: false}\n",
+                                    "attention_inputs_before_wait: false, attention_kv_before_wait: false, "
+                                    "router_fused_stores_after_gather: false}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.kernels.attention_split_keys, 96);
@@ -318,6 +322,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.kernels.attention_fused_prologue);
   EXPECT_FALSE(d.runtime.kernels.attention_inputs_before_wait);
   EXPECT_FALSE(d.runtime.kernels.attention_kv_before_wait);
+  EXPECT_FALSE(d.runtime.kernels.router_fused_stores_after_gather);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {
