@@ -31,7 +31,8 @@ struct RouterFusedParams {
   int k = 0;                     // 1..min(E, kGatingMaxK)
   bool renormalize = false;
   // Blocks 1..7 store the residual and normed columns after block 0 has gathered the logits, while it gates
-  // (block 0 stores none); false: every block stores an eighth before that (the same results).
+  // (block 0 stores none); false: every block stores an eighth between the two cluster barriers, alongside
+  // block 0's gather, so block 0 gates after the slowest block's stores (the same results).
   bool stores_after_gather = false;
 };
 

@@ -66,7 +66,8 @@ struct CudaKernelSwitches {
   // 4: measured faster at 1 and 4 tokens, slower at 16.
   int router_fused_max_tokens = 4;
   // The fused router's blocks 1..7 store the residual and normed columns after block 0 has gathered the
-  // logits, while it gates (kernels/router_fused.h); false: every block stores an eighth before that.
+  // logits, while it gates (kernels/router_fused.h); false: every block stores an eighth between the two
+  // cluster barriers, before block 0 gates.
   bool router_fused_stores_after_gather = true;
 };
 

@@ -66,13 +66,13 @@ TEST_P(AddRmsNormRouteTest, MatchesCpu) {
   expect_close("weights", cpu_floats(ref_w.cpu), b.floats(weights.gpu), {1e-6f, 1e-4f});
 }
 
-// Kernel nodes of the op captured in a graph, fused or as three ops.
-int route_kernel_nodes(bool fused, int tokens) {
+// Kernel nodes of the op captured in a graph, fused or as three ops, at c's shape.
+int route_kernel_nodes(bool fused, const RouteCase& c) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
   Backends b(options);
-  std::mt19937 rng(tokens + (fused ? 100 : 0));
-  const int hidden = 256, experts = 64, k = 4;
+  std::mt19937 rng(c.tokens + (fused ? 100 : 0));
+  const int tokens = c.tokens, hidden = c.hidden, experts = c.experts, k = c.k;
   auto rv = uniform(rng, size_t(tokens) * hidden), xv = uniform(rng, size_t(tokens) * hidden);
   auto nv = uniform(rng, hidden, 0.5f, 1.5f), wv = uniform(rng, size_t(experts) * hidden);
   Pair residual = b.bf16({tokens, hidden}, rv), x = b.bf16({tokens, hidden}, xv);
@@ -92,10 +92,11 @@ TEST(AddRmsNormRoute, FusedIsOneLaunch) {
   int sm_major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (sm_major < 9) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
-  EXPECT_EQ(route_kernel_nodes(false, 1), 3);
-  EXPECT_EQ(route_kernel_nodes(true, 1), 1);
-  EXPECT_EQ(route_kernel_nodes(true, 16), 1);
-  EXPECT_EQ(route_kernel_nodes(true, 17), route_kernel_nodes(false, 17));
+  auto shape = [](int tokens) { return RouteCase{tokens, 256, 64, 4}; };
+  EXPECT_EQ(route_kernel_nodes(false, shape(1)), 3);
+  EXPECT_EQ(route_kernel_nodes(true, shape(1)), 1);
+  EXPECT_EQ(route_kernel_nodes(true, shape(16)), 1);
+  EXPECT_EQ(route_kernel_nodes(true, shape(17)), route_kernel_nodes(false, shape(17)));
 }
 
 // The fused op's outputs (residual, normed, logits, weights, ids as floats) on fresh random data for `c`,
@@ -124,7 +125,8 @@ std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool sto
 }
 
 // Blocks 1..7 storing the residual and normed columns after the gather, or every block before it: the same
-// bits in every output, including hidden sizes whose columns do not cover all seven blocks.
+// bits in every output, including hidden sizes whose columns do not cover all seven blocks. Every shape here
+// takes the fused kernel (one launch), so the two orders are both exercised.
 TEST(AddRmsNormRoute, StoresAfterTheGatherGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   int sm_major = 0;
@@ -133,7 +135,8 @@ TEST(AddRmsNormRoute, StoresAfterTheGatherGiveTheSameBits) {
   const char* names[] = {"residual", "normed", "logits", "weights", "ids"};
   for (const RouteCase& c :
        {RouteCase{1, 2048, 128, 8}, RouteCase{3, 2048, 128, 8}, RouteCase{8, 96, 60, 4},
-        RouteCase{16, 2048, 128, 8}, RouteCase{2, 8192, 64, 6}, RouteCase{2, 32, 16, 2}}) {
+        RouteCase{16, 2048, 128, 8}, RouteCase{2, 4096, 64, 6}, RouteCase{2, 32, 16, 2}}) {
+    EXPECT_EQ(route_kernel_nodes(true, c), 1) << "not the fused kernel";
     const auto late = fused_route_outputs(c, true), early = fused_route_outputs(c, false);
     for (size_t i = 0; i < late.size(); ++i) {
       std::ostringstream what;
