@@ -22,76 +22,88 @@ void PrintTo(const RouteCase& c, std::ostream* os) {
   *os << "T " << c.tokens << " H " << c.hidden << " E " << c.experts << " k " << c.k;
 }
 
+// The op's operands for a case on both backends, random (residual and x in [-2, 2], norm weights in
+// [0.5, 1.5], router weights scaled for logits of a few units), and its outputs.
+struct RouteOp {
+  RouteCase c;
+  Pair residual, x, norm_w, router_w, normed, logits, weights, ids;
+  static constexpr float kEps = 1e-6f;
+
+  RouteOp(Backends& b, std::mt19937& rng, const RouteCase& route_case) : c(route_case) {
+    auto rv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
+    auto xv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
+    auto nv = uniform(rng, c.hidden, 0.5f, 1.5f);
+    const float scale = 2.0f / std::sqrt(static_cast<float>(c.hidden));
+    auto wv = uniform(rng, size_t(c.experts) * c.hidden, -scale, scale);
+    residual = b.bf16({c.tokens, c.hidden}, rv), x = b.bf16({c.tokens, c.hidden}, xv);
+    norm_w = b.bf16({c.hidden}, nv), router_w = b.bf16({c.experts, c.hidden}, wv);
+    normed = b.output(DType::kBF16, {c.tokens, c.hidden});
+    logits = b.output(DType::kF32, {c.tokens, c.experts});
+    weights = b.output(DType::kF32, {c.tokens, c.k}), ids = b.output(DType::kI32, {c.tokens, c.k});
+  }
+  void run(Backend& backend, bool gpu) const {
+    auto side = [gpu](const Pair& pair) { return gpu ? pair.gpu : pair.cpu; };
+    backend.add_rmsnorm_route(side(residual), side(x), side(norm_w), kEps, side(normed), side(router_w),
+                              side(logits), c.k, true, side(weights), side(ids));
+  }
+};
+
+// CudaBackendOptions with the fused router up to its most tokens, or never.
+CudaBackendOptions route_options(bool fused) {
+  CudaBackendOptions options = test_backend_options();
+  options.kernels.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
+  return options;
+}
+
+bool device_has_clusters() {
+  int sm_major = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  return sm_major >= 9;
+}
+
 class AddRmsNormRouteTest : public ::testing::TestWithParam<std::tuple<RouteCase, bool>> {};
 
 TEST_P(AddRmsNormRouteTest, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
   const auto [c, fused] = GetParam();
-  CudaBackendOptions options = test_backend_options();
-  options.kernels.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
-  Backends b(options);
+  Backends b(route_options(fused));
   std::mt19937 rng(c.tokens * 31 + c.hidden * 7 + c.experts * 131 + c.k + (fused ? 5 : 0));
-  const float eps = 1e-6f;
-  auto rv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
-  auto xv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
-  auto nv = uniform(rng, c.hidden, 0.5f, 1.5f);
-  const float scale = 2.0f / std::sqrt(static_cast<float>(c.hidden));  // logits of a few units
-  auto wv = uniform(rng, size_t(c.experts) * c.hidden, -scale, scale);
-  Pair residual = b.bf16({c.tokens, c.hidden}, rv), x = b.bf16({c.tokens, c.hidden}, xv);
-  Pair norm_w = b.bf16({c.hidden}, nv), router_w = b.bf16({c.experts, c.hidden}, wv);
-  Pair normed = b.output(DType::kBF16, {c.tokens, c.hidden});
-  Pair logits = b.output(DType::kF32, {c.tokens, c.experts});
-  Pair weights = b.output(DType::kF32, {c.tokens, c.k}), ids = b.output(DType::kI32, {c.tokens, c.k});
-  b.cpu().add_rmsnorm_route(residual.cpu, x.cpu, norm_w.cpu, eps, normed.cpu, router_w.cpu, logits.cpu, c.k,
-                            true, weights.cpu, ids.cpu);
-  b.gpu().add_rmsnorm_route(residual.gpu, x.gpu, norm_w.gpu, eps, normed.gpu, router_w.gpu, logits.gpu, c.k,
-                            true, weights.gpu, ids.gpu);
+  const RouteOp op(b, rng, c);
+  op.run(b.cpu(), false);
+  op.run(b.gpu(), true);
   // The GPU keeps the residual in bf16 (the CPU in f32): the norm and the logits differ by that rounding.
-  expect_close("residual", cpu_floats(residual.cpu), b.floats(residual.gpu), {1e-2f, 4e-3f});
-  expect_close("normed", cpu_floats(normed.cpu), b.floats(normed.gpu), {1e-2f, 1e-2f});
-  const std::vector<float> gpu_logits = b.floats(logits.gpu);
-  expect_close("logits", cpu_floats(logits.cpu), gpu_logits, {3e-2f, 1e-2f});
+  expect_close("residual", cpu_floats(op.residual.cpu), b.floats(op.residual.gpu), {1e-2f, 4e-3f});
+  expect_close("normed", cpu_floats(op.normed.cpu), b.floats(op.normed.gpu), {1e-2f, 1e-2f});
+  const std::vector<float> gpu_logits = b.floats(op.logits.gpu);
+  expect_close("logits", cpu_floats(op.logits.cpu), gpu_logits, {3e-2f, 1e-2f});
 
   // The router saw the norm the gating stored: the CPU's product of the GPU's normed rows gives its logits
   // (up to the order of summation), and the CPU's gating of the GPU's logits its ids and weights.
-  std::vector<float> gpu_normed = b.floats(normed.gpu);
+  std::vector<float> gpu_normed = b.floats(op.normed.gpu);
   Pair normed_back = b.bf16({c.tokens, c.hidden}, gpu_normed);
   Pair logits_back = b.output(DType::kF32, {c.tokens, c.experts});
-  b.cpu().linear(normed_back.cpu, router_w.cpu, logits_back.cpu);
+  b.cpu().linear(normed_back.cpu, op.router_w.cpu, logits_back.cpu);
   expect_close("logits of the stored norm", cpu_floats(logits_back.cpu), gpu_logits, {1e-4f, 1e-4f});
   Pair gpu_logits_back = b.f32({c.tokens, c.experts}, gpu_logits);
   Pair ref_w = b.output(DType::kF32, {c.tokens, c.k}), ref_ids = b.output(DType::kI32, {c.tokens, c.k});
   b.cpu().topk_gating(gpu_logits_back.cpu, c.k, true, ref_w.cpu, ref_ids.cpu);
-  expect_equal("ids", cpu_ints(ref_ids.cpu), b.ints(ids.gpu));
-  expect_close("weights", cpu_floats(ref_w.cpu), b.floats(weights.gpu), {1e-6f, 1e-4f});
+  expect_equal("ids", cpu_ints(ref_ids.cpu), b.ints(op.ids.gpu));
+  expect_close("weights", cpu_floats(ref_w.cpu), b.floats(op.weights.gpu), {1e-6f, 1e-4f});
 }
 
 // Kernel nodes of the op captured in a graph, fused or as three ops, at c's shape.
 int route_kernel_nodes(bool fused, const RouteCase& c) {
-  CudaBackendOptions options = test_backend_options();
-  options.kernels.router_fused_max_tokens = fused ? kernels::kRouterFusedMaxTokens : 0;
-  Backends b(options);
+  Backends b(route_options(fused));
   std::mt19937 rng(c.tokens + (fused ? 100 : 0));
-  const int tokens = c.tokens, hidden = c.hidden, experts = c.experts, k = c.k;
-  auto rv = uniform(rng, size_t(tokens) * hidden), xv = uniform(rng, size_t(tokens) * hidden);
-  auto nv = uniform(rng, hidden, 0.5f, 1.5f), wv = uniform(rng, size_t(experts) * hidden);
-  Pair residual = b.bf16({tokens, hidden}, rv), x = b.bf16({tokens, hidden}, xv);
-  Pair norm_w = b.bf16({hidden}, nv), router_w = b.bf16({experts, hidden}, wv);
-  Pair normed = b.output(DType::kBF16, {tokens, hidden}), logits = b.output(DType::kF32, {tokens, experts});
-  Pair weights = b.output(DType::kF32, {tokens, k}), ids = b.output(DType::kI32, {tokens, k});
-  auto graph = b.gpu().capture([&] {
-    b.gpu().add_rmsnorm_route(residual.gpu, x.gpu, norm_w.gpu, 1e-6f, normed.gpu, router_w.gpu, logits.gpu, k,
-                              true, weights.gpu, ids.gpu);
-  });
+  const RouteOp op(b, rng, c);
+  auto graph = b.gpu().capture([&] { op.run(b.gpu(), true); });
   return graph == nullptr ? -1 : graph->report().kernel_nodes;
 }
 
 // Up to 16 tokens the fused op is one launch (on SM90+); beyond 16 it is the three ops.
 TEST(AddRmsNormRoute, FusedIsOneLaunch) {
   TPS_REQUIRE_CUDA_DEVICE();
-  int sm_major = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
-  if (sm_major < 9) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
+  if (!device_has_clusters()) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
   auto shape = [](int tokens) { return RouteCase{tokens, 256, 64, 4}; };
   EXPECT_EQ(route_kernel_nodes(false, shape(1)), 3);
   EXPECT_EQ(route_kernel_nodes(true, shape(1)), 1);
@@ -99,29 +111,19 @@ TEST(AddRmsNormRoute, FusedIsOneLaunch) {
   EXPECT_EQ(route_kernel_nodes(true, shape(17)), route_kernel_nodes(false, shape(17)));
 }
 
-// The fused op's outputs (residual, normed, logits, weights, ids as floats) on fresh random data for `c`,
+// The fused op's outputs (residual, normed, logits, weights, ids as floats) on random data seeded by `c`,
 // with runtime.router_fused_stores_after_gather as given.
 std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool stores_after_gather) {
-  CudaBackendOptions options = test_backend_options();
-  options.kernels.router_fused_max_tokens = kernels::kRouterFusedMaxTokens;
+  CudaBackendOptions options = route_options(true);
   options.kernels.router_fused_stores_after_gather = stores_after_gather;
   Backends b(options);
   std::mt19937 rng(c.tokens * 37 + c.hidden * 11 + c.experts * 3 + c.k);  // the same data for both settings
-  auto rv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
-  auto xv = uniform(rng, size_t(c.tokens) * c.hidden, -2.0f, 2.0f);
-  auto nv = uniform(rng, c.hidden, 0.5f, 1.5f);
-  auto wv = uniform(rng, size_t(c.experts) * c.hidden, -0.1f, 0.1f);
-  Pair residual = b.bf16({c.tokens, c.hidden}, rv), x = b.bf16({c.tokens, c.hidden}, xv);
-  Pair norm_w = b.bf16({c.hidden}, nv), router_w = b.bf16({c.experts, c.hidden}, wv);
-  Pair normed = b.output(DType::kBF16, {c.tokens, c.hidden});
-  Pair logits = b.output(DType::kF32, {c.tokens, c.experts});
-  Pair weights = b.output(DType::kF32, {c.tokens, c.k}), ids = b.output(DType::kI32, {c.tokens, c.k});
-  b.gpu().add_rmsnorm_route(residual.gpu, x.gpu, norm_w.gpu, 1e-6f, normed.gpu, router_w.gpu, logits.gpu, c.k,
-                            true, weights.gpu, ids.gpu);
+  const RouteOp op(b, rng, c);
+  op.run(b.gpu(), true);
   std::vector<float> id_values;
-  for (int32_t id : b.ints(ids.gpu)) id_values.push_back(static_cast<float>(id));
-  return {b.floats(residual.gpu), b.floats(normed.gpu), b.floats(logits.gpu), b.floats(weights.gpu),
-          id_values};
+  for (int32_t id : b.ints(op.ids.gpu)) id_values.push_back(static_cast<float>(id));
+  return {b.floats(op.residual.gpu), b.floats(op.normed.gpu), b.floats(op.logits.gpu),
+          b.floats(op.weights.gpu), id_values};
 }
 
 // Blocks 1..7 storing the residual and normed columns after the gather, or every block before it: the same
@@ -129,9 +131,7 @@ std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool sto
 // takes the fused kernel (one launch), so the two orders are both exercised.
 TEST(AddRmsNormRoute, StoresAfterTheGatherGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
-  int sm_major = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
-  if (sm_major < 9) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
+  if (!device_has_clusters()) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
   const char* names[] = {"residual", "normed", "logits", "weights", "ids"};
   for (const RouteCase& c :
        {RouteCase{1, 2048, 128, 8}, RouteCase{3, 2048, 128, 8}, RouteCase{8, 96, 60, 4},
