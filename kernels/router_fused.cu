@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   for (int m = warp; m < p.tokens; m += kWarps)
     warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
                                p.weights + static_cast<int64_t>(m) * p.k,
-                               p.ids + static_cast<int64_t>(m) * p.k);
+                               p.ids + static_cast<int64_t>(m) * p.k, p.redux_gating);
 #else
   __trap();  // launched only on SM90+ (clusters)
 #endif

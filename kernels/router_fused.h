@@ -34,6 +34,8 @@ struct RouterFusedParams {
   // (block 0 stores none); false: every block stores an eighth between the two cluster barriers, alongside
   // block 0's gather, so block 0 gates after the slowest block's stores (the same results).
   bool stores_after_gather = false;
+  // The gating's arg-max rounds reduce with redux.sync (TopkGatingParams::redux).
+  bool redux_gating = false;
 };
 
 // Whether the fused router runs on the current device: clusters (SM90+), and its kernel compiled for SM90+

@@ -16,7 +16,7 @@ __global__ void topk_gating_kernel(const TopkGatingParams p) {
   if (token >= p.tokens) return;
   warp_topk_gating<kPerLane>(p.logits + static_cast<int64_t>(token) * p.num_experts, p.num_experts, p.k,
                              p.renormalize, p.weights + static_cast<int64_t>(token) * p.k,
-                             p.ids + static_cast<int64_t>(token) * p.k);
+                             p.ids + static_cast<int64_t>(token) * p.k, p.redux);
 }
 
 }  // namespace

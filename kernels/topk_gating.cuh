@@ -10,12 +10,47 @@
 
 namespace tpserve::kernels {
 
+// One arg-max round: over the warp, the largest probability whose bit in `taken` is clear, ties to the
+// smaller index; NaN is never picked. best = -1 and best_id = INT_MAX where no expert is left. With `redux`
+// (SM80+) the lanes' candidates meet in two warp reductions (redux.sync: the largest key, then the smallest
+// index holding it) instead of five shuffle steps of (value, index) pairs: the probabilities are >= 0, so
+// their bit patterns order as their values, and key 0 stands for a lane without a candidate. The same pick.
+template <int kPerLane>
+__device__ __forceinline__ void warp_argmax_round(const float (&prob)[kPerLane], uint32_t taken,
+                                                  int num_experts, bool redux, float& best, int& best_id) {
+  const int lane = threadIdx.x % kWarpSize;
+  best = -1.0f, best_id = INT_MAX;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + i * kWarpSize;
+    if (e < num_experts && !(taken >> i & 1u) && prob[i] > best) best = prob[i], best_id = e;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (redux) {
+    const uint32_t key = best_id == INT_MAX ? 0u : __float_as_uint(best) + 1u;
+    const uint32_t top = __reduce_max_sync(0xffffffffu, key);
+    const uint32_t id =
+        __reduce_min_sync(0xffffffffu, key == top ? static_cast<uint32_t>(best_id) : UINT_MAX);
+    if (top != 0u)
+      best = __uint_as_float(top - 1u), best_id = static_cast<int>(id);  // else as every lane has
+    return;
+  }
+#endif
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
+    if (other > best || (other == best && other_id < best_id)) best = other, best_id = other_id;
+  }
+}
+
 // logits: the token's [E] (global or shared memory); weights, ids: its [k]. Every lane of the warp calls it.
 // kPerLane experts per lane: sized to the model (128 experts: 4), so that the softmax and each of the k
-// arg-max rounds touch only the registers that hold experts.
+// arg-max rounds touch only the registers that hold experts. redux: warp_argmax_round.
 template <int kPerLane>
 __device__ __forceinline__ void warp_topk_gating(const float* logits, int num_experts, int k,
-                                                 bool renormalize, float* weights, int32_t* ids) {
+                                                 bool renormalize, float* weights, int32_t* ids,
+                                                 bool redux = false) {
   const int lane = threadIdx.x % kWarpSize;
   float prob[kPerLane];
   float max_logit = -INFINITY;
@@ -43,20 +78,10 @@ __device__ __forceinline__ void warp_topk_gating(const float* logits, int num_ex
 #pragma unroll
   for (int j = 0; j < kGatingMaxK; ++j) {
     if (j >= k) break;
-    float best = -1.0f;
-    int best_id = INT_MAX;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int e = lane + i * kWarpSize;
-      if (e < num_experts && !(taken >> i & 1u) && prob[i] > best) best = prob[i], best_id = e;
-    }
-#pragma unroll
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-      const int other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
-      if (other > best || (other == best && other_id < best_id)) best = other, best_id = other_id;
-    }
-    if (best_id % kWarpSize == lane) taken |= 1u << (best_id / kWarpSize);
+    float best;
+    int best_id;
+    warp_argmax_round<kPerLane>(prob, taken, num_experts, redux, best, best_id);
+    if (best_id != INT_MAX && best_id % kWarpSize == lane) taken |= 1u << (best_id / kWarpSize);
     picked_prob[j] = best;
     picked_id[j] = best_id;
     picked_sum += best;  // in pick order, as the CPU reference sums

@@ -17,6 +17,9 @@ struct TopkGatingParams {
   int num_experts = 0;            // E <= kGatingMaxExperts
   int k = 0;                      // 1..min(E, kGatingMaxK)
   bool renormalize = false;
+  // The arg-max rounds reduce over the warp with redux.sync on SM80+ (kernels/topk_gating.cuh
+  // warp_argmax_round); false: shuffle steps (the same picks).
+  bool redux = false;
 };
 
 void launch_topk_gating(const TopkGatingParams& p, cudaStream_t stream, const LaunchPolicy& policy);

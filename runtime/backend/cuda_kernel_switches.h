@@ -69,6 +69,10 @@ struct CudaKernelSwitches {
   // logits, while it gates (kernels/router_fused.h); false: every block stores an eighth between the two
   // cluster barriers, before block 0 gates.
   bool router_fused_stores_after_gather = true;
+  // Top-k gating (the gating kernel and the fused router's) finds each round's arg-max with two warp
+  // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
+  // Off until measured (written in the thirteenth session without a GPU run).
+  bool topk_gating_redux = false;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -94,6 +98,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
+  visit("topk_gating_redux", switches.topk_gating_redux);
 }
 
 }  // namespace tpserve

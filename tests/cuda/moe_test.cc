@@ -2,6 +2,8 @@
 // experts too), and the expert-parallel pack / expert rows / combine.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <sstream>
 #include <tuple>
 
 #include "tests/cuda/op_test_util.h"
@@ -44,6 +46,43 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TopkGatingTest,
                                            GatingCase{16, 512, 10, true}, GatingCase{3, 512, 16, false},
                                            GatingCase{5, 40, 16, true}, GatingCase{7, 200, 8, true},
                                            GatingCase{2, 256, 16, false}, GatingCase{4, 129, 8, true}));
+
+// The gating's arg-max rounds through warp reductions (runtime.topk_gating_redux) or through shuffle steps:
+// the same ids and weights, bit for bit, on logits with exact ties, a row of all-equal logits, a row with
+// a NaN logit (whose probabilities are all NaN, so that no expert is picked) and a row whose probabilities
+// are exactly 0 but for expert 0 (ties at 0, the key the reductions must tell from "no candidate").
+TEST(TopkGating, ReduxAndShufflesPickTheSame) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const GatingCase& c :
+       {GatingCase{6, 8, 2, true}, GatingCase{6, 128, 8, true}, GatingCase{6, 129, 8, false},
+        GatingCase{6, 512, 16, true}, GatingCase{6, 40, 16, false}}) {
+    std::mt19937 rng(c.experts * 17 + c.k);
+    auto logits = uniform(rng, size_t(c.tokens) * c.experts, -4.0f, 4.0f);
+    std::uniform_int_distribution<int> pick(0, c.experts - 1);
+    for (int i = 0; i < 8; ++i)  // exact ties in row 0
+      logits[pick(rng)] = logits[pick(rng)];
+    for (int e = 0; e < c.experts; ++e) logits[size_t(1) * c.experts + e] = 0.5f;  // row 1: all equal
+    logits[size_t(2) * c.experts + pick(rng)] = std::nanf("");                     // row 2: a NaN
+    for (int e = 1; e < c.experts; ++e)
+      logits[size_t(3) * c.experts + e] = -200.0f;  // row 3: probabilities 0
+    std::vector<std::vector<float>> weights;
+    std::vector<std::vector<int32_t>> ids;
+    for (bool redux : {true, false}) {
+      CudaBackendOptions options = test_backend_options();
+      options.kernels.topk_gating_redux = redux;
+      Backends b(options);
+      Pair l = b.f32({c.tokens, c.experts}, logits);
+      Pair w = b.output(DType::kF32, {c.tokens, c.k}), id = b.output(DType::kI32, {c.tokens, c.k});
+      b.gpu().topk_gating(l.gpu, c.k, c.renormalize, w.gpu, id.gpu);
+      weights.push_back(b.floats(w.gpu));
+      ids.push_back(b.ints(id.gpu));
+    }
+    std::ostringstream what;
+    PrintTo(c, &what);
+    expect_equal(what.str() + ": ids, redux against shuffles", ids[1], ids[0]);
+    expect_close(what.str() + ": weights, redux against shuffles", weights[1], weights[0], {0.0f, 0.0f});
+  }
+}
 
 struct MoeCase {
   int tokens, hidden, inter, experts_total, k;

@@ -112,10 +112,12 @@ TEST(AddRmsNormRoute, FusedIsOneLaunch) {
 }
 
 // The fused op's outputs (residual, normed, logits, weights, ids as floats) on random data seeded by `c`,
-// with runtime.router_fused_stores_after_gather as given.
-std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool stores_after_gather) {
+// with runtime.router_fused_stores_after_gather and runtime.topk_gating_redux as given.
+std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool stores_after_gather,
+                                                    bool redux = false) {
   CudaBackendOptions options = route_options(true);
   options.kernels.router_fused_stores_after_gather = stores_after_gather;
+  options.kernels.topk_gating_redux = redux;
   Backends b(options);
   std::mt19937 rng(c.tokens * 37 + c.hidden * 11 + c.experts * 3 + c.k);  // the same data for both settings
   const RouteOp op(b, rng, c);
@@ -128,8 +130,9 @@ std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool sto
 
 // Blocks 1..7 storing the residual and normed columns after the gather, or every block before it: the same
 // bits in every output, including hidden sizes whose columns do not cover all seven blocks. Every shape here
-// takes the fused kernel (one launch), so the two orders are both exercised.
-TEST(AddRmsNormRoute, StoresAfterTheGatherGiveTheSameBits) {
+// takes the fused kernel (one launch), so the two orders are both exercised. Likewise the gating's arg-max
+// rounds through warp reductions (runtime.topk_gating_redux) against the shuffle steps.
+TEST(AddRmsNormRoute, StoresAfterTheGatherAndReduxGatingGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   if (!device_has_clusters()) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
   const char* names[] = {"residual", "normed", "logits", "weights", "ids"};
@@ -138,10 +141,13 @@ TEST(AddRmsNormRoute, StoresAfterTheGatherGiveTheSameBits) {
         RouteCase{16, 2048, 128, 8}, RouteCase{2, 4096, 64, 6}, RouteCase{2, 32, 16, 2}}) {
     EXPECT_EQ(route_kernel_nodes(true, c), 1) << "not the fused kernel";
     const auto late = fused_route_outputs(c, true), early = fused_route_outputs(c, false);
+    const auto redux = fused_route_outputs(c, true, true);
     for (size_t i = 0; i < late.size(); ++i) {
       std::ostringstream what;
       PrintTo(c, &what);
-      expect_close(what.str() + ": " + names[i], early[i], late[i], {0.0f, 0.0f});
+      expect_close(what.str() + ": " + names[i] + ", stores after the gather", early[i], late[i],
+                   {0.0f, 0.0f});
+      expect_close(what.str() + ": " + names[i] + ", redux gating", late[i], redux[i], {0.0f, 0.0f});
     }
   }
 }

@@ -18,7 +18,7 @@ using cuda_ops::to_int;
 namespace {
 
 kernels::TopkGatingParams gating_params(Tensor logits, int k, bool renormalize, Tensor weights, Tensor ids,
-                                        const char* op) {
+                                        bool redux, const char* op) {
   expect(logits, DType::kF32, op, "router logits");
   expect(weights, DType::kF32, op, "weights");
   expect(ids, DType::kI32, op, "ids");
@@ -37,13 +37,15 @@ kernels::TopkGatingParams gating_params(Tensor logits, int k, bool renormalize, 
   p.num_experts = static_cast<int>(experts);
   p.k = k;
   p.renormalize = renormalize;
+  p.redux = redux;
   return p;
 }
 
 }  // namespace
 
 void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
-  kernels::launch_topk_gating(gating_params(router_logits, k, renormalize, weights, ids, "topk_gating"),
+  kernels::launch_topk_gating(gating_params(router_logits, k, renormalize, weights, ids,
+                                            options_.kernels.topk_gating_redux, "topk_gating"),
                               stream_, *policy_);
 }
 
@@ -63,7 +65,8 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
                 logits.numel() == static_cast<int64_t>(norm.tokens) * router_w.dim(0),
             op, ": router weight ", router_w.shape_string(), " logits ", logits.shape_string(), " for x ",
             x.shape_string());
-  const kernels::TopkGatingParams gating = gating_params(logits, k, renormalize, weights, ids, op);
+  const kernels::TopkGatingParams gating =
+      gating_params(logits, k, renormalize, weights, ids, options_.kernels.topk_gating_redux, op);
   if (norm.tokens == 0) return;
 
   kernels::RouterFusedParams p;
@@ -82,6 +85,7 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   p.k = k;
   p.renormalize = renormalize;
   p.stores_after_gather = options_.kernels.router_fused_stores_after_gather;
+  p.redux_gating = options_.kernels.topk_gating_redux;
   const bool shape_fits = kernels::router_fused_fits(p);
   const size_t smem = shape_fits ? kernels::router_fused_smem_bytes(p) : 0;
   if (p.tokens > options_.kernels.router_fused_max_tokens || !router_fused_available_ || !shape_fits ||
