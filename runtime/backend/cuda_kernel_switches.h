@@ -71,8 +71,8 @@ struct CudaKernelSwitches {
   bool router_fused_stores_after_gather = true;
   // Top-k gating (the gating kernel and the fused router's) finds each round's arg-max with two warp
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
-  // Off until measured (written in the thirteenth session without a GPU run).
-  bool topk_gating_redux = false;
+  // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
+  bool topk_gating_redux = true;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
