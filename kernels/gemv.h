@@ -26,10 +26,9 @@ struct GemvParams {
 // never stage (the register-pipelined kernel); the caller also sets the launch policy's shared-memory
 // carveout preference (launch.h), or an SM busy with a predecessor may not take a staged block early.
 struct GemvLaunchOptions {
-  int staged_sms = 0;             // SMs of the device; 0 = do not stage
-  size_t staged_smem = 0;         // shared memory a staged block may use (at most the device's opt-in limit)
-  int staged_copy_groups = 1;     // cp.async commit groups a warp's k range is cut into (1..4)
-  bool staged_copy_walk = false;  // copy_rows_async's walk_rows (kernels/staged_tile.cuh)
+  int staged_sms = 0;          // SMs of the device; 0 = do not stage
+  size_t staged_smem = 0;      // shared memory a staged block may use (at most the device's opt-in limit)
+  int staged_copy_groups = 1;  // cp.async commit groups a warp's k range is cut into (1..4)
 };
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,

@@ -25,8 +25,7 @@ constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial til
 // activations [M][row_elems] at x_offset bytes.
 template <int NT, typename Out>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
-    gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups,
-                       bool walk_rows) {
+    gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, q = lane % 4;
@@ -50,7 +49,7 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   for (int i = 0; i < copy_groups; ++i) {
     int b0, b1;
     group_range(i, b0, b1);
-    copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1, walk_rows);
+    copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1);
   }
 
   pdl_wait_then_trigger();  // the activations are predecessors' outputs
@@ -100,18 +99,17 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
 }
 
 template <int NT>
-void launch_staged(const GemvParams& p, const StagedShape& s, const GemvLaunchOptions& options,
-                   cudaStream_t stream, const LaunchPolicy& policy) {
+void launch_staged(const GemvParams& p, const StagedShape& s, int copy_groups_asked, cudaStream_t stream,
+                   const LaunchPolicy& policy) {
   const dim3 grid(s.blocks), block(s.tiles_per_block * s.k_splits * kWarpSize);
   const int x_offset = static_cast<int>(s.x_offset);
-  const int copy_groups = std::clamp(options.staged_copy_groups, 1, 4);
-  const bool walk_rows = options.staged_copy_walk;
+  const int copy_groups = std::clamp(copy_groups_asked, 1, 4);
   if (p.out_f32 != nullptr)
     launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, float>, grid, block, s.smem, stream, p,
-           s.tiles_per_block, s.k_splits, x_offset, copy_groups, walk_rows);
+           s.tiles_per_block, s.k_splits, x_offset, copy_groups);
   else
     launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, bf16>, grid, block, s.smem, stream, p,
-           s.tiles_per_block, s.k_splits, x_offset, copy_groups, walk_rows);
+           s.tiles_per_block, s.k_splits, x_offset, copy_groups);
 }
 
 }  // namespace
@@ -122,9 +120,9 @@ bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, c
   StagedShape s;
   if (!staged_shape(p, options, token_tiles, s)) return false;
   if (token_tiles == 1)
-    launch_staged<1>(p, s, options, stream, policy);
+    launch_staged<1>(p, s, options.staged_copy_groups, stream, policy);
   else
-    launch_staged<2>(p, s, options, stream, policy);
+    launch_staged<2>(p, s, options.staged_copy_groups, stream, policy);
   return true;
 }
 

@@ -144,7 +144,7 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   auto row_ptr = [&](int r) -> const bf16* {  // rows past H: zero-filled, their products never stored
     return row0 + r < p.hidden ? p.down + (expert_base + row0 + r) * p.inter : nullptr;
   };
-  copy_rows_async(tile, row_elems, row_ptr, p.down, kb_begin, kb_end, p.staged_copy_walk);
+  copy_rows_async(tile, row_elems, row_ptr, p.down, kb_begin, kb_end);
   pdl_wait_then_trigger();  // the activations are gate_up's output
   cp_async_wait_all();
   __syncwarp();  // the warp's copies, visible to all its lanes

@@ -41,8 +41,7 @@ struct MoeExpertsParams {
   // at a time (down_loads_before_wait is for that register path). Taken where I is a multiple of 32 and the
   // tile fits staged_smem bytes.
   bool stage_down = false;
-  size_t staged_smem = 0;         // shared memory a staged block may use (the device's opt-in limit at most)
-  bool staged_copy_walk = false;  // the staged copies' walk_rows (kernels/staged_tile.cuh)
+  size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
 };
 
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy);

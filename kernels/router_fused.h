@@ -36,7 +36,6 @@ struct RouterFusedParams {
   bool stores_after_gather = false;
   // The gating's arg-max rounds reduce with redux.sync (TopkGatingParams::redux).
   bool redux_gating = false;
-  bool staged_copy_walk = false;  // the router rows' copies: copy_rows_async's walk_rows (staged_tile.cuh)
 };
 
 // Whether the fused router runs on the current device: clusters (SM90+), and its kernel compiled for SM90+

@@ -24,30 +24,16 @@ __host__ __device__ inline size_t staged_tile_bytes(int k) {
 // Copies k blocks [kb0, kb1) of the tile's 16 rows into tile ([16][row_elems] bf16) as one commit group.
 // row_ptr(r): row r's first element in global memory, or nullptr for a row that is zero-filled (never read
 // from global; `any_row` stands in as the unused source address). Consecutive lanes take consecutive
-// 16-byte pieces of a row: lane l copies pieces l, l + 32, .. of the tile's 16 x vecs pieces in row order.
-// walk_rows (runtime.staged_copy_walk): each lane steps its (row, piece) by 32 pieces with a carry, one
-// division a call; else a division a piece (the same copies, in the same order). The copies are issued
-// before the PDL wait, so this loop's instructions are what delays the wait where the predecessor is short.
+// 16-byte pieces of a row.
 template <typename RowPtr>
 __device__ __forceinline__ void copy_rows_async(bf16* tile, int row_elems, const RowPtr& row_ptr,
-                                                const bf16* any_row, int kb0, int kb1, bool walk_rows) {
+                                                const bf16* any_row, int kb0, int kb1) {
   const int lane = threadIdx.x % kWarpSize;
   const int vecs = (kb1 - kb0) * (kMmaK / kBf16PerVec);  // pieces a row
-  const int first = kb0 * kMmaK;
-  auto copy = [&](int r, int piece) {
-    const int at = first + piece * kBf16PerVec;
+  for (int i = lane; i < kMmaRows * vecs; i += kWarpSize) {
+    const int r = i / vecs, at = kb0 * kMmaK + (i % vecs) * kBf16PerVec;
     const bf16* src = row_ptr(r);
     cp_async_16(tile + r * row_elems + at, src != nullptr ? src + at : any_row, src != nullptr);
-  };
-  if (walk_rows && vecs > 0) {
-    const int rows_step = kWarpSize / vecs, piece_step = kWarpSize % vecs;
-    for (int r = lane / vecs, piece = lane % vecs; r < kMmaRows;) {
-      copy(r, piece);
-      r += rows_step, piece += piece_step;
-      if (piece >= vecs) piece -= vecs, ++r;
-    }
-  } else {
-    for (int i = lane; i < kMmaRows * vecs; i += kWarpSize) copy(i / vecs, i % vecs);
   }
   cp_async_commit();
 }

@@ -73,10 +73,6 @@ struct CudaKernelSwitches {
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
   bool topk_gating_redux = true;
-  // The staged kernels' weight copies before the PDL wait (the staged GEMV, the staged MoE down, the fused
-  // router: kernels/staged_tile.cuh) step each lane's row and piece with a carry instead of dividing per
-  // piece; the same copies. Off until measured (fourteenth session).
-  bool staged_copy_walk = false;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -103,7 +99,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
   visit("topk_gating_redux", switches.topk_gating_redux);
-  visit("staged_copy_walk", switches.staged_copy_walk);
 }
 
 }  // namespace tpserve

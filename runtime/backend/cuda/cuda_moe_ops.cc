@@ -86,7 +86,6 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
   e.down_loads_before_wait = options_.kernels.moe_down_early_loads;
   e.stage_down = options_.kernels.moe_down_staged;
   e.staged_smem = staged_smem_limit_;
-  e.staged_copy_walk = options_.kernels.staged_copy_walk;
 }
 
 // Checks moe_experts' arguments; fills the sizes.

@@ -86,7 +86,6 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   p.renormalize = renormalize;
   p.stores_after_gather = options_.kernels.router_fused_stores_after_gather;
   p.redux_gating = options_.kernels.topk_gating_redux;
-  p.staged_copy_walk = options_.kernels.staged_copy_walk;
   const bool shape_fits = kernels::router_fused_fits(p);
   const size_t smem = shape_fits ? kernels::router_fused_smem_bytes(p) : 0;
   if (p.tokens > options_.kernels.router_fused_max_tokens || !router_fused_available_ || !shape_fits ||
