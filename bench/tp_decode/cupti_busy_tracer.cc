@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/common/busy_intervals.h"
+#include "bench/common/chain_advance.h"
 #include "common/error.h"
 
 namespace tpserve::bench {
@@ -112,21 +113,29 @@ uint64_t CuptiBusyTracer::busy_ns_since(uint64_t since_ns, uint32_t device,
   TPS_CHECK(started_, "CUPTI busy tracer: start() first");
   CUPTI_CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   std::vector<BusyInterval> mine;
+  std::vector<const std::string*> names;  // of mine; empty for copies and sets
+  std::vector<Record> step;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     std::vector<Record> keep;
-    for (const Record& r : g_records) {
-      if (r.device == device && r.interval.start_ns >= since_ns) {
-        mine.push_back(r.interval);
-        if (kernels != nullptr && !r.kernel.empty()) {
-          KernelTime& k = (*kernels)[r.kernel];
-          ++k.launches;
-          k.seconds += static_cast<double>(r.interval.end_ns - r.interval.start_ns) * 1e-9;
-        }
-      } else if (r.device != device)
-        keep.push_back(r);  // another device's (another probe may ask for it)
+    for (Record& r : g_records) {
+      if (r.device == device && r.interval.start_ns >= since_ns)
+        step.push_back(std::move(r));
+      else if (r.device != device)
+        keep.push_back(std::move(r));  // another device's (another probe may ask for it)
     }
     g_records.swap(keep);
+  }
+  for (const Record& r : step) mine.push_back(r.interval);
+  if (kernels != nullptr) {
+    const std::vector<uint64_t> advances = chain_advances_ns(mine);
+    for (size_t i = 0; i < step.size(); ++i) {
+      if (step[i].kernel.empty()) continue;
+      KernelTime& k = (*kernels)[step[i].kernel];
+      ++k.launches;
+      k.seconds += static_cast<double>(step[i].interval.end_ns - step[i].interval.start_ns) * 1e-9;
+      k.advance_seconds += static_cast<double>(advances[i]) * 1e-9;
+    }
   }
   return union_ns(mine);
 }

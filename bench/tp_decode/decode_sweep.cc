@@ -142,18 +142,23 @@ void print_progress(const SweepOptions& o, const ArmRecord& arm, const RoundReco
   const int decode_steps = rec.decode_only_steps();
   if (rec.kernels.empty() || decode_steps == 0) return;
   // Where the device time of a decode step goes (--gpu-busy): the kernels summed over the round's
-  // decode-only steps, per step.
-  double total = 0;
-  for (const KernelTime& k : rec.kernels) total += k.seconds;
+  // decode-only steps, per step; and each kernel's advance of the step's chain
+  // (bench/common/chain_advance.h).
+  double total = 0, advance = 0;
+  for (const KernelTime& k : rec.kernels) total += k.seconds, advance += k.advance_seconds;
   const double steps = decode_steps;
-  std::fprintf(stderr,
-               "  %-28s %9s %10s %10s %7s   (kernel time %.3f ms per decode step; under PDL a kernel's time "
-               "includes its wait for the predecessor: profile with launch.pdl.default=off)\n",
-               "kernel", "per step", "us/launch", "us/step", "share", total / steps * 1e3);
+  std::fprintf(
+      stderr,
+      "  %-28s %9s %10s %10s %7s %10s %7s   (kernel time %.3f ms per decode step; under PDL a kernel's "
+      "time includes its wait for the predecessor: profile with launch.pdl.default=off; chain: what "
+      "it adds after the record that ended before it, %.3f ms of kernels per step)\n",
+      "kernel", "per step", "us/launch", "us/step", "share", "chain us", "chain%", total / steps * 1e3,
+      advance / steps * 1e3);
   for (const KernelTime& k : rec.kernels)
-    std::fprintf(stderr, "  %-28s %9.1f %10.2f %10.1f %6.1f%%\n", k.name.substr(0, 28).c_str(),
+    std::fprintf(stderr, "  %-28s %9.1f %10.2f %10.1f %6.1f%% %10.2f %6.1f%%\n", k.name.substr(0, 28).c_str(),
                  double(k.launches) / steps, k.seconds / double(k.launches) * 1e6, k.seconds / steps * 1e6,
-                 k.seconds / total * 100);
+                 k.seconds / total * 100, k.advance_seconds / double(k.launches) * 1e6,
+                 advance > 0 ? k.advance_seconds / advance * 100 : 0.0);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ struct KernelTime {
   std::string name;
   int64_t launches = 0;
   double seconds = 0;
+  double advance_seconds = 0;  // its advances of the step's chain (bench/common/chain_advance.h)
 };
 
 class DeviceProbe {

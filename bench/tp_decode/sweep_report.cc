@@ -60,7 +60,10 @@ nlohmann::json round_json(const SweepOptions& o, const RoundRecord& r) {
   }
   nlohmann::json kernels = nlohmann::json::array();
   for (const KernelTime& k : r.kernels)
-    kernels.push_back({{"name", k.name}, {"launches", k.launches}, {"seconds", k.seconds}});
+    kernels.push_back({{"name", k.name},
+                       {"launches", k.launches},
+                       {"seconds", k.seconds},
+                       {"advance_seconds", k.advance_seconds}});
   return {{"arm", o.arms[r.arm].name},
           {"concurrency", r.concurrency},
           {"kernel_steps", r.decode_only_steps()},
