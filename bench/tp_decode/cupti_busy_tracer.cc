@@ -112,8 +112,6 @@ uint64_t CuptiBusyTracer::busy_ns_since(uint64_t since_ns, uint32_t device,
                                         std::map<std::string, KernelTime>* kernels) {
   TPS_CHECK(started_, "CUPTI busy tracer: start() first");
   CUPTI_CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-  std::vector<BusyInterval> mine;
-  std::vector<const std::string*> names;  // of mine; empty for copies and sets
   std::vector<Record> step;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -126,6 +124,7 @@ uint64_t CuptiBusyTracer::busy_ns_since(uint64_t since_ns, uint32_t device,
     }
     g_records.swap(keep);
   }
+  std::vector<BusyInterval> mine;  // mine[i] is step[i]'s until union_ns sorts it, last
   for (const Record& r : step) mine.push_back(r.interval);
   if (kernels != nullptr) {
     const std::vector<uint64_t> advances = chain_advances_ns(mine);
