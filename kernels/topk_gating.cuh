@@ -49,8 +49,7 @@ __device__ __forceinline__ void warp_argmax_round(const float (&prob)[kPerLane],
 // arg-max rounds touch only the registers that hold experts. redux: warp_argmax_round.
 template <int kPerLane>
 __device__ __forceinline__ void warp_topk_gating(const float* logits, int num_experts, int k,
-                                                 bool renormalize, float* weights, int32_t* ids,
-                                                 bool redux = false) {
+                                                 bool renormalize, float* weights, int32_t* ids, bool redux) {
   const int lane = threadIdx.x % kWarpSize;
   float prob[kPerLane];
   float max_logit = -INFINITY;

@@ -142,12 +142,12 @@ TEST(AddRmsNormRoute, StoresAfterTheGatherAndReduxGatingGiveTheSameBits) {
     EXPECT_EQ(route_kernel_nodes(true, c), 1) << "not the fused kernel";
     const auto late = fused_route_outputs(c, true), early = fused_route_outputs(c, false);
     const auto redux = fused_route_outputs(c, true, true);
+    std::ostringstream shape;
+    PrintTo(c, &shape);
     for (size_t i = 0; i < late.size(); ++i) {
-      std::ostringstream what;
-      PrintTo(c, &what);
-      expect_close(what.str() + ": " + names[i] + ", stores after the gather", early[i], late[i],
-                   {0.0f, 0.0f});
-      expect_close(what.str() + ": " + names[i] + ", redux gating", late[i], redux[i], {0.0f, 0.0f});
+      const std::string what = shape.str() + ": " + names[i];
+      expect_close(what + ", stores after the gather", early[i], late[i], {0.0f, 0.0f});
+      expect_close(what + ", redux gating", late[i], redux[i], {0.0f, 0.0f});
     }
   }
 }

@@ -85,7 +85,7 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   p.k = k;
   p.renormalize = renormalize;
   p.stores_after_gather = options_.kernels.router_fused_stores_after_gather;
-  p.redux_gating = options_.kernels.topk_gating_redux;
+  p.redux_gating = gating.redux;
   const bool shape_fits = kernels::router_fused_fits(p);
   const size_t smem = shape_fits ? kernels::router_fused_smem_bytes(p) : 0;
   if (p.tokens > options_.kernels.router_fused_max_tokens || !router_fused_available_ || !shape_fits ||
