@@ -73,13 +73,6 @@ struct PagedAttentionParams {
   // before the PDL wait too (the launch before this one writes no cache row; the token's own key is this
   // kernel's to append and patch). false: after it (for A/B; the same results).
   bool kv_before_wait = false;
-  // Tensor-core kernel: where each block lets the next launch start (pdl_trigger; kernels/pdl.cuh), which
-  // starts the next kernel's weight copies: kTriggerAfterWait right after its PDL wait; kTriggerAfterQ once
-  // its q rows are read (and normalised and rotated); kTriggerAfterKeys once its key tiles are consumed,
-  // before the warps' merge and the block's end. Later: the next kernel's copies compete less with this
-  // one's reads, and start later. The same results.
-  enum TriggerAt : int { kTriggerAfterWait = 0, kTriggerAfterQ = 1, kTriggerAfterKeys = 2 };
-  int trigger_at = kTriggerAfterWait;
   // Decode (one token a sequence) on tensor cores only: the attention prologue (kernels/qk_norm_rope_kv.h)
   // folded into the kernel, one launch instead of two. Each block reads its rows of q from qkv and normalises
   // and rotates them itself (q above is then unused); the block whose context range holds the token's own

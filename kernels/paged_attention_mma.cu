@@ -121,12 +121,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   const bool kv_early = fused && p.inputs_before_wait && p.kv_before_wait;
   if (p.inputs_before_wait) read_step_inputs();
   if (kv_early && active) load_tile(b.key_begin, 0);
-  pdl_wait();  // every thread waits, those that return at once included
-  // The trigger: here, or at p.trigger_at's later point (a block that returns before it has triggered).
-  auto trigger_if = [&](int point) {
-    if (p.trigger_at == point) pdl_trigger();
-  };
-  trigger_if(PagedAttentionParams::kTriggerAfterWait);
+  pdl_wait_then_trigger();  // every thread waits, those that return at once included
   if (!p.inputs_before_wait) read_step_inputs();
   if (!active) return;
   if (!kv_early) load_tile(b.key_begin, 0);  // the first K/V tile goes out before q is read: overlapped
@@ -150,7 +145,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
       norm_rope_head(q_rope, &q_s[r][0], &q_s[r][0], D, p.prologue.eps);
     __syncthreads();
   }
-  trigger_if(PagedAttentionParams::kTriggerAfterQ);
   // Q's A fragments: matrix m of lane t's address is (rows 8 (m % 2) .., dims 8 (m / 2) ..) of a k step.
   uint32_t qa[S::kKSteps][4];
   {
@@ -252,7 +246,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     }
     __syncthreads();  // the next tile's copies overwrite this stage
   }
-  trigger_if(PagedAttentionParams::kTriggerAfterKeys);
 
   // Merge the warps: each row's max over warps, the warps' sums and outputs weighted by exp2(max_w - max).
 #pragma unroll

@@ -40,8 +40,7 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
       w[i] = load_vec(p.weight + vec * kBf16PerVec);
     }
   }
-  pdl_wait();
-  if (!p.trigger_after_loads) pdl_trigger();
+  pdl_wait_then_trigger();
   float v[kMaxVecPerThread][kBf16PerVec];
   float sum_sq = 0.0f;
 #pragma unroll
@@ -65,7 +64,6 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
 #pragma unroll
     for (int j = 0; j < kBf16PerVec; ++j) sum_sq += v[i][j] * v[i][j];
   }
-  if (p.trigger_after_loads) pdl_trigger();
   sum_sq = block_sum(sum_sq, scratch);
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.hidden) + p.eps);
 #pragma unroll

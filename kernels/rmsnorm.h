@@ -19,10 +19,6 @@ struct RmsNormParams {
   // The norm weights are read into registers before the PDL wait (during the predecessor's tail) instead of
   // after the row's sum of squares; false: the earlier order (for A/B; same results).
   bool weights_before_wait = true;
-  // The block lets the next launch start (pdl_trigger, kernels/pdl.cuh) once its row's loads are in, before
-  // the row's reduction and stores, instead of right after its PDL wait: the next kernel's weight copies then
-  // compete less with this one's reads (and start later). The same results.
-  bool trigger_after_loads = false;
   // x from the MoE combine (combine.k > 0, x == nullptr): x[t] = bf16 of moe_combine's sum for token t (its
   // out left unused), so that the combine and the residual add + RMSNorm after it are one launch. H at most
   // kRmsNormCombineMaxHidden.

@@ -73,13 +73,6 @@ struct CudaKernelSwitches {
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
   bool topk_gating_redux = true;
-  // Where the tensor-core decode attention lets the next launch (the O projection) start and issue its weight
-  // copies: 0 right after its PDL wait, 1 once its q rows are read, 2 once its key tiles are consumed
-  // (PagedAttentionParams::trigger_at). Later: those copies compete less with attention's own reads.
-  int attention_trigger_at = 0;
-  // RMSNorm lets the next launch start once its row is loaded, not right after its PDL wait
-  // (RmsNormParams::trigger_after_loads).
-  bool norm_trigger_after_loads = false;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -106,8 +99,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
   visit("topk_gating_redux", switches.topk_gating_redux);
-  visit("attention_trigger_at", switches.attention_trigger_at, 0, 2);
-  visit("norm_trigger_after_loads", switches.norm_trigger_after_loads);
 }
 
 }  // namespace tpserve

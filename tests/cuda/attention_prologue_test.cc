@@ -22,13 +22,11 @@ struct PrologueResult {
 // The op on a random cache and random qkv (the same values for every `fused`): eagerly, then captured in a
 // graph and replayed (which appends the same k and v again). planned_context as in attention_test.cc;
 // no_slot_seq: that sequence's token has slot -1 (nothing appended); inputs_before_wait and
-// kv_before_wait: runtime.attention_inputs_before_wait and runtime.attention_kv_before_wait; trigger_at:
-// runtime.attention_trigger_at.
+// kv_before_wait: runtime.attention_inputs_before_wait and runtime.attention_kv_before_wait.
 PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, int planned_context,
-                            int no_slot_seq = -1, bool inputs_before_wait = true, bool kv_before_wait = true,
-                            int trigger_at = 0) {
+                            int no_slot_seq = -1, bool inputs_before_wait = true,
+                            bool kv_before_wait = true) {
   CudaBackendOptions options = test_backend_options();
-  options.kernels.attention_trigger_at = trigger_at;
   options.kernels.attention_tensor_cores = true;
   options.kernels.attention_inputs_before_wait = inputs_before_wait;
   options.kernels.attention_kv_before_wait = kv_before_wait;
@@ -126,24 +124,6 @@ TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
       expect_same_bits(what + ", K/V after the wait", run_prologue(c, fused, 32, 0, no_slot, true, false),
                        early);
     }
-}
-
-// The blocks' PDL trigger after their q rows, or after their key tiles, instead of after the wait: the
-// same bits, eagerly and replayed, at ranges planned for the step's context and for a longer one (blocks
-// without keys return before either point).
-TEST_P(AttentionPrologueTest, LaterTriggerGivesTheSameBits) {
-  TPS_REQUIRE_CUDA_DEVICE();
-  const AttentionCase& c = GetParam();
-  for (int planned : {0, 40960}) {
-    const PrologueResult at_wait = run_prologue(c, true, 32, planned);
-    for (int trigger_at : {1, 2}) {
-      const std::string what = describe(c) + ", planned for " + std::to_string(planned) + ", trigger at " +
-                               std::to_string(trigger_at);
-      const PrologueResult later = run_prologue(c, true, 32, planned, -1, true, true, trigger_at);
-      expect_same_bits(what, later, at_wait);
-      expect_close(what + ": graph replay out", at_wait.replay_out, later.replay_out, {0.0f, 0.0f});
-    }
-  }
 }
 
 // A token without a cache slot (slot -1): nothing is appended, and its own key is what the cache holds, as

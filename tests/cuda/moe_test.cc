@@ -203,9 +203,8 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (fused ? 3 : 5));
   CudaBackendOptions options = test_backend_options();
   options.kernels.moe_fused_norm = fused;
-  options.kernels.norm_loads_before_wait = c.tokens % 2 == 0;    // both orders of the norm's weight loads
-  options.kernels.moe_combine_early_routing = c.tokens != 3;     // and of the fused combine's routing loads
-  options.kernels.norm_trigger_after_loads = c.tokens % 2 == 1;  // the norm's trigger, both places
+  options.kernels.norm_loads_before_wait = c.tokens % 2 == 0;  // both orders of the norm's weight loads
+  options.kernels.moe_combine_early_routing = c.tokens != 3;   // and of the fused combine's routing loads
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;
