@@ -15,11 +15,6 @@
 // complete before its predecessor and a dependent read the predecessor's output too soon. (NCCL 2.28's
 // symmetric-window kernels break the "dependents wait" half; tpserve registers no symmetric windows: the
 // project's shared REFERENCE.md, "NCCL 2.28 and CUDA notes".)
-// One opt-in exception: RMSNorm may trigger before its wait (RmsNormParams::trigger_before_wait). Its
-// dependents may then start before its own predecessor has completed, which is safe only because every
-// launch after an RMSNorm reads nothing but weights and step inputs before its own wait (and waits before it
-// triggers, so the kernels after it see the usual guarantee). A kernel that reads step outputs before its
-// wait (the MoE down kernel's routing, the combine's routing) must never follow one that triggers early.
 //
 // Both compile to nothing below SM90, where the host never sets the attribute for `auto` (kernels/policy.h);
 // `on` below SM90 is honoured by the host and is harmless here (no overlap, see DESIGN.md).

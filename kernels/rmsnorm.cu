@@ -22,7 +22,6 @@ static_assert(kCombineMaxThreads * kMaxVecPerThread * kBf16PerVec >= kRmsNormCom
 template <bool kCombine>
 __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1)
     rmsnorm_kernel(const RmsNormParams p) {
-  if (p.trigger_before_wait) pdl_trigger();
   __shared__ float scratch[kMaxThreads / kWarpSize];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.hidden;
   const int vectors = p.hidden / kBf16PerVec;
@@ -41,8 +40,7 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
       w[i] = load_vec(p.weight + vec * kBf16PerVec);
     }
   }
-  pdl_wait();
-  if (!p.trigger_before_wait) pdl_trigger();
+  pdl_wait_then_trigger();
   float v[kMaxVecPerThread][kBf16PerVec];
   float sum_sq = 0.0f;
 #pragma unroll

@@ -19,14 +19,6 @@ struct RmsNormParams {
   // The norm weights are read into registers before the PDL wait (during the predecessor's tail) instead of
   // after the row's sum of squares; false: the earlier order (for A/B; same results).
   bool weights_before_wait = true;
-  // The block lets the next launch start (pdl_trigger) when it starts, before its PDL wait, instead of right
-  // after it. The exception to kernels/pdl.cuh's "wait, then trigger": safe where the launches after an
-  // RMSNorm (the GEMVs and cuBLASLt products of the QKV, router and lm_head projections, another RMSNorm)
-  // read nothing but weights and step inputs before their own waits, and every one of them waits before it
-  // triggers. Under PDL the QKV projection's staged GEMV then becomes resident, and copies its weights, as
-  // the MoE down kernel's blocks leave the SMs rather than once the down grid has completed and this kernel
-  // has passed its wait. The same results.
-  bool trigger_before_wait = false;
   // x from the MoE combine (combine.k > 0, x == nullptr): x[t] = bf16 of moe_combine's sum for token t (its
   // out left unused), so that the combine and the residual add + RMSNorm after it are one launch. H at most
   // kRmsNormCombineMaxHidden.

@@ -73,10 +73,6 @@ struct CudaKernelSwitches {
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
   bool topk_gating_redux = true;
-  // RMSNorm (and the add + RMSNorm summing the MoE combine) lets the next launch start before its own PDL
-  // wait (RmsNormParams::trigger_before_wait): the QKV projection's weight copies start as the MoE down
-  // kernel's blocks finish.
-  bool norm_trigger_before_wait = false;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -103,7 +99,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
   visit("topk_gating_redux", switches.topk_gating_redux);
-  visit("norm_trigger_before_wait", switches.norm_trigger_before_wait);
 }
 
 }  // namespace tpserve

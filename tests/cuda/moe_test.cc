@@ -205,8 +205,6 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   options.kernels.moe_fused_norm = fused;
   options.kernels.norm_loads_before_wait = c.tokens % 2 == 0;  // both orders of the norm's weight loads
   options.kernels.moe_combine_early_routing = c.tokens != 3;   // and of the fused combine's routing loads
-  options.kernels.norm_trigger_before_wait =
-      c.tokens % 2 == 1;  // the norm's trigger before or after its wait
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;

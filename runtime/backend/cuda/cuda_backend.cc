@@ -274,7 +274,6 @@ kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, co
 void CudaBackend::rmsnorm(Tensor x, Tensor w, float eps, Tensor out) {
   kernels::RmsNormParams p = norm_params(x, w, eps, out, "rmsnorm");
   p.weights_before_wait = options_.kernels.norm_loads_before_wait;
-  p.trigger_before_wait = options_.kernels.norm_trigger_before_wait;
   kernels::launch_rmsnorm(p, stream_, *policy_);
 }
 
@@ -285,7 +284,6 @@ void CudaBackend::add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Te
   kernels::RmsNormParams p = norm_params(x, w, eps, out, "add_rmsnorm");
   p.residual = bf16_mut(residual);
   p.weights_before_wait = options_.kernels.norm_loads_before_wait;
-  p.trigger_before_wait = options_.kernels.norm_trigger_before_wait;
   kernels::launch_rmsnorm(p, stream_, *policy_);
 }
 
