@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "kernels/l2_prefetch.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
 #include "kernels/moe_align.h"
@@ -21,12 +20,6 @@ namespace tpserve::kernels {
 namespace {
 
 constexpr int kWarps = 4;
-
-// The down kernels' share of MoeExpertsParams::l2_prefetch, after their PDL wait.
-__device__ __forceinline__ void down_block_prefetch(const MoeExpertsParams& p) {
-  prefetch_l2_slice(p.l2_prefetch, p.l2_prefetch_bytes, int64_t(blockIdx.y) * gridDim.x + blockIdx.x,
-                    int64_t(gridDim.x) * gridDim.y);
-}
 constexpr int kUnroll = 4;
 constexpr int kNt = kMoeTileTokens / kMmaCols;  // n-tiles per work item
 static_assert(kNt == 2);
@@ -153,7 +146,6 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   };
   copy_rows_async(tile, row_elems, row_ptr, p.down, kb_begin, kb_end);
   pdl_wait_then_trigger();  // the activations are gate_up's output
-  down_block_prefetch(p);
   cp_async_wait_all();
   __syncwarp();  // the warp's copies, visible to all its lanes
   float acc[NT][4] = {};
@@ -202,7 +194,6 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_staged_kernel(c
   const WorkItem w = static_cast<int>(blockIdx.y) < num_work_items(p) ? work_item(p) : WorkItem{0, 0, 0};
   if (w.count == 0) {         // past the step's work items, or an expert held elsewhere
     pdl_wait_then_trigger();  // every block waits before it exits
-    down_block_prefetch(p);
     return;
   }
   if (w.count <= kMmaCols)

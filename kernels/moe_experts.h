@@ -42,12 +42,6 @@ struct MoeExpertsParams {
   // tile fits staged_smem bytes.
   bool stage_down = false;
   size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
-  // After its PDL wait every block of the staged down kernel (not the register one) prefetches its slice of
-  // [l2_prefetch, + l2_prefetch_bytes) into L2 (kernels/l2_prefetch.cuh): e.g. the next projection's weights,
-  // read from HBM while the down kernel computes from shared memory and HBM is otherwise idle. 16-byte
-  // aligned, a multiple of 16 bytes; null: none.
-  const void* l2_prefetch = nullptr;
-  int64_t l2_prefetch_bytes = 0;
 };
 
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy);

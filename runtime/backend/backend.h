@@ -156,12 +156,10 @@ class Backend {
                            Tensor topk_ids /*[T, k]*/, Tensor topk_weights /*[T, k]*/, int expert_begin,
                            Tensor out /*[T, H]*/) = 0;
   // moe_experts into out, then add_rmsnorm(residual, out, norm_w, eps, normed): a backend may fuse the MoE's
-  // combine with the norm, leaving out unwritten (it is scratch then). normed may be x. next_weight: what
-  // the op after this one reads (e.g. the next layer's QKV weights), or empty; a hint only (the CUDA backend
-  // may prefetch it into L2 while the MoE computes), never read for results.
+  // combine with the norm, leaving out unwritten (it is scratch then). normed may be x.
   virtual void moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids,
                                        Tensor topk_weights, int expert_begin, Tensor out, Tensor residual,
-                                       Tensor norm_w, float eps, Tensor normed, Tensor /*next_weight*/) {
+                                       Tensor norm_w, float eps, Tensor normed) {
     moe_experts(x, gate_up, down, topk_ids, topk_weights, expert_begin, out);
     add_rmsnorm(residual, out, norm_w, eps, normed);
   }

@@ -73,10 +73,6 @@ struct CudaKernelSwitches {
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
   bool topk_gating_redux = true;
-  // The staged MoE down kernel's blocks prefetch the next op's weights (Backend::moe_experts_add_rmsnorm's
-  // next_weight: the next layer's QKV projection) into L2 after their PDL wait, while they compute from
-  // shared memory (MoeExpertsParams::l2_prefetch).
-  bool moe_prefetch_next_weight = false;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -103,7 +99,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
   visit("topk_gating_redux", switches.topk_gating_redux);
-  visit("moe_prefetch_next_weight", switches.moe_prefetch_next_weight);
 }
 
 }  // namespace tpserve

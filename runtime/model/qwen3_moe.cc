@@ -350,12 +350,12 @@ bool Qwen3MoeModel::mlp_output_partial(const LayerWeights& w) const {
 
 void Qwen3MoeModel::mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor normed, Tensor out,
                                   int tokens, int routing_layer, Tensor next_norm, Tensor next_out,
-                                  Tensor weights, Tensor ids, Tensor next_weight) {
+                                  Tensor weights, Tensor ids) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   if (w.moe && !layout_.all_to_all && !mlp_output_partial(w)) {
     if (ids.data == nullptr) route(w, normed, tokens, routing_layer, weights, ids);
     backend_.moe_experts_add_rmsnorm(normed, w.gate_up, w.down, ids, weights, layout_.first_expert(spec_),
-                                     out, residual, next_norm, eps, next_out, next_weight);
+                                     out, residual, next_norm, eps, next_out);
     return;
   }
   mlp_forward(w, normed, out, tokens, routing_layer);
@@ -363,8 +363,7 @@ void Qwen3MoeModel::mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor
 }
 
 void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta,
-                                  int tokens, int routing_layer, Tensor next_norm, Tensor next_out,
-                                  Tensor next_weight) {
+                                  int tokens, int routing_layer, Tensor next_norm, Tensor next_out) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
@@ -380,8 +379,7 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   } else {
     reduce_add_rmsnorm(residual, proj, w.post_norm, eps, normed, true);
   }
-  mlp_then_norm(w, residual, normed, proj, tokens, routing_layer, next_norm, next_out, weights, ids,
-                next_weight);
+  mlp_then_norm(w, residual, normed, proj, tokens, routing_layer, next_norm, next_out, weights, ids);
 }
 
 void Qwen3MoeModel::compute(const StepShape& shape) {
@@ -399,8 +397,7 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
   for (int l = 0; l < spec_.num_layers; ++l) {
     const bool last = l + 1 == spec_.num_layers;
     layer_forward(weights_.layers[l], kv_[l], meta, tokens, l,
-                  last ? weights_.final_norm : weights_.layers[l + 1].input_norm, normed_.rows(0, tokens),
-                  last ? Tensor{} : weights_.layers[l + 1].qkv);
+                  last ? weights_.final_norm : weights_.layers[l + 1].input_norm, normed_.rows(0, tokens));
   }
   if (rows > 0) {
     Tensor sample_rows = input(off_rows_, DType::kI32, rows);

@@ -100,10 +100,9 @@ class Qwen3MoeModel {
   // One decoder layer on residual_ (its input; normed_ holds rmsnorm(residual_) * w.input_norm). It ends
   // with the next norm: residual_ += the MLP's output, next_out = rmsnorm(residual_) * next_norm (the next
   // layer's input norm, or a final norm). routing_layer: the row of the routing record
-  // (ModelOptions::record_routing) this layer writes; -1: none. next_weight: the weights the op after the
-  // next norm reads (the next layer's QKV projection), a prefetch hint for the backend; empty: none.
+  // (ModelOptions::record_routing) this layer writes; -1: none.
   void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
-                     int routing_layer, Tensor next_norm, Tensor next_out, Tensor next_weight = {});
+                     int routing_layer, Tensor next_norm, Tensor next_out);
   // Routing-record row length for a step of `tokens` rows: the top-k ids of every row, or under all-to-all
   // dispatch the expert ids of a full exchange (P equal slices of k slots per token).
   int64_t routing_width(int64_t tokens) const;
@@ -119,7 +118,7 @@ class Qwen3MoeModel {
   // routing is `weights` and `ids` where the router already ran (Backend::add_rmsnorm_route), else route().
   void mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor normed, Tensor out, int tokens,
                      int routing_layer, Tensor next_norm, Tensor next_out, Tensor weights = {},
-                     Tensor ids = {}, Tensor next_weight = {});
+                     Tensor ids = {});
   // Whether the MLP of `w` leaves this rank's partial sums in proj_ (TP-sharded intermediate, or experts held
   // elsewhere), which the add_rmsnorm reading them sums first; all-to-all dispatch gathers whole rows.
   bool mlp_output_partial(const LayerWeights& w) const;

@@ -30,7 +30,6 @@ struct GpuEngine {
         "graph_test", overrides);
     CudaBackendOptions o;
     o.pdl = config.launch.pdl;
-    o.kernels = config.runtime.kernels;
     o.arena_bytes = size_t(4) << 30;  // several engines share the GPU in this test
     engine = std::make_unique<Engine>(config, *comm, make_cuda_backend(o), options);
   }
@@ -71,24 +70,6 @@ TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
     decode_together(*graphs.engine, 4, 8);
     EXPECT_EQ(cuda_allocation_stats().count, a.count);
     EXPECT_EQ(cuda_allocation_stats().bytes, a.bytes);
-  }
-}
-
-// The MoE down kernel prefetching the next layer's QKV weights into L2 (runtime.moe_prefetch_next_weight)
-// is a hint: replayed steps, with and without MTP, give the tokens without it.
-TEST(CudaGraphs, L2PrefetchGivesTheSameTokens) {
-  TPS_REQUIRE_CUDA_DEVICE();
-  for (const char* spec : {"speculative.method=none", "speculative.method=mtp"}) {
-    std::vector<std::string> base = {spec};
-    if (std::string(spec).find("mtp") != std::string::npos)
-      base.push_back("speculative.num_speculative_tokens=2");
-    auto prefetch = base;
-    prefetch.push_back("runtime.moe_prefetch_next_weight=true");
-    GpuEngine without(base), with(prefetch);
-    for (int n : {1, 3, 8}) {
-      SCOPED_TRACE(std::string(spec) + ", " + std::to_string(n) + " sequences");
-      EXPECT_EQ(decode_together(*with.engine, n, 32), decode_together(*without.engine, n, 32));
-    }
   }
 }
 

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <tuple>
 
 #include "parallel/communicator.h"
 #include "runtime/model/qwen3_moe.h"
@@ -45,13 +44,11 @@ StepBatch make_step(std::vector<Sequence>& seqs) {
   return b;
 }
 
-// Model preset; l2_prefetch: runtime.moe_prefetch_next_weight (a hint, which must not change results).
-class CudaModelTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+class CudaModelTest : public ::testing::TestWithParam<std::string> {};  // model preset
 
 TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
-  const auto& [preset, l2_prefetch] = GetParam();
-  const ModelSpec spec = preset_model_spec(preset, /*layers=*/2, /*vocab=*/8192);
+  const ModelSpec spec = preset_model_spec(GetParam(), /*layers=*/2, /*vocab=*/8192);
   const SyntheticWeights weights(spec, 7);
   const ShardLayout layout;
   ModelOptions options;
@@ -63,9 +60,7 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   options.kv_block_size = kBlockSize;
   options.sampling_candidates = 64;
   options.keep_logits = true;
-  CudaBackendOptions backend_options = test_backend_options();
-  backend_options.kernels.moe_prefetch_next_weight = l2_prefetch;
-  Backends b(backend_options);
+  Backends b;
   auto comm = parallel::make_single_rank_communicator();
   Qwen3MoeModel cpu(spec, layout, load_model_weights(spec, layout, weights, b.cpu(), false), options, b.cpu(),
                     *comm);
@@ -101,8 +96,7 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
 }
 
 // tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4.
-INSTANTIATE_TEST_SUITE_P(Presets, CudaModelTest,
-                         ::testing::Combine(::testing::Values("tiny", "small"), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Presets, CudaModelTest, ::testing::Values("tiny", "small"));
 
 }  // namespace
 }  // namespace tpserve::cuda_test

@@ -203,9 +203,8 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + (fused ? 3 : 5));
   CudaBackendOptions options = test_backend_options();
   options.kernels.moe_fused_norm = fused;
-  options.kernels.norm_loads_before_wait = c.tokens % 2 == 0;    // both orders of the norm's weight loads
-  options.kernels.moe_combine_early_routing = c.tokens != 3;     // and of the fused combine's routing loads
-  options.kernels.moe_prefetch_next_weight = c.tokens % 2 == 1;  // with and without the L2 prefetch
+  options.kernels.norm_loads_before_wait = c.tokens % 2 == 0;  // both orders of the norm's weight loads
+  options.kernels.moe_combine_early_routing = c.tokens != 3;   // and of the fused combine's routing loads
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;
@@ -215,10 +214,9 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
   const Pair& normed = x;
   b.cpu().moe_experts_add_rmsnorm(x.cpu, gate_up.cpu, down.cpu, ids_t.cpu, w_t.cpu, c.expert_begin, out.cpu,
-                                  residual.cpu, norm_w.cpu, 1e-6f, normed.cpu, {});
-  // The GPU's given the expert weights as the next op's (a prefetch hint: no effect on results).
+                                  residual.cpu, norm_w.cpu, 1e-6f, normed.cpu);
   b.gpu().moe_experts_add_rmsnorm(x.gpu, gate_up.gpu, down.gpu, ids_t.gpu, w_t.gpu, c.expert_begin, out.gpu,
-                                  residual.gpu, norm_w.gpu, 1e-6f, normed.gpu, gate_up.gpu);
+                                  residual.gpu, norm_w.gpu, 1e-6f, normed.gpu);
   const std::string what = describe(c) + (fused ? " (fused)" : " (separate)");
   const auto ref_residual = cpu_floats(residual.cpu), ref_normed = cpu_floats(normed.cpu);
   expect_close("residual " + what, ref_residual, b.floats(residual.gpu),

@@ -90,7 +90,7 @@ class CudaBackend final : public Backend {
                 Tensor origin) override;
   void moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids, Tensor topk_weights,
                                int expert_begin, Tensor out, Tensor residual, Tensor norm_w, float eps,
-                               Tensor normed, Tensor next_weight) override;
+                               Tensor normed) override;
   void moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) override;
   void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out) override;
   void silu_mul(Tensor gate_up, Tensor out) override;
@@ -141,7 +141,7 @@ class CudaBackend final : public Backend {
   // inputs (out not set).
   kernels::MoeCombineParams launch_moe_chunk(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids,
                                              Tensor topk_weights, int expert_begin, const MoeShape& s, int t0,
-                                             int n, ScratchRegion::Cursor& scratch, Tensor l2_prefetch = {});
+                                             int n, ScratchRegion::Cursor& scratch);
 
   int device_ = 0;
   int num_sms_ = 0;

@@ -112,7 +112,7 @@ CudaBackend::MoeShape CudaBackend::moe_shape(Tensor x, Tensor gate_up, Tensor do
 kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up, Tensor down,
                                                         Tensor topk_ids, Tensor topk_weights,
                                                         int expert_begin, const MoeShape& s, int t0, int n,
-                                                        ScratchRegion::Cursor& scratch, Tensor l2_prefetch) {
+                                                        ScratchRegion::Cursor& scratch) {
   const int k = s.k, assignments = n * k;
   const int32_t* ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
   kernels::MoeExpertsParams e;
@@ -124,12 +124,6 @@ kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up
   e.y_f32 = scratch.take<float>(size_t(assignments) * s.hidden, "MoE expert outputs");
   e.hidden = s.hidden;
   e.inter = s.inter;
-  // A hint: only whole 16-byte pieces of a 16-byte aligned device tensor.
-  if (l2_prefetch.data != nullptr && l2_prefetch.device == Device::kCuda &&
-      reinterpret_cast<uintptr_t>(l2_prefetch.data) % 16 == 0) {
-    e.l2_prefetch = l2_prefetch.data;
-    e.l2_prefetch_bytes = static_cast<int64_t>(l2_prefetch.nbytes() / 16 * 16);
-  }
   if (options_.kernels.moe_one_token_direct && n == 1 && assignments <= kMoeIdentityEntries) {
     // One token: its k experts are distinct, so each assignment is its own work item (no align launch).
     e.slot_experts = ids;
@@ -171,7 +165,7 @@ void CudaBackend::moe_experts(Tensor x, Tensor gate_up, Tensor down, Tensor topk
 
 void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids,
                                           Tensor topk_weights, int expert_begin, Tensor out, Tensor residual,
-                                          Tensor norm_w, float eps, Tensor normed, Tensor next_weight) {
+                                          Tensor norm_w, float eps, Tensor normed) {
   const MoeShape s = moe_shape(x, gate_up, down, topk_ids, topk_weights, out, "moe_experts_add_rmsnorm");
   const int chunk = s.tokens == 0 ? 0
                                   : moe_rows_per_chunk(s.tokens, s.k, s.experts, s.hidden, s.inter, true,
@@ -180,7 +174,7 @@ void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down,
   if (!options_.kernels.moe_fused_norm || s.tokens == 0 || chunk < s.tokens ||
       s.hidden > kernels::kRmsNormCombineMaxHidden) {
     Backend::moe_experts_add_rmsnorm(x, gate_up, down, topk_ids, topk_weights, expert_begin, out, residual,
-                                     norm_w, eps, normed, next_weight);
+                                     norm_w, eps, normed);
     return;
   }
   expect(residual, DType::kBF16, "moe_experts_add_rmsnorm", "residual");
@@ -192,8 +186,8 @@ void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down,
   p.residual = bf16_mut(residual);
   p.weights_before_wait = options_.kernels.norm_loads_before_wait;
   p.combine_routing_before_wait = options_.kernels.moe_combine_early_routing;
-  p.combine = launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, 0, s.tokens,
-                               scratch, options_.kernels.moe_prefetch_next_weight ? next_weight : Tensor{});
+  p.combine =
+      launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, 0, s.tokens, scratch);
   kernels::launch_rmsnorm(p, stream_, *policy_);
 }
 
