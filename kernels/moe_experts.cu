@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "common/cuda_check.h"
+#include "kernels/bulk_copy.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
 #include "kernels/moe_align.h"
@@ -51,6 +53,21 @@ __device__ __forceinline__ int assignment(const MoeExpertsParams& p, const WorkI
   return col < w.count ? p.sorted[w.first + col] : -1;
 }
 
+// Warp 0's summed gate_up tile: act[a][row] = silu(gate) * up for the work item's assignments a.
+template <int NT>
+__device__ __forceinline__ void store_gate_up_tile(const MoeExpertsParams& p, const WorkItem& w,
+                                                   const float (&acc)[NT][4], int row, int q) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int a = assignment(p, w, nt * kMmaCols + 2 * q + i);
+      if (a < 0) continue;
+      const float gate = acc[nt][i], up = acc[nt][2 + i];
+      p.act[static_cast<int64_t>(a) * p.inter + row] = __float2bfloat16(silu(gate) * up);
+    }
+}
+
 template <int NT>
 __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float* scratch) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
@@ -69,16 +86,61 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
   float acc[NT][4] = {};
   warp_tile_mma<NT, kUnroll, false>(acc, a_lo, a_hi, b, p.hidden, kb_begin, kb_end);
   reduce_warp_tiles<NT>(acc, scratch, kWarps);
-  if (warp != 0 || row >= p.inter) return;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int a = assignment(p, w, nt * kMmaCols + 2 * q + i);
-      if (a < 0) continue;
-      const float gate = acc[nt][i], up = acc[nt][2 + i];
-      p.act[static_cast<int64_t>(a) * p.inter + row] = __float2bfloat16(silu(gate) * up);
+  if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
+}
+
+// Gate_up streamed through shared memory (MoeExpertsParams::gate_up_bulk, H a multiple of kBulkCols): the
+// block's 16 rows, kBulkCols columns a stage, each row's piece of a stage one bulk copy (kernels/
+// bulk_copy.cuh) issued by thread 0, kBulkSlots stages in flight; warp w multiplies columns [64 w, 64 w + 64)
+// of every stage (its activations from global memory), then the warps' tiles are summed as above.
+constexpr int kBulkCols = 256;
+constexpr int kBulkSlots = 3;
+constexpr int kBulkRowElems = kBulkCols + kStagedRowPad;
+constexpr size_t kBulkSlotBytes = size_t(kMmaRows) * kBulkRowElems * sizeof(bf16);
+constexpr size_t kBulkSmemBytes = kBulkSlots * kBulkSlotBytes;
+constexpr int kBulkWarpCols = kBulkCols / kWarps;
+static_assert(kBulkSmemBytes >= kScratchFloats * sizeof(float) && kBulkWarpCols % kMmaK == 0);
+
+template <int NT>
+__device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, unsigned char* smem,
+                                  uint64_t* bars) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
+  const int row = blockIdx.x * 8 + g;  // intermediate row of this thread's A rows
+  const int64_t expert_base = static_cast<int64_t>(w.expert) * 2 * p.inter;
+  const int stages = p.hidden / kBulkCols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
+  auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % kBulkSlots) * kBulkSlotBytes); };
+  auto issue = [&](int s) {  // thread 0: tile rows 0-7 gate rows, 8-15 up rows, columns of stage s
+    uint64_t* bar = &bars[s % kBulkSlots];
+    mbarrier_arrive_expect(bar, static_cast<uint32_t>(2 * rows_here * kBulkCols * sizeof(bf16)));
+    for (int r = 0; r < kMmaRows; ++r) {
+      if (r % 8 >= rows_here) continue;  // past I: never stored
+      const int64_t src_row = expert_base + (r < 8 ? 0 : p.inter) + blockIdx.x * 8 + r % 8;
+      bulk_copy_to_shared(slot(s) + r * kBulkRowElems, p.gate_up + src_row * p.hidden + s * kBulkCols,
+                          kBulkCols * sizeof(bf16), bar);
     }
+  };
+  if (threadIdx.x == 0)
+    for (int s = 0; s < min(kBulkSlots, stages); ++s) issue(s);
+  const bf16* b[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int a = assignment(p, w, nt * kMmaCols + g);
+    b[nt] = a >= 0 ? p.x + static_cast<int64_t>(a / p.x_row_divisor) * p.hidden : nullptr;
+  }
+  float acc[NT][4] = {};
+  for (int s = 0; s < stages; ++s) {
+    mbarrier_wait(&bars[s % kBulkSlots], (s / kBulkSlots) & 1);
+    const int col0 = s * kBulkCols + warp * kBulkWarpCols;
+    const bf16* bs[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) bs[nt] = b[nt] != nullptr ? b[nt] + col0 : nullptr;
+    mma_staged<NT, kBulkWarpCols / kMmaK>(acc, slot(s) + warp * kBulkWarpCols, kBulkRowElems, bs, 0,
+                                          kBulkWarpCols / kMmaK);
+    __syncthreads();  // every warp is done with the slot: the next stage may land in it
+    if (threadIdx.x == 0 && s + kBulkSlots < stages) issue(s + kBulkSlots);
+  }
+  reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);  // the slots are free now
+  if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
 }
 
 // Warp 0's summed down tile into y (rows row_lo / row_hi of this thread, columns = the work item's
@@ -167,6 +229,22 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
     gate_up_tile<2>(p, w, scratch);
 }
 
+__global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_bulk_kernel(const MoeExpertsParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ uint64_t bars[kBulkSlots];
+  if (threadIdx.x == 0)
+    for (int i = 0; i < kBulkSlots; ++i) mbarrier_init(&bars[i]);
+  __syncthreads();
+  pdl_wait_then_trigger();  // the routing and the activations are predecessors' outputs
+  if (static_cast<int>(blockIdx.y) >= num_work_items(p)) return;
+  const WorkItem w = work_item(p);
+  if (w.count == 0) return;  // an expert held elsewhere
+  if (w.count <= kMmaCols)
+    gate_up_tile_bulk<1>(p, w, smem, bars);
+  else
+    gate_up_tile_bulk<2>(p, w, smem, bars);
+}
+
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kScratchFloats];
   if (!p.down_loads_before_wait) pdl_wait_then_trigger();
@@ -215,11 +293,21 @@ size_t staged_down_bytes(const MoeExpertsParams& p) {
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
   const dim3 block(kWarps * kWarpSize);
   const dim3 gate_up_grid((p.inter + 7) / 8, p.max_work);
-  launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
+  if (p.gate_up_bulk && p.hidden % kBulkCols == 0)
+    launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel, gate_up_grid, block,
+           kBulkSmemBytes, stream, p);
+  else
+    launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
   const dim3 down_grid((p.hidden + kMmaRows - 1) / kMmaRows, p.max_work);
   const size_t down_smem = staged_down_bytes(p);
   launch(policy, Site::kMoeExperts, Pdl::kEnrolled, down_smem > 0 ? moe_down_staged_kernel : moe_down_kernel,
          down_grid, block, down_smem, stream, p);
+}
+
+bool moe_gate_up_bulk_available(int device_sm) {
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, moe_gate_up_bulk_kernel));
+  return device_sm >= 90 && attr.ptxVersion >= 90;  // ptxVersion: what __CUDA_ARCH__ saw (launch.cc)
 }
 
 }  // namespace tpserve::kernels

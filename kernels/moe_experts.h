@@ -42,7 +42,14 @@ struct MoeExpertsParams {
   // tile fits staged_smem bytes.
   bool stage_down = false;
   size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
+  // gate_up streams each block's 16 weight rows through shared memory in stages of 256 columns, each row's
+  // piece one bulk copy on the SM's copy engine (kernels/bulk_copy.cuh), instead of 16-byte register loads
+  // of every mma fragment. Taken where H is a multiple of 256; set only where moe_gate_up_bulk_available.
+  bool gate_up_bulk = false;
 };
+
+// Whether the bulk-copy gate_up runs here: an SM90+ device and its kernel compiled for SM90+.
+bool moe_gate_up_bulk_available(int device_sm);
 
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy);
 

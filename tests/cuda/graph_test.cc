@@ -30,6 +30,7 @@ struct GpuEngine {
         "graph_test", overrides);
     CudaBackendOptions o;
     o.pdl = config.launch.pdl;
+    o.kernels = config.runtime.kernels;
     o.arena_bytes = size_t(4) << 30;  // several engines share the GPU in this test
     engine = std::make_unique<Engine>(config, *comm, make_cuda_backend(o), options);
   }
@@ -70,6 +71,27 @@ TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
     decode_together(*graphs.engine, 4, 8);
     EXPECT_EQ(cuda_allocation_stats().count, a.count);
     EXPECT_EQ(cuda_allocation_stats().bytes, a.bytes);
+  }
+}
+
+// MoE gate_up through bulk copies (runtime.moe_gate_up_bulk; the small preset, whose H = 256 takes it):
+// replayed steps, with and without MTP, give the eager steps' tokens, and replays allocate nothing.
+TEST(CudaGraphs, GateUpBulkReplayGivesTheEagerTokens) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const char* spec : {"speculative.method=none", "speculative.method=mtp"}) {
+    std::vector<std::string> base = {spec, "model.synthetic.preset=small", "runtime.moe_gate_up_bulk=true"};
+    if (std::string(spec).find("mtp") != std::string::npos)
+      base.push_back("speculative.num_speculative_tokens=2");
+    auto eager_overrides = base;
+    eager_overrides.push_back("cuda_graph.enabled=false");
+    GpuEngine eager(eager_overrides), graphs(base);
+    for (int n : {1, 3, 8}) {
+      SCOPED_TRACE(std::string(spec) + ", " + std::to_string(n) + " sequences");
+      EXPECT_EQ(decode_together(*graphs.engine, n, 32), decode_together(*eager.engine, n, 32));
+    }
+    const CudaAllocationStats a = cuda_allocation_stats();
+    decode_together(*graphs.engine, 4, 8);
+    EXPECT_EQ(cuda_allocation_stats().count, a.count);
   }
 }
 

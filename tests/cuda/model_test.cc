@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "parallel/communicator.h"
 #include "runtime/model/qwen3_moe.h"
@@ -44,11 +45,13 @@ StepBatch make_step(std::vector<Sequence>& seqs) {
   return b;
 }
 
-class CudaModelTest : public ::testing::TestWithParam<std::string> {};  // model preset
+// Model preset; gate_up_bulk: runtime.moe_gate_up_bulk (taken by the small preset, H = 256).
+class CudaModelTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
-  const ModelSpec spec = preset_model_spec(GetParam(), /*layers=*/2, /*vocab=*/8192);
+  const auto& [preset, gate_up_bulk] = GetParam();
+  const ModelSpec spec = preset_model_spec(preset, /*layers=*/2, /*vocab=*/8192);
   const SyntheticWeights weights(spec, 7);
   const ShardLayout layout;
   ModelOptions options;
@@ -60,7 +63,9 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   options.kv_block_size = kBlockSize;
   options.sampling_candidates = 64;
   options.keep_logits = true;
-  Backends b;
+  CudaBackendOptions backend_options = test_backend_options();
+  backend_options.kernels.moe_gate_up_bulk = gate_up_bulk;
+  Backends b(backend_options);
   auto comm = parallel::make_single_rank_communicator();
   Qwen3MoeModel cpu(spec, layout, load_model_weights(spec, layout, weights, b.cpu(), false), options, b.cpu(),
                     *comm);
@@ -96,7 +101,8 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
 }
 
 // tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4.
-INSTANTIATE_TEST_SUITE_P(Presets, CudaModelTest, ::testing::Values("tiny", "small"));
+INSTANTIATE_TEST_SUITE_P(Presets, CudaModelTest,
+                         ::testing::Combine(::testing::Values("tiny", "small"), ::testing::Bool()));
 
 }  // namespace
 }  // namespace tpserve::cuda_test

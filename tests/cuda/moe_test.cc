@@ -168,6 +168,30 @@ INSTANTIATE_TEST_SUITE_P(
                                          MoeCase{3, 264, 72, 16, 4, 8, 8}),
                        ::testing::Bool()));
 
+// gate_up through bulk copies into shared memory (runtime.moe_gate_up_bulk) against the CPU: one token
+// without moe_align, several tokens through it (one and two n-tiles a work item), an EP slice, and an H
+// that is not a multiple of 256 (the register kernel then).
+TEST(MoeGateUpBulk, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const MoeCase& c : {MoeCase{1, 2048, 768, 16, 8, 0, 16}, MoeCase{16, 2048, 768, 8, 8, 0, 8},
+                           MoeCase{16, 256, 96, 128, 8, 0, 128}, MoeCase{64, 512, 64, 8, 2, 0, 8},
+                           MoeCase{16, 768, 64, 128, 8, 32, 32}, MoeCase{3, 264, 72, 16, 4, 8, 8}}) {
+    std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + 17);
+    CudaBackendOptions options = test_backend_options();
+    options.kernels.moe_gate_up_bulk = true;
+    Backends b(options);
+    const MoeInputs in = make_moe_inputs(b, rng, c);
+    Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
+    b.cpu().moe_experts(in.x.cpu, in.gate_up.cpu, in.down.cpu, in.ids.cpu, in.weights.cpu, c.expert_begin,
+                        out.cpu);
+    b.gpu().moe_experts(in.x.gpu, in.gate_up.gpu, in.down.gpu, in.ids.gpu, in.weights.gpu, c.expert_begin,
+                        out.gpu);
+    const auto ref = cpu_floats(out.cpu);
+    expect_close("moe_experts, bulk gate_up, " + describe(c), ref, b.floats(out.gpu),
+                 {2e-2f * rms(ref) + 1e-4f, 2e-2f});
+  }
+}
+
 // The model's order for one token: top-k gating on the GPU, then the experts without moe_align, whose down
 // kernel reads the top-k ids before its PDL wait (two launches after the gating). Against the CPU's same ops.
 TEST(MoeOneToken, GatingThenExpertsMatchCpu) {
@@ -205,6 +229,7 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   options.kernels.moe_fused_norm = fused;
   options.kernels.norm_loads_before_wait = c.tokens % 2 == 0;  // both orders of the norm's weight loads
   options.kernels.moe_combine_early_routing = c.tokens != 3;   // and of the fused combine's routing loads
+  options.kernels.moe_gate_up_bulk = c.tokens % 2 == 1;        // gate_up by bulk copies or by registers
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;

@@ -86,6 +86,7 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
   e.down_loads_before_wait = options_.kernels.moe_down_early_loads;
   e.stage_down = options_.kernels.moe_down_staged;
   e.staged_smem = staged_smem_limit_;
+  e.gate_up_bulk = options_.kernels.moe_gate_up_bulk && gate_up_bulk_available_;
 }
 
 // Checks moe_experts' arguments; fills the sizes.
