@@ -6,11 +6,9 @@
 
 #include <cstdint>
 
-namespace tpserve::kernels {
+#include "kernels/device_common.cuh"
 
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+namespace tpserve::kernels {
 
 // One thread: the barrier expects one arrival per phase; the init is made visible to the copy engine.
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar) {

@@ -96,9 +96,14 @@ __device__ __forceinline__ int block_exclusive_scan(int value, int* warp_totals,
   return before + inclusive - value;
 }
 
+// A shared-memory pointer as the 32-bit shared-window address PTX's .shared operands take.
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 // 16-byte asynchronous copy global -> shared; `valid` false zero-fills the destination without reading.
 __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* global_src, bool valid) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  const uint32_t dst = shared_address(smem_dst);
   const int src_bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(src_bytes)
                : "memory");

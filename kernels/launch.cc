@@ -150,6 +150,12 @@ int resident_blocks_per_sm(const void* kernel, int threads, size_t dynamic_smem)
   return resident_blocks(sm, attr.numRegs, attr.sharedSizeBytes, threads, dynamic_smem);
 }
 
+bool runs_sm90_code(const void* kernel, int device_sm) {
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  return device_sm >= 90 && attr.ptxVersion >= 90;
+}
+
 std::string format_pdl_report(const std::vector<PdlReportRow>& rows) {
   std::ostringstream os;
   os << "device  site                 pdl  launches  kernel (sm)  reason\n";

@@ -112,6 +112,11 @@ int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem,
 // resident_blocks for `kernel` on the current device (cudaFuncGetAttributes, cudaGetDeviceProperties).
 int resident_blocks_per_sm(const void* kernel, int threads, size_t dynamic_smem);
 
+// Whether a device of compute capability `device_sm` (e.g. 90) runs `kernel`'s SM90 code: the device is
+// SM90+ and the kernel was compiled for SM90+ (cudaFuncAttributes::ptxVersion: what __CUDA_ARCH__ saw), as
+// kernels using SM90-only instructions (clusters, bulk copies) need.
+bool runs_sm90_code(const void* kernel, int device_sm);
+
 // A table of the report, one line per row, for logs and `--report-pdl`.
 std::string format_pdl_report(const std::vector<PdlReportRow>& rows);
 

@@ -32,13 +32,13 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], uint32_t a0, uint3
 // (16 contiguous bytes); r[i] receives, of matrix i, row lane / 4, columns 2 (lane % 4) and + 1 (trans: row
 // and column swapped), the fragment layout of mma.sync's operands.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
-  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  const uint32_t at = shared_address(row);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(at));
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
-  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  const uint32_t at = shared_address(row);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(at));

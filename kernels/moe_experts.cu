@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "common/cuda_check.h"
 #include "kernels/bulk_copy.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
@@ -53,6 +52,17 @@ __device__ __forceinline__ int assignment(const MoeExpertsParams& p, const WorkI
   return col < w.count ? p.sorted[w.first + col] : -1;
 }
 
+// b[nt]: the x row of the work item's assignment in column nt * 8 + g (gate_up's B operand), or nullptr.
+template <int NT>
+__device__ __forceinline__ void gate_up_token_rows(const MoeExpertsParams& p, const WorkItem& w, int g,
+                                                   const bf16* (&b)[NT]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int a = assignment(p, w, nt * kMmaCols + g);
+    b[nt] = a >= 0 ? p.x + static_cast<int64_t>(a / p.x_row_divisor) * p.hidden : nullptr;
+  }
+}
+
 // Warp 0's summed gate_up tile: act[a][row] = silu(gate) * up for the work item's assignments a.
 template <int NT>
 __device__ __forceinline__ void store_gate_up_tile(const MoeExpertsParams& p, const WorkItem& w,
@@ -76,11 +86,7 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
   const bf16* a_lo = row < p.inter ? p.gate_up + (expert_base + row) * p.hidden : nullptr;
   const bf16* a_hi = row < p.inter ? p.gate_up + (expert_base + p.inter + row) * p.hidden : nullptr;
   const bf16* b[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int a = assignment(p, w, nt * kMmaCols + g);
-    b[nt] = a >= 0 ? p.x + static_cast<int64_t>(a / p.x_row_divisor) * p.hidden : nullptr;
-  }
+  gate_up_token_rows<NT>(p, w, g, b);
   int kb_begin, kb_end;
   split_range((p.hidden + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
@@ -122,11 +128,7 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   if (threadIdx.x == 0)
     for (int s = 0; s < min(kBulkSlots, stages); ++s) issue(s);
   const bf16* b[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int a = assignment(p, w, nt * kMmaCols + g);
-    b[nt] = a >= 0 ? p.x + static_cast<int64_t>(a / p.x_row_divisor) * p.hidden : nullptr;
-  }
+  gate_up_token_rows<NT>(p, w, g, b);
   float acc[NT][4] = {};
   for (int s = 0; s < stages; ++s) {
     mbarrier_wait(&bars[s % kBulkSlots], (s / kBulkSlots) & 1);
@@ -305,9 +307,7 @@ void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const La
 }
 
 bool moe_gate_up_bulk_available(int device_sm) {
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, moe_gate_up_bulk_kernel));
-  return device_sm >= 90 && attr.ptxVersion >= 90;  // ptxVersion: what __CUDA_ARCH__ saw (launch.cc)
+  return runs_sm90_code(reinterpret_cast<const void*>(moe_gate_up_bulk_kernel), device_sm);
 }
 
 }  // namespace tpserve::kernels

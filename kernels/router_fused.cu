@@ -190,9 +190,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
 }  // namespace
 
 bool router_fused_available(int device_sm) {
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, router_fused_kernel<1>));
-  return device_sm >= 90 && attr.ptxVersion >= 90;  // ptxVersion: what __CUDA_ARCH__ saw (launch.cc)
+  return runs_sm90_code(reinterpret_cast<const void*>(router_fused_kernel<1>), device_sm);
 }
 
 bool router_fused_fits(const RouterFusedParams& p) {
