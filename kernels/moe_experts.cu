@@ -97,8 +97,9 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
 
 // Gate_up streamed through shared memory (MoeExpertsParams::gate_up_bulk, H a multiple of kBulkCols): the
 // block's 16 rows, kBulkCols columns a stage, each row's piece of a stage one bulk copy (kernels/
-// bulk_copy.cuh) issued by thread 0, kBulkSlots stages in flight; warp w multiplies columns [64 w, 64 w + 64)
-// of every stage (its activations from global memory), then the warps' tiles are summed as above.
+// bulk_copy.cuh) issued by a lane of warp 0 each, kBulkSlots stages in flight; warp w multiplies columns [64
+// w, 64 w + 64) of every stage (its activations from global memory), then the warps' tiles are summed as
+// above.
 constexpr int kBulkCols = 256;
 constexpr int kBulkSlots = 3;
 constexpr int kBulkRowElems = kBulkCols + kStagedRowPad;
@@ -115,17 +116,19 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   const int64_t expert_base = static_cast<int64_t>(w.expert) * 2 * p.inter;
   const int stages = p.hidden / kBulkCols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
   auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % kBulkSlots) * kBulkSlotBytes); };
-  auto issue = [&](int s) {  // thread 0: tile rows 0-7 gate rows, 8-15 up rows, columns of stage s
-    uint64_t* bar = &bars[s % kBulkSlots];
-    mbarrier_arrive_expect(bar, static_cast<uint32_t>(2 * rows_here * kBulkCols * sizeof(bf16)));
-    for (int r = 0; r < kMmaRows; ++r) {
-      if (r % 8 >= rows_here) continue;  // past I: never stored
-      const int64_t src_row = expert_base + (r < 8 ? 0 : p.inter) + blockIdx.x * 8 + r % 8;
-      bulk_copy_to_shared(slot(s) + r * kBulkRowElems, p.gate_up + src_row * p.hidden + s * kBulkCols,
-                          kBulkCols * sizeof(bf16), bar);
-    }
-  };
-  if (threadIdx.x == 0)
+  auto issue =
+      [&](int s) {  // warp 0: lane 0 arms the stage's barrier, lane r copies tile row r (0-7 gate, 8-15 up)
+        uint64_t* bar = &bars[s % kBulkSlots];
+        if (lane == 0)
+          mbarrier_arrive_expect(bar, static_cast<uint32_t>(2 * rows_here * kBulkCols * sizeof(bf16)));
+        __syncwarp();
+        if (lane < kMmaRows && lane % 8 < rows_here) {  // rows past I: never stored
+          const int64_t src_row = expert_base + (lane < 8 ? 0 : p.inter) + blockIdx.x * 8 + lane % 8;
+          bulk_copy_to_shared(slot(s) + lane * kBulkRowElems, p.gate_up + src_row * p.hidden + s * kBulkCols,
+                              kBulkCols * sizeof(bf16), bar);
+        }
+      };
+  if (warp == 0)
     for (int s = 0; s < min(kBulkSlots, stages); ++s) issue(s);
   const bf16* b[NT];
   gate_up_token_rows<NT>(p, w, g, b);
@@ -139,7 +142,7 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
     mma_staged<NT, kBulkWarpCols / kMmaK>(acc, slot(s) + warp * kBulkWarpCols, kBulkRowElems, bs, 0,
                                           kBulkWarpCols / kMmaK);
     __syncthreads();  // every warp is done with the slot: the next stage may land in it
-    if (threadIdx.x == 0 && s + kBulkSlots < stages) issue(s + kBulkSlots);
+    if (warp == 0 && s + kBulkSlots < stages) issue(s + kBulkSlots);
   }
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);  // the slots are free now
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);

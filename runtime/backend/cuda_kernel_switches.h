@@ -73,9 +73,10 @@ struct CudaKernelSwitches {
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
   bool topk_gating_redux = true;
-  // SM90+: MoE gate_up streams its weight rows through shared memory by bulk copies (one instruction a row
-  // piece of 256 columns) instead of 16-byte loads of every mma fragment (MoeExpertsParams::gate_up_bulk).
-  bool moe_gate_up_bulk = false;
+  // SM90+: MoE launches of at least this many tokens (0: none) run gate_up streaming its weight rows through
+  // shared memory by bulk copies (one instruction a row piece of 256 columns) instead of 16-byte loads of
+  // every mma fragment (MoeExpertsParams::gate_up_bulk).
+  int moe_gate_up_bulk_min_tokens = 2;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -102,7 +103,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
   visit("topk_gating_redux", switches.topk_gating_redux);
-  visit("moe_gate_up_bulk", switches.moe_gate_up_bulk);
+  visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
 }
 
 }  // namespace tpserve

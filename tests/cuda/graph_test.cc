@@ -74,12 +74,14 @@ TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
   }
 }
 
-// MoE gate_up through bulk copies (runtime.moe_gate_up_bulk; the small preset, whose H = 256 takes it):
+// MoE gate_up through bulk copies in every step (runtime.moe_gate_up_bulk_min_tokens=1; the small preset,
+// whose H = 256 takes it):
 // replayed steps, with and without MTP, give the eager steps' tokens, and replays allocate nothing.
 TEST(CudaGraphs, GateUpBulkReplayGivesTheEagerTokens) {
   TPS_REQUIRE_CUDA_DEVICE();
   for (const char* spec : {"speculative.method=none", "speculative.method=mtp"}) {
-    std::vector<std::string> base = {spec, "model.synthetic.preset=small", "runtime.moe_gate_up_bulk=true"};
+    std::vector<std::string> base = {spec, "model.synthetic.preset=small",
+                                     "runtime.moe_gate_up_bulk_min_tokens=1"};
     if (std::string(spec).find("mtp") != std::string::npos)
       base.push_back("speculative.num_speculative_tokens=2");
     auto eager_overrides = base;

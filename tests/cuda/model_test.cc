@@ -45,7 +45,8 @@ StepBatch make_step(std::vector<Sequence>& seqs) {
   return b;
 }
 
-// Model preset; gate_up_bulk: runtime.moe_gate_up_bulk (taken by the small preset, H = 256).
+// Model preset; gate_up_bulk: runtime.moe_gate_up_bulk_min_tokens 1 (every MoE launch; the small preset,
+// H = 256, takes it), else 0 (the register kernel).
 class CudaModelTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
@@ -64,7 +65,7 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   options.sampling_candidates = 64;
   options.keep_logits = true;
   CudaBackendOptions backend_options = test_backend_options();
-  backend_options.kernels.moe_gate_up_bulk = gate_up_bulk;
+  backend_options.kernels.moe_gate_up_bulk_min_tokens = gate_up_bulk ? 1 : 0;
   Backends b(backend_options);
   auto comm = parallel::make_single_rank_communicator();
   Qwen3MoeModel cpu(spec, layout, load_model_weights(spec, layout, weights, b.cpu(), false), options, b.cpu(),

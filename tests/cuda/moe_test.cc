@@ -130,7 +130,8 @@ MoeInputs make_moe_inputs(Backends& b, std::mt19937& rng, const MoeCase& c) {
 }
 
 // Each case with the default kernel options (the down kernel's weights staged in shared memory where I
-// allows; one token without moe_align) and with the plain paths (registers; always through moe_align).
+// allows; one token without moe_align; gate_up by bulk copies from 2 tokens where H allows) and with the
+// plain paths (registers; always through moe_align).
 class MoeExpertsTest : public ::testing::TestWithParam<std::tuple<MoeCase, bool>> {};
 
 TEST_P(MoeExpertsTest, MatchesCpu) {
@@ -140,6 +141,7 @@ TEST_P(MoeExpertsTest, MatchesCpu) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.moe_down_staged = defaults;
   options.kernels.moe_one_token_direct = defaults;
+  if (!defaults) options.kernels.moe_gate_up_bulk_min_tokens = 0;
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;
@@ -168,7 +170,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          MoeCase{3, 264, 72, 16, 4, 8, 8}),
                        ::testing::Bool()));
 
-// gate_up through bulk copies into shared memory (runtime.moe_gate_up_bulk) against the CPU: one token
+// gate_up through bulk copies into shared memory (runtime.moe_gate_up_bulk_min_tokens = 1, every launch)
+// against the CPU: one token
 // without moe_align, several tokens through it (one and two n-tiles a work item), an EP slice, and an H
 // that is not a multiple of 256 (the register kernel then).
 TEST(MoeGateUpBulk, MatchesCpu) {
@@ -178,7 +181,7 @@ TEST(MoeGateUpBulk, MatchesCpu) {
                            MoeCase{16, 768, 64, 128, 8, 32, 32}, MoeCase{3, 264, 72, 16, 4, 8, 8}}) {
     std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + 17);
     CudaBackendOptions options = test_backend_options();
-    options.kernels.moe_gate_up_bulk = true;
+    options.kernels.moe_gate_up_bulk_min_tokens = 1;
     Backends b(options);
     const MoeInputs in = make_moe_inputs(b, rng, c);
     Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
@@ -229,7 +232,7 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   options.kernels.moe_fused_norm = fused;
   options.kernels.norm_loads_before_wait = c.tokens % 2 == 0;  // both orders of the norm's weight loads
   options.kernels.moe_combine_early_routing = c.tokens != 3;   // and of the fused combine's routing loads
-  options.kernels.moe_gate_up_bulk = c.tokens % 2 == 1;        // gate_up by bulk copies or by registers
+  options.kernels.moe_gate_up_bulk_min_tokens = c.tokens % 2;  // gate_up by bulk copies or by registers
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;

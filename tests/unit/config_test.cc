@@ -243,8 +243,11 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
                    .runtime.kernels.attention_inputs_before_wait);
   EXPECT_TRUE(c.runtime.kernels.topk_gating_redux);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.topk_gating_redux=false"}).runtime.kernels.topk_gating_redux);
-  EXPECT_FALSE(c.runtime.kernels.moe_gate_up_bulk);
-  EXPECT_TRUE(parse_config(M, "x", {"runtime.moe_gate_up_bulk=true"}).runtime.kernels.moe_gate_up_bulk);
+  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_min_tokens, 2);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.moe_gate_up_bulk_min_tokens=0"})
+                .runtime.kernels.moe_gate_up_bulk_min_tokens,
+            0);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_min_tokens=-1"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_stores_after_gather=false"})
                    .runtime.kernels.router_fused_stores_after_gather);
@@ -312,7 +315,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "router_fused_max_tokens: 9, attention_fused_prologue: false, "
                                     "attention_inputs_before_wait: false, attention_kv_before_wait: false, "
                                     "router_fused_stores_after_gather: false, topk_gating_redux: false, "
-                                    "moe_gate_up_bulk: true}\n",
+                                    "moe_gate_up_bulk_min_tokens: 1}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.kernels.attention_split_keys, 96);
@@ -329,7 +332,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.kernels.attention_kv_before_wait);
   EXPECT_FALSE(d.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(d.runtime.kernels.topk_gating_redux);
-  EXPECT_TRUE(d.runtime.kernels.moe_gate_up_bulk);
+  EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_min_tokens, 1);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {

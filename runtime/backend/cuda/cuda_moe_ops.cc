@@ -82,11 +82,12 @@ void align_and_run_experts(const int32_t* expert_of, int assignments, int expert
 
 }  // namespace
 
-void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e) const {
+void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int tokens) const {
   e.down_loads_before_wait = options_.kernels.moe_down_early_loads;
   e.stage_down = options_.kernels.moe_down_staged;
   e.staged_smem = staged_smem_limit_;
-  e.gate_up_bulk = options_.kernels.moe_gate_up_bulk && gate_up_bulk_available_;
+  const int bulk_min = options_.kernels.moe_gate_up_bulk_min_tokens;
+  e.gate_up_bulk = gate_up_bulk_available_ && bulk_min > 0 && tokens >= bulk_min;
 }
 
 // Checks moe_experts' arguments; fills the sizes.
@@ -117,7 +118,7 @@ kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up
   const int k = s.k, assignments = n * k;
   const int32_t* ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
   kernels::MoeExpertsParams e;
-  set_moe_kernel_options(e);
+  set_moe_kernel_options(e, n);
   e.x = bf16_ptr(x) + int64_t(t0) * s.hidden;
   e.x_row_divisor = k;
   e.gate_up = bf16_ptr(gate_up);
@@ -208,7 +209,7 @@ void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_u
     const int count = std::min(chunk, n - r0);
     ScratchRegion::Cursor scratch(*scratch_);
     kernels::MoeExpertsParams e;
-    set_moe_kernel_options(e);
+    set_moe_kernel_options(e, count);
     e.x = bf16_ptr(rows) + int64_t(r0) * hidden;
     e.x_row_divisor = 1;
     e.gate_up = bf16_ptr(gate_up);
