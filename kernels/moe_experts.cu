@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "common/error.h"
 #include "kernels/bulk_copy.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
@@ -97,16 +98,14 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
 
 // Gate_up streamed through shared memory (MoeExpertsParams::gate_up_bulk, H a multiple of kBulkCols): the
 // block's 16 rows, kBulkCols columns a stage, each row's piece of a stage one bulk copy (kernels/
-// bulk_copy.cuh) issued by a lane of warp 0 each, kBulkSlots stages in flight; warp w multiplies columns [64
-// w, 64 w + 64) of every stage (its activations from global memory), then the warps' tiles are summed as
-// above.
+// bulk_copy.cuh) issued by a lane of warp 0 each, p.gate_up_bulk_stages stages in flight; warp w multiplies
+// columns [64 w, 64 w + 64) of every stage (its activations from global memory), then the warps' tiles are
+// summed as above.
 constexpr int kBulkCols = 256;
-constexpr int kBulkSlots = 3;
 constexpr int kBulkRowElems = kBulkCols + kStagedRowPad;
 constexpr size_t kBulkSlotBytes = size_t(kMmaRows) * kBulkRowElems * sizeof(bf16);
-constexpr size_t kBulkSmemBytes = kBulkSlots * kBulkSlotBytes;
 constexpr int kBulkWarpCols = kBulkCols / kWarps;
-static_assert(kBulkSmemBytes >= kScratchFloats * sizeof(float) && kBulkWarpCols % kMmaK == 0);
+static_assert(2 * kBulkSlotBytes >= kScratchFloats * sizeof(float) && kBulkWarpCols % kMmaK == 0);
 
 template <int NT>
 __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, unsigned char* smem,
@@ -115,10 +114,11 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   const int row = blockIdx.x * 8 + g;  // intermediate row of this thread's A rows
   const int64_t expert_base = static_cast<int64_t>(w.expert) * 2 * p.inter;
   const int stages = p.hidden / kBulkCols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
-  auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % kBulkSlots) * kBulkSlotBytes); };
+  const int slots = p.gate_up_bulk_stages;
+  auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % slots) * kBulkSlotBytes); };
   auto issue =
       [&](int s) {  // warp 0: lane 0 arms the stage's barrier, lane r copies tile row r (0-7 gate, 8-15 up)
-        uint64_t* bar = &bars[s % kBulkSlots];
+        uint64_t* bar = &bars[s % slots];
         if (lane == 0)
           mbarrier_arrive_expect(bar, static_cast<uint32_t>(2 * rows_here * kBulkCols * sizeof(bf16)));
         __syncwarp();
@@ -129,12 +129,12 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
         }
       };
   if (warp == 0)
-    for (int s = 0; s < min(kBulkSlots, stages); ++s) issue(s);
+    for (int s = 0; s < min(slots, stages); ++s) issue(s);
   const bf16* b[NT];
   gate_up_token_rows<NT>(p, w, g, b);
   float acc[NT][4] = {};
   for (int s = 0; s < stages; ++s) {
-    mbarrier_wait(&bars[s % kBulkSlots], (s / kBulkSlots) & 1);
+    mbarrier_wait(&bars[s % slots], (s / slots) & 1);
     const int col0 = s * kBulkCols + warp * kBulkWarpCols;
     const bf16* bs[NT];
 #pragma unroll
@@ -142,7 +142,7 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
     mma_staged<NT, kBulkWarpCols / kMmaK>(acc, slot(s) + warp * kBulkWarpCols, kBulkRowElems, bs, 0,
                                           kBulkWarpCols / kMmaK);
     __syncthreads();  // every warp is done with the slot: the next stage may land in it
-    if (warp == 0 && s + kBulkSlots < stages) issue(s + kBulkSlots);
+    if (warp == 0 && s + slots < stages) issue(s + slots);
   }
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);  // the slots are free now
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
@@ -236,9 +236,9 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_bulk_kernel(const MoeExpertsParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ uint64_t bars[kBulkSlots];
+  __shared__ uint64_t bars[kMoeGateUpBulkMaxStages];
   if (threadIdx.x == 0)
-    for (int i = 0; i < kBulkSlots; ++i) mbarrier_init(&bars[i]);
+    for (int i = 0; i < p.gate_up_bulk_stages; ++i) mbarrier_init(&bars[i]);
   __syncthreads();
   pdl_wait_then_trigger();  // the routing and the activations are predecessors' outputs
   if (static_cast<int>(blockIdx.y) >= num_work_items(p)) return;
@@ -298,11 +298,14 @@ size_t staged_down_bytes(const MoeExpertsParams& p) {
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
   const dim3 block(kWarps * kWarpSize);
   const dim3 gate_up_grid((p.inter + 7) / 8, p.max_work);
-  if (p.gate_up_bulk && p.hidden % kBulkCols == 0)
+  if (p.gate_up_bulk && p.hidden % kBulkCols == 0) {
+    TPS_CHECK(p.gate_up_bulk_stages >= 2 && p.gate_up_bulk_stages <= kMoeGateUpBulkMaxStages,
+              "moe gate_up: ", p.gate_up_bulk_stages, " bulk stages, not 2..", kMoeGateUpBulkMaxStages);
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel, gate_up_grid, block,
-           kBulkSmemBytes, stream, p);
-  else
+           p.gate_up_bulk_stages * kBulkSlotBytes, stream, p);
+  } else {
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
+  }
   const dim3 down_grid((p.hidden + kMmaRows - 1) / kMmaRows, p.max_work);
   const size_t down_smem = staged_down_bytes(p);
   launch(policy, Site::kMoeExperts, Pdl::kEnrolled, down_smem > 0 ? moe_down_staged_kernel : moe_down_kernel,

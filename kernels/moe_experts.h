@@ -46,7 +46,10 @@ struct MoeExpertsParams {
   // piece one bulk copy on the SM's copy engine (kernels/bulk_copy.cuh), instead of 16-byte register loads
   // of every mma fragment. Taken where H is a multiple of 256; set only where moe_gate_up_bulk_available.
   bool gate_up_bulk = false;
+  int gate_up_bulk_stages = 3;  // stages in flight a block (2..kMoeGateUpBulkMaxStages), 8.25 KB each
 };
+
+constexpr int kMoeGateUpBulkMaxStages = 6;
 
 // Whether the bulk-copy gate_up runs here: an SM90+ device and its kernel compiled for SM90+.
 bool moe_gate_up_bulk_available(int device_sm);

@@ -77,6 +77,8 @@ struct CudaKernelSwitches {
   // shared memory by bulk copies (one instruction a row piece of 256 columns) instead of 16-byte loads of
   // every mma fragment (MoeExpertsParams::gate_up_bulk).
   int moe_gate_up_bulk_min_tokens = 2;
+  // The bulk-copy gate_up's stages in flight a block (2-6, 8.25 KB of shared memory each).
+  int moe_gate_up_bulk_stages = 3;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -104,6 +106,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
   visit("topk_gating_redux", switches.topk_gating_redux);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
+  visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
 }
 
 }  // namespace tpserve

@@ -171,17 +171,23 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Bool()));
 
 // gate_up through bulk copies into shared memory (runtime.moe_gate_up_bulk_min_tokens = 1, every launch)
-// against the CPU: one token
-// without moe_align, several tokens through it (one and two n-tiles a work item), an EP slice, and an H
-// that is not a multiple of 256 (the register kernel then).
+// against the CPU: one token without moe_align, several tokens through it (one and two n-tiles a work
+// item), an EP slice, and an H that is not a multiple of 256 (the register kernel then); 2 to 6 stages in
+// flight (runtime.moe_gate_up_bulk_stages), fewer and more than H has.
 TEST(MoeGateUpBulk, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
-  for (const MoeCase& c : {MoeCase{1, 2048, 768, 16, 8, 0, 16}, MoeCase{16, 2048, 768, 8, 8, 0, 8},
+  const MoeCase cases[] = {MoeCase{1, 2048, 768, 16, 8, 0, 16},  MoeCase{16, 2048, 768, 8, 8, 0, 8},
                            MoeCase{16, 256, 96, 128, 8, 0, 128}, MoeCase{64, 512, 64, 8, 2, 0, 8},
-                           MoeCase{16, 768, 64, 128, 8, 32, 32}, MoeCase{3, 264, 72, 16, 4, 8, 8}}) {
+                           MoeCase{16, 768, 64, 128, 8, 32, 32}, MoeCase{3, 264, 72, 16, 4, 8, 8},
+                           MoeCase{1, 1536, 96, 16, 8, 0, 16}};
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const MoeCase& c = cases[i];
+    const int stages = 2 + static_cast<int>(i % 5);
+    SCOPED_TRACE(std::to_string(stages) + " stages");
     std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + 17);
     CudaBackendOptions options = test_backend_options();
     options.kernels.moe_gate_up_bulk_min_tokens = 1;
+    options.kernels.moe_gate_up_bulk_stages = stages;
     Backends b(options);
     const MoeInputs in = make_moe_inputs(b, rng, c);
     Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});

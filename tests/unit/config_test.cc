@@ -248,6 +248,8 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
                 .runtime.kernels.moe_gate_up_bulk_min_tokens,
             0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_min_tokens=-1"}), ConfigError);
+  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_stages, 3);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages=7"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_stores_after_gather=false"})
                    .runtime.kernels.router_fused_stores_after_gather);
@@ -315,7 +317,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "router_fused_max_tokens: 9, attention_fused_prologue: false, "
                                     "attention_inputs_before_wait: false, attention_kv_before_wait: false, "
                                     "router_fused_stores_after_gather: false, topk_gating_redux: false, "
-                                    "moe_gate_up_bulk_min_tokens: 1}\n",
+                                    "moe_gate_up_bulk_min_tokens: 1, moe_gate_up_bulk_stages: 5}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.kernels.attention_split_keys, 96);
@@ -333,6 +335,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(d.runtime.kernels.topk_gating_redux);
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_min_tokens, 1);
+  EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_stages, 5);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {
