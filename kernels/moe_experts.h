@@ -46,7 +46,10 @@ struct MoeExpertsParams {
   // piece one bulk copy on the SM's copy engine (kernels/bulk_copy.cuh), instead of 16-byte register loads
   // of every mma fragment. Taken where H is a multiple of 256; set only where moe_gate_up_bulk_available.
   bool gate_up_bulk = false;
-  int gate_up_bulk_stages = 3;  // stages in flight a block (2..kMoeGateUpBulkMaxStages), 8.25 KB each
+  int gate_up_bulk_stages = 2;
+  int gate_up_bulk_variant =
+      0;  // experiment: 0 stages of 256 columns, 1 the same for 10 blocks an SM, 2 of 128  // stages in
+          // flight a block (2..kMoeGateUpBulkMaxStages), 8.25 KB each
 };
 
 constexpr int kMoeGateUpBulkMaxStages = 6;

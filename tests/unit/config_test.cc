@@ -248,7 +248,7 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
                 .runtime.kernels.moe_gate_up_bulk_min_tokens,
             0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_min_tokens=-1"}), ConfigError);
-  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_stages, 3);
+  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_stages, 2);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages=7"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_stores_after_gather=false"})
