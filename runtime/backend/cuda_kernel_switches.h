@@ -77,7 +77,7 @@ struct CudaKernelSwitches {
   // shared memory by bulk copies (one instruction a row piece of 256 columns) instead of 16-byte loads of
   // every mma fragment (MoeExpertsParams::gate_up_bulk).
   int moe_gate_up_bulk_min_tokens = 2;
-  // The bulk-copy gate_up's stages in flight a block (2-6, 8.25 KB of shared memory each).
+  // The bulk-copy gate_up's stages in flight a block (2-6, 9 KB of shared memory each).
   int moe_gate_up_bulk_stages = 2;
   int moe_gate_up_bulk_variant = 0;  // experiment (MoeExpertsParams::gate_up_bulk_variant)
 };
