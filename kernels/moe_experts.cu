@@ -101,34 +101,31 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
 // bulk_copy.cuh) issued by a lane of warp 0 each, p.gate_up_bulk_stages stages in flight; warp w multiplies
 // columns [64 w, 64 w + 64) of every stage (its activations from global memory), then the warps' tiles are
 // summed as above.
-template <int kCols>
-constexpr size_t bulk_slot_bytes() {
-  return size_t(kMmaRows) * (kCols + kStagedRowPad) * sizeof(bf16);
-}
-constexpr int kBulkCols = 256;  // H must be a multiple of the widest stage
-static_assert(2 * bulk_slot_bytes<128>() >= kScratchFloats * sizeof(float));
+constexpr int kBulkCols = 256;
+constexpr int kBulkRowElems = kBulkCols + kStagedRowPad;
+constexpr size_t kBulkSlotBytes = size_t(kMmaRows) * kBulkRowElems * sizeof(bf16);
+constexpr int kBulkWarpCols = kBulkCols / kWarps;
+static_assert(2 * kBulkSlotBytes >= kScratchFloats * sizeof(float) && kBulkWarpCols % kMmaK == 0);
 
-template <int NT, int kCols>
+template <int NT>
 __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, unsigned char* smem,
                                   uint64_t* bars) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
-  constexpr int kRowElems = kCols + kStagedRowPad, kWarpCols = kCols / kWarps;
-  static_assert(kWarpCols % kMmaK == 0);
   const int row = blockIdx.x * 8 + g;  // intermediate row of this thread's A rows
   const int64_t expert_base = static_cast<int64_t>(w.expert) * 2 * p.inter;
-  const int stages = p.hidden / kCols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
+  const int stages = p.hidden / kBulkCols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
   const int slots = p.gate_up_bulk_stages;
-  auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % slots) * bulk_slot_bytes<kCols>()); };
+  auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % slots) * kBulkSlotBytes); };
   auto issue =
       [&](int s) {  // warp 0: lane 0 arms the stage's barrier, lane r copies tile row r (0-7 gate, 8-15 up)
         uint64_t* bar = &bars[s % slots];
         if (lane == 0)
-          mbarrier_arrive_expect(bar, static_cast<uint32_t>(2 * rows_here * kCols * sizeof(bf16)));
+          mbarrier_arrive_expect(bar, static_cast<uint32_t>(2 * rows_here * kBulkCols * sizeof(bf16)));
         __syncwarp();
         if (lane < kMmaRows && lane % 8 < rows_here) {  // rows past I: never stored
           const int64_t src_row = expert_base + (lane < 8 ? 0 : p.inter) + blockIdx.x * 8 + lane % 8;
-          bulk_copy_to_shared(slot(s) + lane * kRowElems, p.gate_up + src_row * p.hidden + s * kCols,
-                              kCols * sizeof(bf16), bar);
+          bulk_copy_to_shared(slot(s) + lane * kBulkRowElems, p.gate_up + src_row * p.hidden + s * kBulkCols,
+                              kBulkCols * sizeof(bf16), bar);
         }
       };
   if (warp == 0)
@@ -138,11 +135,12 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   float acc[NT][4] = {};
   for (int s = 0; s < stages; ++s) {
     mbarrier_wait(&bars[s % slots], (s / slots) & 1);
-    const int col0 = s * kCols + warp * kWarpCols;
+    const int col0 = s * kBulkCols + warp * kBulkWarpCols;
     const bf16* bs[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) bs[nt] = b[nt] != nullptr ? b[nt] + col0 : nullptr;
-    mma_staged<NT, kWarpCols / kMmaK>(acc, slot(s) + warp * kWarpCols, kRowElems, bs, 0, kWarpCols / kMmaK);
+    mma_staged<NT, kBulkWarpCols / kMmaK>(acc, slot(s) + warp * kBulkWarpCols, kBulkRowElems, bs, 0,
+                                          kBulkWarpCols / kMmaK);
     __syncthreads();  // every warp is done with the slot: the next stage may land in it
     if (warp == 0 && s + slots < stages) issue(s + slots);
   }
@@ -236,9 +234,9 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
     gate_up_tile<2>(p, w, scratch);
 }
 
-template <int kCols, int kMinBlocks>
-__global__ void __launch_bounds__(kWarps* kWarpSize, kMinBlocks)
-    moe_gate_up_bulk_kernel(const MoeExpertsParams p) {
+// 8 blocks an SM (64 registers a thread at most): measured faster than fewer blocks with more stages each,
+// and than 10 blocks with registers spilled (docs/PERF.md, sixteenth session).
+__global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_gate_up_bulk_kernel(const MoeExpertsParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ uint64_t bars[kMoeGateUpBulkMaxStages];
   if (threadIdx.x == 0)
@@ -249,9 +247,9 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, kMinBlocks)
   const WorkItem w = work_item(p);
   if (w.count == 0) return;  // an expert held elsewhere
   if (w.count <= kMmaCols)
-    gate_up_tile_bulk<1, kCols>(p, w, smem, bars);
+    gate_up_tile_bulk<1>(p, w, smem, bars);
   else
-    gate_up_tile_bulk<2, kCols>(p, w, smem, bars);
+    gate_up_tile_bulk<2>(p, w, smem, bars);
 }
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
@@ -305,16 +303,8 @@ void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const La
   if (p.gate_up_bulk && p.hidden % kBulkCols == 0) {
     TPS_CHECK(p.gate_up_bulk_stages >= 2 && p.gate_up_bulk_stages <= kMoeGateUpBulkMaxStages,
               "moe gate_up: ", p.gate_up_bulk_stages, " bulk stages, not 2..", kMoeGateUpBulkMaxStages);
-    const size_t stages = p.gate_up_bulk_stages;
-    if (p.gate_up_bulk_variant == 1)
-      launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel<256, 10>, gate_up_grid, block,
-             stages * bulk_slot_bytes<256>(), stream, p);
-    else if (p.gate_up_bulk_variant == 2)
-      launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel<128, 8>, gate_up_grid, block,
-             stages * bulk_slot_bytes<128>(), stream, p);
-    else
-      launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel<256, 8>, gate_up_grid, block,
-             stages * bulk_slot_bytes<256>(), stream, p);
+    launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel, gate_up_grid, block,
+           p.gate_up_bulk_stages * kBulkSlotBytes, stream, p);
   } else {
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
   }
@@ -325,7 +315,7 @@ void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const La
 }
 
 bool moe_gate_up_bulk_available(int device_sm) {
-  return runs_sm90_code(reinterpret_cast<const void*>(moe_gate_up_bulk_kernel<256, 8>), device_sm);
+  return runs_sm90_code(reinterpret_cast<const void*>(moe_gate_up_bulk_kernel), device_sm);
 }
 
 }  // namespace tpserve::kernels

@@ -47,9 +47,7 @@ struct MoeExpertsParams {
   // of every mma fragment. Taken where H is a multiple of 256; set only where moe_gate_up_bulk_available.
   bool gate_up_bulk = false;
   int gate_up_bulk_stages = 2;
-  int gate_up_bulk_variant =
-      0;  // experiment: 0 stages of 256 columns, 1 the same for 10 blocks an SM, 2 of 128  // stages in
-          // flight a block (2..kMoeGateUpBulkMaxStages), 9 KB each
+  // 128  // stages in flight a block (2..kMoeGateUpBulkMaxStages), 9 KB each
 };
 
 constexpr int kMoeGateUpBulkMaxStages = 6;

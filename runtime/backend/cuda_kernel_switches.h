@@ -79,7 +79,6 @@ struct CudaKernelSwitches {
   int moe_gate_up_bulk_min_tokens = 2;
   // The bulk-copy gate_up's stages in flight a block (2-6, 9 KB of shared memory each).
   int moe_gate_up_bulk_stages = 2;
-  int moe_gate_up_bulk_variant = 0;  // experiment (MoeExpertsParams::gate_up_bulk_variant)
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -108,7 +107,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("topk_gating_redux", switches.topk_gating_redux);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
-  visit("moe_gate_up_bulk_variant", switches.moe_gate_up_bulk_variant, 0, 2);
 }
 
 }  // namespace tpserve
