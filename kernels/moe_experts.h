@@ -46,8 +46,7 @@ struct MoeExpertsParams {
   // piece one bulk copy on the SM's copy engine (kernels/bulk_copy.cuh), instead of 16-byte register loads
   // of every mma fragment. Taken where H is a multiple of 256; set only where moe_gate_up_bulk_available.
   bool gate_up_bulk = false;
-  int gate_up_bulk_stages = 2;
-  // 128  // stages in flight a block (2..kMoeGateUpBulkMaxStages), 9 KB each
+  int gate_up_bulk_stages = 2;  // stages in flight a block (2..kMoeGateUpBulkMaxStages), 9 KB each
 };
 
 constexpr int kMoeGateUpBulkMaxStages = 6;
