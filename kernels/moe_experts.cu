@@ -31,19 +31,16 @@ struct WorkItem {
   int expert, first, count;
 };
 
-// Work items of the step: moe_align's count, or one per assignment (MoeExpertsParams::slot_experts).
-__device__ __forceinline__ int num_work_items(const MoeExpertsParams& p) {
-  return p.slot_experts != nullptr ? p.max_work : *p.num_work;
-}
-
-// This block's work item; count 0: an assignment of an expert held elsewhere (slot_experts).
-__device__ __forceinline__ WorkItem work_item(const MoeExpertsParams& p) {
+// This block's work item (blockIdx.y); count 0: none here - past the step's work items (moe_align's count,
+// or one per assignment with MoeExpertsParams::slot_experts), or an assignment of an expert held elsewhere.
+__device__ __forceinline__ WorkItem block_work_item(const MoeExpertsParams& p) {
   const int y = blockIdx.y;
   if (p.slot_experts != nullptr) {
-    const int e = p.slot_experts[y] - p.expert_begin;
+    const int e = y < p.max_work ? p.slot_experts[y] - p.expert_begin : -1;
     const bool here = e >= 0 && e < p.local_experts;
     return {here ? e : 0, y, here ? 1 : 0};
   }
+  if (y >= *p.num_work) return {0, 0, 0};
   const int32_t* w = p.work + 3 * y;
   return {w[0], w[1], w[2]};
 }
@@ -225,9 +222,8 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kScratchFloats];
   pdl_wait_then_trigger();
-  if (static_cast<int>(blockIdx.y) >= num_work_items(p)) return;
-  const WorkItem w = work_item(p);
-  if (w.count == 0) return;  // an expert held elsewhere
+  const WorkItem w = block_work_item(p);
+  if (w.count == 0) return;  // past the step's work items, or an expert held elsewhere
   if (w.count <= kMmaCols)
     gate_up_tile<1>(p, w, scratch);
   else
@@ -243,9 +239,8 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_gate_up_bulk_kernel(
     for (int i = 0; i < p.gate_up_bulk_stages; ++i) mbarrier_init(&bars[i]);
   __syncthreads();
   pdl_wait_then_trigger();  // the routing and the activations are predecessors' outputs
-  if (static_cast<int>(blockIdx.y) >= num_work_items(p)) return;
-  const WorkItem w = work_item(p);
-  if (w.count == 0) return;  // an expert held elsewhere
+  const WorkItem w = block_work_item(p);
+  if (w.count == 0) return;  // past the step's work items, or an expert held elsewhere
   if (w.count <= kMmaCols)
     gate_up_tile_bulk<1>(p, w, smem, bars);
   else
@@ -255,7 +250,7 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_gate_up_bulk_kernel(
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kScratchFloats];
   if (!p.down_loads_before_wait) pdl_wait_then_trigger();
-  const WorkItem w = static_cast<int>(blockIdx.y) < num_work_items(p) ? work_item(p) : WorkItem{0, 0, 0};
+  const WorkItem w = block_work_item(p);
   if (w.count == 0) {  // past the step's work items, or an expert held elsewhere
     if (p.down_loads_before_wait) pdl_wait_then_trigger();  // every block waits before it exits
     return;
@@ -276,7 +271,7 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeEx
 __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_staged_kernel(const MoeExpertsParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
   // The routing (moe_align's, or the top-k ids) was written before gate_up passed its wait (pdl.cuh).
-  const WorkItem w = static_cast<int>(blockIdx.y) < num_work_items(p) ? work_item(p) : WorkItem{0, 0, 0};
+  const WorkItem w = block_work_item(p);
   if (w.count == 0) {         // past the step's work items, or an expert held elsewhere
     pdl_wait_then_trigger();  // every block waits before it exits
     return;
