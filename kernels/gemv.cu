@@ -10,6 +10,7 @@
 #include "kernels/gemv_parts.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
+#include "kernels/staged_tile.cuh"
 
 namespace tpserve::kernels {
 namespace {
@@ -26,11 +27,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarpSize) gemv_kernel(const GemvPa
   const bf16* a_lo = row_lo < p.n ? p.w + static_cast<int64_t>(row_lo) * p.k : nullptr;
   const bf16* a_hi = row_hi < p.n ? p.w + static_cast<int64_t>(row_hi) * p.k : nullptr;
   const bf16* b[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int token = nt * kMmaCols + g;
-    b[nt] = token < p.m ? p.x + static_cast<int64_t>(token) * p.k : nullptr;
-  }
+  global_token_columns<NT>(p.x, p.k, p.m, b);
   int kb_begin, kb_end;
   split_range((p.k + kMmaK - 1) / kMmaK, warps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};

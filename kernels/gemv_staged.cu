@@ -21,9 +21,10 @@ namespace {
 constexpr int kMaxStagedWarps = 32;
 constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
 
-// Shared memory: the weight rows [T * 16][row_elems] (reused for the partial tiles once read), then the
-// activations [M][row_elems] at x_offset bytes.
-template <int NT, typename Out>
+// Shared memory: the weight rows [T * 16][row_elems] (reused for the partial tiles once read), then, with
+// kXShared, the activations [M][row_elems] at x_offset bytes; without, the activations are read from global
+// memory (L2) by the product, 4 loads in flight a thread (4 / NT k blocks of NT token tiles: no spills).
+template <int NT, typename Out, bool kXShared>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -53,21 +54,24 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   }
 
   pdl_wait_then_trigger();  // the activations are predecessors' outputs
-  const int vecs = p.k / kBf16PerVec;
-  for (int i = threadIdx.x; i < p.m * vecs; i += blockDim.x)
-    store_vec(x_s + (i / vecs) * row_elems + (i % vecs) * kBf16PerVec,
-              load_vec(p.x + static_cast<int64_t>(i / vecs) * p.k + (i % vecs) * kBf16PerVec));
-  __syncthreads();
-
-  const bf16* b[NT];  // token columns; tokens past the last read as zero
-  shared_token_columns<NT>(x_s, row_elems, p.m, b);
+  const bf16* b[NT];        // token columns; tokens past the last read as zero
+  if constexpr (kXShared) {
+    const int vecs = p.k / kBf16PerVec;
+    for (int i = threadIdx.x; i < p.m * vecs; i += blockDim.x)
+      store_vec(x_s + (i / vecs) * row_elems + (i % vecs) * kBf16PerVec,
+                load_vec(p.x + static_cast<int64_t>(i / vecs) * p.k + (i % vecs) * kBf16PerVec));
+    __syncthreads();
+    shared_token_columns<NT>(x_s, row_elems, p.m, b);
+  } else {
+    global_token_columns<NT>(p.x, p.k, p.m, b);
+  }
   float acc[NT][4] = {};
   for (int i = 0; i < copy_groups; ++i) {
     cp_async_wait_pending(copy_groups - 1 - i);  // this thread's group i; __syncwarp: the warp's, visible
     __syncwarp();
     int b0, b1;
     group_range(i, b0, b1);
-    mma_staged<NT, 1>(acc, w_tile, row_elems, b, b0, b1);
+    mma_staged<NT, kXShared ? 1 : 4 / NT>(acc, w_tile, row_elems, b, b0, b1);
   }
 
   __syncthreads();  // every warp is done with the weight rows: their space takes the partial tiles
@@ -78,10 +82,13 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
 struct StagedShape {
   int tiles_per_block = 0, k_splits = 0, blocks = 0;
   size_t x_offset = 0, smem = 0;
+  bool x_shared = true;  // the activations copied into shared memory (else read from global memory)
 };
 
 // T = the row tiles an SM must hold for one wave; S = k splits, so that each warp has >= 4 k blocks and the
-// block at most 32 warps. False where K is not whole k blocks or the block's shared memory exceeds the limit.
+// block at most 32 warps. The activations go to shared memory where they fit beside the weights, else (with
+// GemvLaunchOptions::staged_x_global) the product reads them from global memory. False where K is not whole
+// k blocks or the block's shared memory exceeds the limit.
 bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_tiles, StagedShape& s) {
   if (p.k % kMmaK != 0 || p.m < 1 || p.m > kGemvMaxTokens || p.n < 1 || o.staged_sms < 1) return false;
   const int tiles = (p.n + kMmaRows - 1) / kMmaRows, k_blocks = p.k / kMmaK;
@@ -95,7 +102,10 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
       warp_tiles_scratch_floats(s.tiles_per_block * s.k_splits, token_tiles) * sizeof(float);
   s.x_offset = std::max(weights, partials);
   s.smem = s.x_offset + p.m * (staged_tile_bytes(p.k) / kMmaRows);  // activation rows, padded alike
-  return s.smem <= o.staged_smem;
+  if (s.smem <= o.staged_smem) return true;
+  s.x_shared = false;
+  s.smem = s.x_offset;
+  return o.staged_x_global && s.smem <= o.staged_smem;
 }
 
 template <int NT>
@@ -104,12 +114,12 @@ void launch_staged(const GemvParams& p, const StagedShape& s, int copy_groups_as
   const dim3 grid(s.blocks), block(s.tiles_per_block * s.k_splits * kWarpSize);
   const int x_offset = static_cast<int>(s.x_offset);
   const int copy_groups = std::clamp(copy_groups_asked, 1, 4);
-  if (p.out_f32 != nullptr)
-    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, float>, grid, block, s.smem, stream, p,
-           s.tiles_per_block, s.k_splits, x_offset, copy_groups);
-  else
-    launch(policy, Site::kGemv, Pdl::kEnrolled, gemv_staged_kernel<NT, bf16>, grid, block, s.smem, stream, p,
-           s.tiles_per_block, s.k_splits, x_offset, copy_groups);
+  auto kernel =
+      p.out_f32 != nullptr
+          ? (s.x_shared ? gemv_staged_kernel<NT, float, true> : gemv_staged_kernel<NT, float, false>)
+          : (s.x_shared ? gemv_staged_kernel<NT, bf16, true> : gemv_staged_kernel<NT, bf16, false>);
+  launch(policy, Site::kGemv, Pdl::kEnrolled, kernel, grid, block, s.smem, stream, p, s.tiles_per_block,
+         s.k_splits, x_offset, copy_groups);
 }
 
 }  // namespace

@@ -15,8 +15,16 @@ struct CudaKernelSwitches {
   // The cp.async groups a staged GEMV warp cuts its weight pieces into (1-4; the product of each group
   // starts once it has landed). GemvLaunchOptions::staged_copy_groups.
   int staged_gemv_copy_groups = 1;
+  // Where a staged GEMV's activations do not fit in shared memory beside its weight rows (QKV and O of
+  // Qwen3-30B-A3B from 6 and 11 rows), it reads them from global memory instead of leaving the shape to the
+  // register GEMV (GemvLaunchOptions::staged_x_global).
+  bool staged_gemv_x_global = true;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
-  int gemv_max_rows = 8;
+  // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
+  // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel
+  // cannot take runs the register GEMV, which loses to cuBLASLt above 8 rows (fifth session): 8 for models
+  // whose small projections do not fit in the SMs' shared memory.
+  int gemv_max_rows = 16;
   // The MoE down kernel issues its first weight loads before its PDL wait, during gate_up's tail
   // (kernels/moe_experts.h).
   bool moe_down_early_loads = true;
@@ -87,6 +95,7 @@ template <typename Switches, typename Visit>
 void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("staged_gemv", switches.staged_gemv);
   visit("staged_gemv_copy_groups", switches.staged_gemv_copy_groups, 1, 4);
+  visit("staged_gemv_x_global", switches.staged_gemv_x_global);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);

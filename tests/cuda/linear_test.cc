@@ -49,7 +49,10 @@ INSTANTIATE_TEST_SUITE_P(
                           LinearCase{64, 384, 96}, LinearCase{1, 5120, 2048}, LinearCase{2, 4099, 264},
                           LinearCase{1, 2048, 4096}, LinearCase{5, 128, 2048}, LinearCase{16, 2056, 96},
                           LinearCase{2, 4100, 64},
-                          LinearCase{12, 4100, 1024},   // staged: 2 tiles a block, 2 token tiles
+                          LinearCase{12, 4100, 1024},  // staged: 2 tiles a block, 2 token tiles
+                          // staged, the activations from global memory (beyond shared memory beside the
+                          // weights): QKV at 8 and 16 rows, O at 16 (and 16, 2048, 4096 above)
+                          LinearCase{8, 5120, 2048}, LinearCase{16, 5120, 2048},
                           LinearCase{1, 16384, 2048}),  // 64 MiB of weights: cuBLASLt at one row
         ::testing::Bool(), ::testing::Values(0, 1, 2, 4)),
     [](const auto& test) {

@@ -249,6 +249,7 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
             0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_min_tokens=-1"}), ConfigError);
   EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_stages, 2);
+  EXPECT_TRUE(c.runtime.kernels.staged_gemv_x_global);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages=7"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_stores_after_gather=false"})
@@ -291,6 +292,7 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.moe_one_token_direct=false"}).runtime.kernels.moe_one_token_direct);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_staged=false"}).runtime.kernels.moe_down_staged);
+  EXPECT_EQ(c.runtime.kernels.gemv_max_rows, 16);
   EXPECT_EQ(parse_config(M, "x", {"runtime.gemv_max_rows=4"}).runtime.kernels.gemv_max_rows, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.gemv_max_rows=17"}), ConfigError);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.staged_gemv=false"}).runtime.kernels.staged_gemv);
@@ -317,7 +319,8 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "router_fused_max_tokens: 9, attention_fused_prologue: false, "
                                     "attention_inputs_before_wait: false, attention_kv_before_wait: false, "
                                     "router_fused_stores_after_gather: false, topk_gating_redux: false, "
-                                    "moe_gate_up_bulk_min_tokens: 1, moe_gate_up_bulk_stages: 5}\n",
+                                    "moe_gate_up_bulk_min_tokens: 1, moe_gate_up_bulk_stages: 5, "
+                                    "staged_gemv_x_global: false}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.kernels.attention_split_keys, 96);
@@ -336,6 +339,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.kernels.topk_gating_redux);
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_min_tokens, 1);
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_stages, 5);
+  EXPECT_FALSE(d.runtime.kernels.staged_gemv_x_global);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {

@@ -79,6 +79,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
     TPS_CHECK(options.kernels.staged_gemv_copy_groups >= 1 && options.kernels.staged_gemv_copy_groups <= 4,
               "CUDA backend: staged_gemv_copy_groups ", options.kernels.staged_gemv_copy_groups, " (1 to 4)");
     gemv_options_.staged_copy_groups = options.kernels.staged_gemv_copy_groups;
+    gemv_options_.staged_x_global = options.kernels.staged_gemv_x_global;
   }
 
   size_t free_bytes = 0, total_bytes = 0;
