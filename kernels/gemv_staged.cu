@@ -3,9 +3,10 @@
 // first issues asynchronous 16-byte copies (cp.async, no registers held) of exactly the weight pieces it will
 // read, in GemvLaunchOptions::staged_copy_groups groups (parts of its k range, 1 by default), and only then
 // waits for the predecessor grid: under PDL the block becomes resident while the predecessor still runs, so
-// the weight read overlaps it whole. The activations are copied to shared memory, the warp's tensor-core
-// tiles read both from there (rows padded by 64 bytes), and the S partial tiles of a tile are summed in a
-// fixed order through shared memory that the weight rows no longer need.
+// the weight read overlaps it whole. The activations are copied to shared memory where they fit beside the
+// weights (else each warp reads its token rows from global memory, L2, as it goes: QKV 2048->5120 from 6
+// rows), the warp's tensor-core tiles read the weights from there (rows padded by 64 bytes), and the S partial
+// tiles of a tile are summed in a fixed order through shared memory that the weight rows no longer need.
 #include <algorithm>
 #include <type_traits>
 
