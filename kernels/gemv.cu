@@ -10,7 +10,6 @@
 #include "kernels/gemv_parts.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
-#include "kernels/staged_tile.cuh"
 
 namespace tpserve::kernels {
 namespace {

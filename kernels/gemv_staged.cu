@@ -5,8 +5,9 @@
 // waits for the predecessor grid: under PDL the block becomes resident while the predecessor still runs, so
 // the weight read overlaps it whole. The activations are copied to shared memory where they fit beside the
 // weights (else each warp reads its token rows from global memory, L2, as it goes: QKV 2048->5120 from 6
-// rows), the warp's tensor-core tiles read the weights from there (rows padded by 64 bytes), and the S partial
-// tiles of a tile are summed in a fixed order through shared memory that the weight rows no longer need.
+// rows), the warp's tensor-core tiles read the weights from there (rows padded by 64 bytes), and the S
+// partial tiles of a tile are summed in a fixed order through shared memory that the weight rows no longer
+// need.
 #include <algorithm>
 #include <type_traits>
 

@@ -50,6 +50,18 @@ __device__ __forceinline__ void mma_k32(float (&c)[4], const uint4& a_lo, const 
   mma_bf16_16816(c, a_lo.z, a_hi.z, a_lo.w, a_hi.w, b.z, b.w);
 }
 
+// b[nt]: row token (= nt * 8 + g) of x ([tokens][k] in global memory), or nullptr for tokens >= `tokens`: the
+// B operand of warp_tile_mma (or mma_staged) read from global memory.
+template <int NT>
+__device__ __forceinline__ void global_token_columns(const bf16* x, int k, int tokens, const bf16* (&b)[NT]) {
+  const int g = threadIdx.x % kWarpSize / 4;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int token = nt * kMmaCols + g;
+    b[nt] = token < tokens ? x + static_cast<int64_t>(token) * k : nullptr;
+  }
+}
+
 // Accumulates the tile over k blocks [kb_begin, kb_end) of a K-long dot product (K a multiple of 8; the
 // tail block is zero-padded). a_lo / a_hi: this thread's A rows (g, g + 8), nullptr = a zero row.
 // b[nt]: its B column nt * 8 + g, nullptr = a zero column. With kWaitInside, the first A loads (weights,

@@ -145,6 +145,17 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
 }
 
+// b[nt]: the act row of the work item's assignment in column nt * 8 + g (down's B operand), or nullptr.
+template <int NT>
+__device__ __forceinline__ void down_token_rows(const MoeExpertsParams& p, const WorkItem& w, int g,
+                                                const bf16* (&b)[NT]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int a = assignment(p, w, nt * kMmaCols + g);
+    b[nt] = a >= 0 ? p.act + static_cast<int64_t>(a) * p.inter : nullptr;
+  }
+}
+
 // Warp 0's summed down tile into y (rows row_lo / row_hi of this thread, columns = the work item's
 // assignments).
 template <int NT>
@@ -174,11 +185,7 @@ __device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* s
   const bf16* a_lo = row_lo < p.hidden ? p.down + (expert_base + row_lo) * p.inter : nullptr;
   const bf16* a_hi = row_hi < p.hidden ? p.down + (expert_base + row_hi) * p.inter : nullptr;
   const bf16* b[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int a = assignment(p, w, nt * kMmaCols + g);
-    b[nt] = a >= 0 ? p.act + static_cast<int64_t>(a) * p.inter : nullptr;
-  }
+  down_token_rows<NT>(p, w, g, b);
   int kb_begin, kb_end;
   split_range((p.inter + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
@@ -196,11 +203,7 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   const int row0 = blockIdx.x * kMmaRows;
   const int64_t expert_base = static_cast<int64_t>(w.expert) * p.hidden;
   const bf16* b[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int a = assignment(p, w, nt * kMmaCols + g);
-    b[nt] = a >= 0 ? p.act + static_cast<int64_t>(a) * p.inter : nullptr;
-  }
+  down_token_rows<NT>(p, w, g, b);
   int kb_begin, kb_end;
   split_range(p.inter / kMmaK, kWarps, warp, kb_begin, kb_end);
   bf16* tile = reinterpret_cast<bf16*>(smem);

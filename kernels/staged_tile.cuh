@@ -49,22 +49,10 @@ __device__ __forceinline__ void shared_token_columns(const bf16* x_s, int row_el
     b[nt] = nt * kMmaCols + g < tokens ? x_s + (nt * kMmaCols + g) * row_elems : nullptr;
 }
 
-// b[nt]: row token (= nt * 8 + g) of x ([tokens][k] in global memory), or nullptr for tokens >= `tokens`: the
-// B operand of mma_staged (or warp_tile_mma) read from global memory.
-template <int NT>
-__device__ __forceinline__ void global_token_columns(const bf16* x, int k, int tokens, const bf16* (&b)[NT]) {
-  const int g = threadIdx.x % kWarpSize / 4;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int token = nt * kMmaCols + g;
-    b[nt] = token < tokens ? x + static_cast<int64_t>(token) * k : nullptr;
-  }
-}
-
 // acc += the warp's tile over k blocks [kb0, kb1): A from the staged tile (its copies complete and visible
 // to the warp), B column nt * 8 + g from b[nt] (global or shared memory; nullptr = a zero column). The B
-// pieces of kUnroll k blocks are loaded before their products (B in global memory: kUnroll 4, so that four
-// loads are in flight at once; B in shared memory: 1, the loop itself unrolled 4 times).
+// pieces of kUnroll k blocks are loaded before their products (B in global memory: kUnroll * NT loads in
+// flight a thread, 4 in the staged GEMV; B in shared memory: 1, the loop itself unrolled 4 times).
 template <int NT, int kUnroll>
 __device__ __forceinline__ void mma_staged(float (&acc)[NT][4], const bf16* tile, int row_elems,
                                            const bf16* const (&b)[NT], int kb0, int kb1) {
