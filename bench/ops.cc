@@ -5,7 +5,7 @@
 // around each run (or each chain of 20 runs: the GEMVs) give the median and the minimum. GB/s counts the
 // bytes an op must read (weights, KV).
 //
-//   ops [--reps N] [--device D] [--json out.json]
+//   ops [--reps N] [--device D] [--json out.json] [--only moe,...] [--set runtime.<switch>=<value> ...]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include "kernels/gemv.h"
 #include "runtime/backend/cuda/cublaslt_gemm.h"
 #include "runtime/backend/cuda/cuda_backend.h"
+#include "runtime/backend/cuda_kernel_switches.h"
 
 namespace tpserve::bench {
 namespace {
@@ -229,6 +230,43 @@ void bench_decode_attention(Bench& b, const std::string& kernel, const std::vect
   }
 }
 
+// Sets one kernel switch from "runtime.<name>=<value>" (docs/config.md), as a config override would.
+struct SwitchSetter {
+  std::string spec, name, value;
+  bool found = false;
+
+  void operator()(const char* n, bool& field) {
+    if (name != n) return;
+    found = true;
+    TPS_CHECK(value == "true" || value == "false", "--set ", spec, ": expected true or false");
+    field = value == "true";
+  }
+  void operator()(const char* n, int& field, int lo, int hi) {
+    if (name != n) return;
+    found = true;
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    TPS_CHECK(used > 0 && used == value.size() && v >= lo && v <= hi, "--set ", spec,
+              ": expected an integer in ", lo, "..", hi);
+    field = v;
+  }
+};
+
+void set_kernel_switch(CudaKernelSwitches& switches, const std::string& spec) {
+  const std::string prefix = "runtime.";
+  const size_t eq = spec.find('=');
+  TPS_CHECK(spec.rfind(prefix, 0) == 0 && eq != std::string::npos, "--set ", spec,
+            ": expected runtime.<kernel switch>=<value>");
+  SwitchSetter setter{spec, spec.substr(prefix.size(), eq - prefix.size()), spec.substr(eq + 1)};
+  for_each_kernel_switch(switches, setter);
+  TPS_CHECK(setter.found, "--set ", spec, ": no kernel switch runtime.", setter.name, " (docs/config.md)");
+}
+
 void write_json(const std::string& path, double bandwidth_gbps, const std::vector<Result>& results) {
   std::ofstream f(path);
   TPS_CHECK(f.good(), "cannot write ", path);
@@ -274,10 +312,14 @@ int run(int argc, char** argv) {
          "cache of one copy is S x 8 MB at 4k, S x 64 MB at 32k)")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  std::vector<std::string> sets;
+  app.add_option("--set", sets,
+                 "runtime.<kernel switch>=<value> for every backend of the run (docs/config.md)");
   CLI11_PARSE(app, argc, argv);
 
   CudaBackendOptions options;
   options.device = device;
+  for (const std::string& spec : sets) set_kernel_switch(options.kernels, spec);
   // The attention rows' caches stay allocated until the backend goes: S x 120 MB over the four contexts,
   // and up to 1.2 GB of copies for the small ones (copies_for), for each S.
   size_t attention_bytes = 0;
