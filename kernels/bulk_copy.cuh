@@ -1,7 +1,7 @@
 // Bulk copies from global to shared memory by the SM's copy engine (cp.async.bulk, SM90+), each completing
 // on an mbarrier: one instruction moves a whole contiguous piece, where 16-byte loads or cp.async need one
 // request a lane. Below SM90 these compile to nothing: hosts take such paths only on SM90+ devices for
-// kernels compiled for SM90+ (e.g. moe_bulk_kernels_available).
+// kernels compiled for SM90+ (e.g. moe_gate_up_bulk_available).
 #pragma once
 
 #include <cstdint>

@@ -93,83 +93,55 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
 }
 
-// Bulk-copy tiles (MoeExpertsParams::gate_up_bulk, down_bulk): a block's 16 weight rows stream through
-// shared memory in stages of kBulkCols columns, each row's piece of a stage one bulk copy (kernels/
-// bulk_copy.cuh) issued by a lane of warp 0, `slots` stages in flight; warp w multiplies columns
-// [64 w, 64 w + 64) of every stage (its activations from global memory), then the warps' tiles are summed
-// as in the register kernels. K must be a multiple of kBulkCols.
+// Gate_up streamed through shared memory (MoeExpertsParams::gate_up_bulk, H a multiple of kBulkCols): the
+// block's 16 rows, kBulkCols columns a stage, each row's piece of a stage one bulk copy (kernels/
+// bulk_copy.cuh) issued by a lane of warp 0 each, p.gate_up_bulk_stages stages in flight; warp w multiplies
+// columns [64 w, 64 w + 64) of every stage (its activations from global memory), then the warps' tiles are
+// summed as above.
 constexpr int kBulkCols = 256;
 constexpr int kBulkRowElems = kBulkCols + kStagedRowPad;
 constexpr size_t kBulkSlotBytes = size_t(kMmaRows) * kBulkRowElems * sizeof(bf16);
 constexpr int kBulkWarpCols = kBulkCols / kWarps;
 static_assert(2 * kBulkSlotBytes >= kScratchFloats * sizeof(float) && kBulkWarpCols % kMmaK == 0);
 
-struct BulkRing {
-  unsigned char* smem;  // slots * kBulkSlotBytes
-  uint64_t* bars;       // one mbarrier a slot
-  int slots;
-
-  __device__ bf16* slot(int s) const { return reinterpret_cast<bf16*>(smem + (s % slots) * kBulkSlotBytes); }
-
-  // Warp 0: stage s of the tile, row r from row_src(r) (its first element, or nullptr for a row that is not
-  // copied: past the matrix, its products never stored). Lane 0 arms the slot's barrier for the rows copied.
-  template <typename RowSrc>
-  __device__ void issue(int s, const RowSrc& row_src) const {
-    const int lane = threadIdx.x % kWarpSize;
-    const bf16* src = lane < kMmaRows ? row_src(lane) : nullptr;
-    const int rows = __popc(__ballot_sync(~0u, src != nullptr));
-    uint64_t* bar = &bars[s % slots];
-    if (lane == 0) mbarrier_arrive_expect(bar, static_cast<uint32_t>(rows * kBulkCols * sizeof(bf16)));
-    __syncwarp();
-    if (src != nullptr)
-      bulk_copy_to_shared(slot(s) + lane * kBulkRowElems, src + s * kBulkCols, kBulkCols * sizeof(bf16), bar);
-  }
-
-  // acc += the tile over all `stages` stages, B column nt * 8 + g from b[nt] (nullptr: a zero column). Warp
-  // 0 must have issued stages [0, min(slots, stages)); the later ones are issued here as slots free up.
-  template <int NT, typename RowSrc>
-  __device__ void multiply(float (&acc)[NT][4], const bf16* const (&b)[NT], int stages,
-                           const RowSrc& row_src) const {
-    const int warp = threadIdx.x / kWarpSize;
-    for (int s = 0; s < stages; ++s) {
-      mbarrier_wait(&bars[s % slots], (s / slots) & 1);
-      const int col0 = s * kBulkCols + warp * kBulkWarpCols;
-      const bf16* bs[NT];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) bs[nt] = b[nt] != nullptr ? b[nt] + col0 : nullptr;
-      mma_staged<NT, kBulkWarpCols / kMmaK>(acc, slot(s) + warp * kBulkWarpCols, kBulkRowElems, bs, 0,
-                                            kBulkWarpCols / kMmaK);
-      __syncthreads();  // every warp is done with the slot: the next stage may land in it
-      if (warp == 0 && s + slots < stages) issue(s + slots, row_src);
-    }
-  }
-};
-
-// The bulk kernels' barriers, one a slot, initialised by thread 0 and visible to the block after it returns.
-__device__ __forceinline__ void init_bulk_barriers(uint64_t* bars, int slots) {
-  if (threadIdx.x == 0)
-    for (int i = 0; i < slots; ++i) mbarrier_init(&bars[i]);
-  __syncthreads();
-}
-
-// Gate_up by bulk copies: tile rows 0-7 gate rows, 8-15 up rows (as gate_up_tile); rows past I not copied.
 template <int NT>
-__device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, const BulkRing& ring) {
+__device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, unsigned char* smem,
+                                  uint64_t* bars) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
   const int row = blockIdx.x * 8 + g;  // intermediate row of this thread's A rows
   const int64_t expert_base = static_cast<int64_t>(w.expert) * 2 * p.inter;
-  auto row_src = [&](int r) -> const bf16* {
-    const int i = blockIdx.x * 8 + r % 8;
-    return i < p.inter ? p.gate_up + (expert_base + (r < 8 ? 0 : p.inter) + i) * p.hidden : nullptr;
-  };
-  const int stages = p.hidden / kBulkCols;
+  const int stages = p.hidden / kBulkCols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
+  const int slots = p.gate_up_bulk_stages;
+  auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % slots) * kBulkSlotBytes); };
+  auto issue =
+      [&](int s) {  // warp 0: lane 0 arms the stage's barrier, lane r copies tile row r (0-7 gate, 8-15 up)
+        uint64_t* bar = &bars[s % slots];
+        if (lane == 0)
+          mbarrier_arrive_expect(bar, static_cast<uint32_t>(2 * rows_here * kBulkCols * sizeof(bf16)));
+        __syncwarp();
+        if (lane < kMmaRows && lane % 8 < rows_here) {  // rows past I: never stored
+          const int64_t src_row = expert_base + (lane < 8 ? 0 : p.inter) + blockIdx.x * 8 + lane % 8;
+          bulk_copy_to_shared(slot(s) + lane * kBulkRowElems, p.gate_up + src_row * p.hidden + s * kBulkCols,
+                              kBulkCols * sizeof(bf16), bar);
+        }
+      };
   if (warp == 0)
-    for (int s = 0; s < min(ring.slots, stages); ++s) ring.issue(s, row_src);
+    for (int s = 0; s < min(slots, stages); ++s) issue(s);
   const bf16* b[NT];
   gate_up_token_rows<NT>(p, w, g, b);
   float acc[NT][4] = {};
-  ring.multiply<NT>(acc, b, stages, row_src);
-  reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(ring.smem), kWarps);  // the slots are free now
+  for (int s = 0; s < stages; ++s) {
+    mbarrier_wait(&bars[s % slots], (s / slots) & 1);
+    const int col0 = s * kBulkCols + warp * kBulkWarpCols;
+    const bf16* bs[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) bs[nt] = b[nt] != nullptr ? b[nt] + col0 : nullptr;
+    mma_staged<NT, kBulkWarpCols / kMmaK>(acc, slot(s) + warp * kBulkWarpCols, kBulkRowElems, bs, 0,
+                                          kBulkWarpCols / kMmaK);
+    __syncthreads();  // every warp is done with the slot: the next stage may land in it
+    if (warp == 0 && s + slots < stages) issue(s + slots);
+  }
+  reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);  // the slots are free now
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
 }
 
@@ -250,28 +222,6 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   if (warp == 0) store_down_tile<NT>(p, w, acc, row0 + g, row0 + g + 8, q);
 }
 
-// Down by bulk copies (MoeExpertsParams::down_bulk): the first stages are issued before pdl_wait(), as the
-// staged down kernel copies its rows (with slots >= I / 256, the whole tile), then the activations are read.
-template <int NT>
-__device__ void down_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, const BulkRing& ring) {
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
-  const int row0 = blockIdx.x * kMmaRows;
-  const int64_t expert_base = static_cast<int64_t>(w.expert) * p.hidden;
-  auto row_src = [&](int r) -> const bf16* {
-    return row0 + r < p.hidden ? p.down + (expert_base + row0 + r) * p.inter : nullptr;
-  };
-  const int stages = p.inter / kBulkCols;
-  if (warp == 0)
-    for (int s = 0; s < min(ring.slots, stages); ++s) ring.issue(s, row_src);
-  pdl_wait_then_trigger();  // the activations are gate_up's output
-  const bf16* b[NT];
-  down_token_rows<NT>(p, w, g, b);
-  float acc[NT][4] = {};
-  ring.multiply<NT>(acc, b, stages, row_src);
-  reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(ring.smem), kWarps);  // the slots are free now
-  if (warp == 0) store_down_tile<NT>(p, w, acc, row0 + g, row0 + g + 8, q);
-}
-
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kScratchFloats];
   pdl_wait_then_trigger();
@@ -287,16 +237,17 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
 // and than 10 blocks with registers spilled (docs/PERF.md, sixteenth session).
 __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_gate_up_bulk_kernel(const MoeExpertsParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ uint64_t bars[kMoeBulkMaxStages];
-  init_bulk_barriers(bars, p.gate_up_bulk_stages);
+  __shared__ uint64_t bars[kMoeGateUpBulkMaxStages];
+  if (threadIdx.x == 0)
+    for (int i = 0; i < p.gate_up_bulk_stages; ++i) mbarrier_init(&bars[i]);
+  __syncthreads();
   pdl_wait_then_trigger();  // the routing and the activations are predecessors' outputs
   const WorkItem w = block_work_item(p);
   if (w.count == 0) return;  // past the step's work items, or an expert held elsewhere
-  const BulkRing ring{smem, bars, p.gate_up_bulk_stages};
   if (w.count <= kMmaCols)
-    gate_up_tile_bulk<1>(p, w, ring);
+    gate_up_tile_bulk<1>(p, w, smem, bars);
   else
-    gate_up_tile_bulk<2>(p, w, ring);
+    gate_up_tile_bulk<2>(p, w, smem, bars);
 }
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
@@ -334,24 +285,6 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_staged_kernel(c
     down_tile_staged<2>(p, w, smem);
 }
 
-// 8 blocks an SM at 2 stages (64 registers a thread at most), 7 at 3.
-__global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_bulk_kernel(const MoeExpertsParams p) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ uint64_t bars[kMoeBulkMaxStages];
-  init_bulk_barriers(bars, p.down_bulk_stages);
-  // The routing was written before gate_up passed its wait (as in moe_down_staged_kernel).
-  const WorkItem w = block_work_item(p);
-  if (w.count == 0) {         // past the step's work items, or an expert held elsewhere
-    pdl_wait_then_trigger();  // every block waits before it exits
-    return;
-  }
-  const BulkRing ring{smem, bars, p.down_bulk_stages};
-  if (w.count <= kMmaCols)
-    down_tile_bulk<1>(p, w, ring);
-  else
-    down_tile_bulk<2>(p, w, ring);
-}
-
 // Dynamic shared memory of a staged down block, or 0 where the down kernel is not staged (not asked, I not
 // whole k blocks, or beyond the limit).
 size_t staged_down_bytes(const MoeExpertsParams& p) {
@@ -366,29 +299,21 @@ void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const La
   const dim3 block(kWarps * kWarpSize);
   const dim3 gate_up_grid((p.inter + 7) / 8, p.max_work);
   if (p.gate_up_bulk && p.hidden % kBulkCols == 0) {
-    TPS_CHECK(p.gate_up_bulk_stages >= 2 && p.gate_up_bulk_stages <= kMoeBulkMaxStages,
-              "moe gate_up: ", p.gate_up_bulk_stages, " bulk stages, not 2..", kMoeBulkMaxStages);
+    TPS_CHECK(p.gate_up_bulk_stages >= 2 && p.gate_up_bulk_stages <= kMoeGateUpBulkMaxStages,
+              "moe gate_up: ", p.gate_up_bulk_stages, " bulk stages, not 2..", kMoeGateUpBulkMaxStages);
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel, gate_up_grid, block,
            p.gate_up_bulk_stages * kBulkSlotBytes, stream, p);
   } else {
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
   }
   const dim3 down_grid((p.hidden + kMmaRows - 1) / kMmaRows, p.max_work);
-  if (p.down_bulk && p.inter % kBulkCols == 0) {
-    TPS_CHECK(p.down_bulk_stages >= 2 && p.down_bulk_stages <= kMoeBulkMaxStages,
-              "moe down: ", p.down_bulk_stages, " bulk stages, not 2..", kMoeBulkMaxStages);
-    launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_down_bulk_kernel, down_grid, block,
-           p.down_bulk_stages * kBulkSlotBytes, stream, p);
-    return;
-  }
   const size_t down_smem = staged_down_bytes(p);
   launch(policy, Site::kMoeExperts, Pdl::kEnrolled, down_smem > 0 ? moe_down_staged_kernel : moe_down_kernel,
          down_grid, block, down_smem, stream, p);
 }
 
-bool moe_bulk_kernels_available(int device_sm) {
-  return runs_sm90_code(reinterpret_cast<const void*>(moe_gate_up_bulk_kernel), device_sm) &&
-         runs_sm90_code(reinterpret_cast<const void*>(moe_down_bulk_kernel), device_sm);
+bool moe_gate_up_bulk_available(int device_sm) {
+  return runs_sm90_code(reinterpret_cast<const void*>(moe_gate_up_bulk_kernel), device_sm);
 }
 
 }  // namespace tpserve::kernels

@@ -44,21 +44,15 @@ struct MoeExpertsParams {
   size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
   // gate_up streams each block's 16 weight rows through shared memory in stages of 256 columns, each row's
   // piece one bulk copy on the SM's copy engine (kernels/bulk_copy.cuh), instead of 16-byte register loads
-  // of every mma fragment. Taken where H is a multiple of 256; set only where moe_bulk_kernels_available.
+  // of every mma fragment. Taken where H is a multiple of 256; set only where moe_gate_up_bulk_available.
   bool gate_up_bulk = false;
-  int gate_up_bulk_stages = 2;  // stages in flight a block (2..kMoeBulkMaxStages), 9 KB each
-  // The down kernel streams its 16 weight rows the same way (stages of 256 of I's columns), the first
-  // down_bulk_stages of them issued before its PDL wait; taken before stage_down where I is a multiple of
-  // 256; set only where moe_bulk_kernels_available.
-  bool down_bulk = false;
-  int down_bulk_stages = 3;  // 2..kMoeBulkMaxStages, 9 KB each
+  int gate_up_bulk_stages = 2;  // stages in flight a block (2..kMoeGateUpBulkMaxStages), 9 KB each
 };
 
-constexpr int kMoeBulkMaxStages = 6;
+constexpr int kMoeGateUpBulkMaxStages = 6;
 
-// Whether the bulk-copy gate_up and down kernels run here: an SM90+ device and the kernels compiled for
-// SM90+.
-bool moe_bulk_kernels_available(int device_sm);
+// Whether the bulk-copy gate_up runs here: an SM90+ device and its kernel compiled for SM90+.
+bool moe_gate_up_bulk_available(int device_sm);
 
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy);
 

@@ -87,11 +87,6 @@ struct CudaKernelSwitches {
   int moe_gate_up_bulk_min_tokens = 2;
   // The bulk-copy gate_up's stages in flight a block (2-6, 9 KB of shared memory each).
   int moe_gate_up_bulk_stages = 2;
-  // SM90+: MoE launches of at least this many tokens (0: none) run the down kernel streaming its weight rows
-  // by bulk copies the same way, its first stages issued before its PDL wait (MoeExpertsParams::down_bulk).
-  int moe_down_bulk_min_tokens = 0;
-  // The bulk-copy down kernel's stages in flight a block (2-6, 9 KB each); 3 hold I = 768 whole.
-  int moe_down_bulk_stages = 3;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -121,8 +116,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("topk_gating_redux", switches.topk_gating_redux);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
-  visit("moe_down_bulk_min_tokens", switches.moe_down_bulk_min_tokens, 0, 1 << 20);
-  visit("moe_down_bulk_stages", switches.moe_down_bulk_stages, 2, 6);
 }
 
 }  // namespace tpserve

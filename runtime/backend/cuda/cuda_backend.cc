@@ -63,7 +63,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   num_sms_ = prop.multiProcessorCount;
   staged_smem_limit_ = static_cast<size_t>(prop.sharedMemPerBlockOptin);
   router_fused_available_ = kernels::router_fused_available(prop.major * 10 + prop.minor);
-  moe_bulk_available_ = kernels::moe_bulk_kernels_available(prop.major * 10 + prop.minor);
+  gate_up_bulk_available_ = kernels::moe_gate_up_bulk_available(prop.major * 10 + prop.minor);
   TPS_CHECK(options.kernels.router_fused_max_tokens >= 0 &&
                 options.kernels.router_fused_max_tokens <= kernels::kRouterFusedMaxTokens,
             "CUDA backend: router_fused_max_tokens ", options.kernels.router_fused_max_tokens, " (0 to ",

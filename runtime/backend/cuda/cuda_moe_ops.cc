@@ -87,11 +87,8 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int token
   e.stage_down = options_.kernels.moe_down_staged;
   e.staged_smem = staged_smem_limit_;
   const int bulk_min = options_.kernels.moe_gate_up_bulk_min_tokens;
-  e.gate_up_bulk = moe_bulk_available_ && bulk_min > 0 && tokens >= bulk_min;
+  e.gate_up_bulk = gate_up_bulk_available_ && bulk_min > 0 && tokens >= bulk_min;
   e.gate_up_bulk_stages = options_.kernels.moe_gate_up_bulk_stages;
-  const int down_bulk_min = options_.kernels.moe_down_bulk_min_tokens;
-  e.down_bulk = moe_bulk_available_ && down_bulk_min > 0 && tokens >= down_bulk_min;
-  e.down_bulk_stages = options_.kernels.moe_down_bulk_stages;
 }
 
 // Checks moe_experts' arguments; fills the sizes.
