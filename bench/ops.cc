@@ -205,9 +205,11 @@ void bench_decode_attention(Bench& b, const std::string& kernel, const std::vect
       const size_t kv_bytes = size_t(blocks) * kBlockSize * kKvHeads * kHeadDim * 2 * 2;
       const int copies = b.copies_for(kv_bytes);
       std::vector<KvCacheLayer> caches;
-      for (int c = 0; c < copies; ++c)
-        caches.push_back({b.random_bf16({blocks, kBlockSize, kKvHeads, kHeadDim}, 200 + c),
-                          b.random_bf16({blocks, kBlockSize, kKvHeads, kHeadDim}, 300 + c)});
+      for (int c = 0; c < copies; ++c) {
+        const Tensor k = b.random_bf16({blocks, kBlockSize, kKvHeads, kHeadDim}, 200 + c);
+        const Tensor v = b.random_bf16({blocks, kBlockSize, kKvHeads, kHeadDim}, 300 + c);
+        caches.push_back({k, v});
+      }
       std::vector<int32_t> table(static_cast<size_t>(blocks)), starts(seqs + 1), positions(seqs, ctx - 1);
       std::vector<int32_t> lens(seqs, ctx);
       std::iota(table.begin(), table.end(), 0);

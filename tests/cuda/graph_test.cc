@@ -74,27 +74,31 @@ TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
   }
 }
 
-// MoE gate_up through bulk copies in every step (runtime.moe_gate_up_bulk_min_tokens=1; the small preset,
-// whose H = 256 takes it):
+// MoE gate_up through bulk copies in every step (runtime.moe_gate_up_bulk_min_tokens=1), on the small preset
+// (H = 256) and on two layers of the Qwen3-30B-A3B shape (H = 2048, and I = 768 for the staged down kernel):
 // replayed steps, with and without MTP, give the eager steps' tokens, and replays allocate nothing.
 TEST(CudaGraphs, GateUpBulkReplayGivesTheEagerTokens) {
   TPS_REQUIRE_CUDA_DEVICE();
-  for (const char* spec : {"speculative.method=none", "speculative.method=mtp"}) {
-    std::vector<std::string> base = {spec, "model.synthetic.preset=small",
-                                     "runtime.moe_gate_up_bulk_min_tokens=1"};
-    if (std::string(spec).find("mtp") != std::string::npos)
-      base.push_back("speculative.num_speculative_tokens=2");
-    auto eager_overrides = base;
-    eager_overrides.push_back("cuda_graph.enabled=false");
-    GpuEngine eager(eager_overrides), graphs(base);
-    for (int n : {1, 3, 8}) {
-      SCOPED_TRACE(std::string(spec) + ", " + std::to_string(n) + " sequences");
-      EXPECT_EQ(decode_together(*graphs.engine, n, 32), decode_together(*eager.engine, n, 32));
+  const std::vector<std::vector<std::string>> models = {
+      {"model.synthetic.preset=small"}, {"model.synthetic.preset=qwen3-30b-a3b", "model.synthetic.layers=2"}};
+  for (const auto& model : models)
+    for (const char* spec : {"speculative.method=none", "speculative.method=mtp"}) {
+      std::vector<std::string> base = model;
+      base.push_back(spec);
+      base.push_back("runtime.moe_gate_up_bulk_min_tokens=1");
+      if (std::string(spec).find("mtp") != std::string::npos)
+        base.push_back("speculative.num_speculative_tokens=2");
+      auto eager_overrides = base;
+      eager_overrides.push_back("cuda_graph.enabled=false");
+      GpuEngine eager(eager_overrides), graphs(base);
+      for (int n : {1, 3, 8}) {
+        SCOPED_TRACE(model[0] + ", " + spec + ", " + std::to_string(n) + " sequences");
+        EXPECT_EQ(decode_together(*graphs.engine, n, 32), decode_together(*eager.engine, n, 32));
+      }
+      const CudaAllocationStats a = cuda_allocation_stats();
+      decode_together(*graphs.engine, 4, 8);
+      EXPECT_EQ(cuda_allocation_stats().count, a.count);
     }
-    const CudaAllocationStats a = cuda_allocation_stats();
-    decode_together(*graphs.engine, 4, 8);
-    EXPECT_EQ(cuda_allocation_stats().count, a.count);
-  }
 }
 
 // The routing record (what benchmarks count the bytes of a step from) of a replayed decode step is that
