@@ -84,23 +84,31 @@ __device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* li
 }
 
 // Issues the cp.async copies of keys [kt, kt + kKeys) of the block's KV head into k_s / v_s ([kKeys][D +
-// 8]; keys at or past key_end zero-filled), as one commit group.
+// 8]; keys at or past key_end zero-filled), as one commit group. Each thread copies the same 16 bytes of
+// every kKeyStep-th key, and steps its (cache block, offset in it) from key to key: one division a tile
+// rather than one a copy (the copies' address arithmetic is much of the instruction stream at long
+// contexts, where each block streams many tiles on few warps).
 template <int D, int kKeys>
 __device__ __forceinline__ void load_kv_tile(const PagedAttentionParams& p, const BlockTile& b, int kt,
                                              bf16 (*k_s)[D + 8], bf16 (*v_s)[D + 8]) {
   constexpr int kChunksPerRow = D / kBf16PerVec;
+  static_assert(kThreads % kChunksPerRow == 0 && kKeys % (kThreads / kChunksPerRow) == 0);
+  constexpr int kKeyStep = kThreads / kChunksPerRow;
   const int32_t* table = p.block_tables + static_cast<int64_t>(b.seq) * p.max_blocks_per_seq;
-  for (int c = threadIdx.x; c < kKeys * kChunksPerRow; c += kThreads) {
-    const int key = c / kChunksPerRow, d0 = (c % kChunksPerRow) * kBf16PerVec;
-    const int j = kt + key;
+  const int first_key = threadIdx.x / kChunksPerRow, d0 = (threadIdx.x % kChunksPerRow) * kBf16PerVec;
+  const int64_t key_stride = static_cast<int64_t>(p.num_kv_heads) * D;  // elements between cache rows
+  const bf16* k_src = p.k_cache + b.kv_head * D + d0;
+  const bf16* v_src = p.v_cache + b.kv_head * D + d0;
+  int j = kt + first_key, block = j / p.block_size, in_block = j - block * p.block_size;
+#pragma unroll 4
+  for (int key = first_key; key < kKeys; key += kKeyStep) {
     const bool valid = j < b.key_end;
-    int64_t offset = 0;
-    if (valid) {
-      const int64_t slot = static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
-      offset = (slot * p.num_kv_heads + b.kv_head) * D + d0;
-    }
-    cp_async_16(&k_s[key][d0], p.k_cache + offset, valid);
-    cp_async_16(&v_s[key][d0], p.v_cache + offset, valid);
+    const int64_t offset =
+        valid ? (static_cast<int64_t>(table[block]) * p.block_size + in_block) * key_stride : 0;
+    cp_async_16(&k_s[key][d0], k_src + offset, valid);
+    cp_async_16(&v_s[key][d0], v_src + offset, valid);
+    j += kKeyStep, in_block += kKeyStep;
+    while (in_block >= p.block_size) in_block -= p.block_size, ++block;
   }
   cp_async_commit();
 }

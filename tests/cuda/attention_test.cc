@@ -126,7 +126,11 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{4, 4, 128, 16, {1, 1}, {300, 7}},
                       AttentionCase{16, 1, 128, 16, {1}, {2000}}, AttentionCase{32, 4, 128, 16, {1}, {32768}},
                       AttentionCase{6, 2, 64, 16, {1, 0, 1}, {65, 10, 3}},
-                      AttentionCase{4, 2, 32, 16, {1, 1}, {50, 3000}}));
+                      AttentionCase{4, 2, 32, 16, {1, 1}, {50, 3000}},
+                      // cache blocks smaller than a copy's key step (8 keys at D = 128, 32 at 32), and larger
+                      // than a 64-key tile
+                      AttentionCase{8, 2, 128, 4, {1, 1}, {70, 1001}}, AttentionCase{4, 2, 32, 1, {1}, {200}},
+                      AttentionCase{32, 4, 128, 128, {1, 1}, {130, 3000}}));
 
 // Short queries (a speculative step's 1 + k rows, up to kAttentionMaxSplitQueryLen) take the split decode
 // path: several tokens share a tile, the context is cut into ranges, and each token masks the keys past it.
