@@ -31,9 +31,10 @@ struct WorkItem {
   int expert, first, count;
 };
 
-// Work item y; count 0: none here - past the step's work items (moe_align's count, or one per assignment
-// with MoeExpertsParams::slot_experts), or an assignment of an expert held elsewhere.
-__device__ __forceinline__ WorkItem work_item(const MoeExpertsParams& p, int y) {
+// This block's work item (blockIdx.y); count 0: none here - past the step's work items (moe_align's count,
+// or one per assignment with MoeExpertsParams::slot_experts), or an assignment of an expert held elsewhere.
+__device__ __forceinline__ WorkItem block_work_item(const MoeExpertsParams& p) {
+  const int y = blockIdx.y;
   if (p.slot_experts != nullptr) {
     const int e = y < p.max_work ? p.slot_experts[y] - p.expert_begin : -1;
     const bool here = e >= 0 && e < p.local_experts;
@@ -42,11 +43,6 @@ __device__ __forceinline__ WorkItem work_item(const MoeExpertsParams& p, int y) 
   if (y >= *p.num_work) return {0, 0, 0};
   const int32_t* w = p.work + 3 * y;
   return {w[0], w[1], w[2]};
-}
-
-// This block's work item (blockIdx.y).
-__device__ __forceinline__ WorkItem block_work_item(const MoeExpertsParams& p) {
-  return work_item(p, blockIdx.y);
 }
 
 // Assignment in column `col` of the work item, or -1.
@@ -147,83 +143,6 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   }
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);  // the slots are free now
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
-}
-
-// Streamed gate_up (MoeExpertsParams::gate_up_stream, H a multiple of kBulkCols): a grid of about the
-// blocks that fit on the GPU at once. Block b takes the row tiles ("items": item n is row tile n % R of
-// work item n / R, R = I / 8 rounded up) n = b, b + gridDim.x, ... and streams all their stages back to back
-// through one ring of p.gate_up_stream_slots bulk-copy stages (the layout of gate_up_tile_bulk's), so the
-// next tile's first stages fly while this tile's last are multiplied, and a block keeps slots x 9 KB in
-// flight where a block of the one-wave grid holds 2-3 stages. Each warp loads its activation pieces for
-// the next stage before multiplying the current one.
-struct StreamIssue {          // warp 0's cursor: the next stage to copy
-  int item, stage, position;  // position: ring position (slot position % slots, barrier phase)
-  WorkItem w;
-  bool more;
-};
-
-// Advances item (by gridDim.x) to the first with work at or after it, below `items`; false: none left.
-__device__ __forceinline__ bool next_stream_item(const MoeExpertsParams& p, int row_tiles, int items,
-                                                 int& item, WorkItem& w) {
-  for (; item < items; item += gridDim.x) {
-    w = work_item(p, item / row_tiles);
-    if (w.count > 0) return true;
-  }
-  return false;
-}
-
-// The activation pieces of one stage for warp `warp`: rb[u][nt], k blocks u = 0, 1 of its 64 columns.
-template <int NT>
-__device__ __forceinline__ void load_stream_b(uint4 (&rb)[2][NT], const bf16* const (&b)[NT], int stage,
-                                              int warp, int q) {
-#pragma unroll
-  for (int u = 0; u < 2; ++u)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      rb[u][nt] =
-          b[nt] != nullptr
-              ? load_vec(b[nt] + stage * kBulkCols + warp * kBulkWarpCols + u * kMmaK + q * kBf16PerVec)
-              : make_uint4(0, 0, 0, 0);
-}
-
-// One item: its stages from ring position `position` on; warp 0 issues the stage `slots` positions ahead
-// after each (issue_next). Returns the next ring position.
-template <int NT, typename IssueNext>
-__device__ int gate_up_stream_item(const MoeExpertsParams& p, const WorkItem& w, int row_tile, int position,
-                                   unsigned char* ring, uint64_t* bars, float* scratch,
-                                   const IssueNext& issue_next) {
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
-  const int slots = p.gate_up_stream_slots, stages = p.hidden / kBulkCols;
-  const int row = row_tile * 8 + g;  // intermediate row of this thread's A rows
-  static_assert(kBulkWarpCols == 2 * kMmaK);
-  const bf16* b[NT];
-  gate_up_token_rows<NT>(p, w, g, b);
-  uint4 rb[2][NT];
-  load_stream_b<NT>(rb, b, 0, warp, q);
-  float acc[NT][4] = {};
-  for (int s = 0; s < stages; ++s, ++position) {
-    uint4 next[2][NT];
-    if (s + 1 < stages) load_stream_b<NT>(next, b, s + 1, warp, q);
-    mbarrier_wait(&bars[position % slots], (position / slots) & 1);
-    const bf16* tile = reinterpret_cast<const bf16*>(ring + (position % slots) * kBulkSlotBytes);
-    const bf16* a_lo = tile + g * kBulkRowElems + warp * kBulkWarpCols + q * kBf16PerVec;
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const uint4 lo = load_vec(a_lo + u * kMmaK), hi = load_vec(a_lo + 8 * kBulkRowElems + u * kMmaK);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mma_k32(acc[nt], lo, hi, rb[u][nt]);
-    }
-    __syncthreads();  // every warp is done with the slot: the stage `slots` positions ahead may land in it
-    if (warp == 0) issue_next();
-    if (s + 1 < stages)
-#pragma unroll
-      for (int u = 0; u < 2; ++u)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) rb[u][nt] = next[u][nt];
-  }
-  reduce_warp_tiles<NT>(acc, scratch, kWarps);
-  if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
-  return position;
 }
 
 // b[nt]: the act row of the work item's assignment in column nt * 8 + g (down's B operand), or nullptr.
@@ -331,56 +250,6 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_gate_up_bulk_kernel(
     gate_up_tile_bulk<2>(p, w, smem, bars);
 }
 
-__global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_stream_kernel(const MoeExpertsParams p) {
-  extern __shared__ __align__(128) unsigned char ring[];
-  __shared__ uint64_t bars[kMoeGateUpStreamMaxSlots];
-  __shared__ float scratch[warp_tiles_scratch_floats(kWarps, kNt)];
-  const int slots = p.gate_up_stream_slots;
-  if (threadIdx.x == 0)
-    for (int i = 0; i < slots; ++i) mbarrier_init(&bars[i]);
-  __syncthreads();
-  pdl_wait_then_trigger();  // the routing and the activations are predecessors' outputs
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  const int row_tiles = (p.inter + 7) / 8, stages = p.hidden / kBulkCols;
-  const int items = row_tiles * (p.slot_experts != nullptr ? p.max_work : min(*p.num_work, p.max_work));
-  StreamIssue is{static_cast<int>(blockIdx.x), 0, 0, {}, false};
-  if (warp == 0) is.more = next_stream_item(p, row_tiles, items, is.item, is.w);
-  // Warp 0: copies the cursor's stage into ring position is.position (lane r: tile row r, 0-7 gate and
-  // 8-15 up rows; rows past I not copied), then advances the cursor.
-  auto issue_next = [&] {
-    if (!is.more) return;
-    const int i0 = (is.item % row_tiles) * 8 + lane % 8;
-    const int64_t expert_base = static_cast<int64_t>(is.w.expert) * 2 * p.inter;
-    const bf16* src =
-        lane < kMmaRows && i0 < p.inter
-            ? p.gate_up + (expert_base + (lane < 8 ? 0 : p.inter) + i0) * p.hidden + is.stage * kBulkCols
-            : nullptr;
-    const int rows = __popc(__ballot_sync(~0u, src != nullptr));
-    uint64_t* bar = &bars[is.position % slots];
-    if (lane == 0) mbarrier_arrive_expect(bar, static_cast<uint32_t>(rows * kBulkCols * sizeof(bf16)));
-    __syncwarp();
-    if (src != nullptr)
-      bulk_copy_to_shared(ring + (is.position % slots) * kBulkSlotBytes + lane * kBulkRowElems * sizeof(bf16),
-                          src, kBulkCols * sizeof(bf16), bar);
-    ++is.position;
-    if (++is.stage == stages) {
-      is.stage = 0;
-      is.item += gridDim.x;
-      is.more = next_stream_item(p, row_tiles, items, is.item, is.w);
-    }
-  };
-  if (warp == 0)
-    for (int i = 0; i < slots; ++i) issue_next();
-  int item = blockIdx.x, position = 0;
-  WorkItem w;
-  for (; next_stream_item(p, row_tiles, items, item, w); item += gridDim.x) {
-    if (w.count <= kMmaCols)
-      position = gate_up_stream_item<1>(p, w, item % row_tiles, position, ring, bars, scratch, issue_next);
-    else
-      position = gate_up_stream_item<2>(p, w, item % row_tiles, position, ring, bars, scratch, issue_next);
-  }
-}
-
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kScratchFloats];
   if (!p.down_loads_before_wait) pdl_wait_then_trigger();
@@ -429,16 +298,7 @@ size_t staged_down_bytes(const MoeExpertsParams& p) {
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
   const dim3 block(kWarps * kWarpSize);
   const dim3 gate_up_grid((p.inter + 7) / 8, p.max_work);
-  if (p.gate_up_stream && p.hidden % kBulkCols == 0) {
-    TPS_CHECK(p.gate_up_stream_slots >= 2 && p.gate_up_stream_slots <= kMoeGateUpStreamMaxSlots &&
-                  p.gate_up_stream_grid > 0,
-              "moe gate_up: ", p.gate_up_stream_slots, " stream slots (2..", kMoeGateUpStreamMaxSlots,
-              "), grid ", p.gate_up_stream_grid);
-    const int items = static_cast<int>(gate_up_grid.x * gate_up_grid.y);
-    launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_stream_kernel,
-           dim3(std::min(items, p.gate_up_stream_grid)), block, p.gate_up_stream_slots * kBulkSlotBytes,
-           stream, p);
-  } else if (p.gate_up_bulk && p.hidden % kBulkCols == 0) {
+  if (p.gate_up_bulk && p.hidden % kBulkCols == 0) {
     TPS_CHECK(p.gate_up_bulk_stages >= 2 && p.gate_up_bulk_stages <= kMoeGateUpBulkMaxStages,
               "moe gate_up: ", p.gate_up_bulk_stages, " bulk stages, not 2..", kMoeGateUpBulkMaxStages);
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel, gate_up_grid, block,
@@ -453,13 +313,7 @@ void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const La
 }
 
 bool moe_gate_up_bulk_available(int device_sm) {
-  return runs_sm90_code(reinterpret_cast<const void*>(moe_gate_up_bulk_kernel), device_sm) &&
-         runs_sm90_code(reinterpret_cast<const void*>(moe_gate_up_stream_kernel), device_sm);
-}
-
-int moe_gate_up_stream_blocks_per_sm(int slots) {
-  return resident_blocks_per_sm(reinterpret_cast<const void*>(moe_gate_up_stream_kernel), kWarps * kWarpSize,
-                                slots * kBulkSlotBytes);
+  return runs_sm90_code(reinterpret_cast<const void*>(moe_gate_up_bulk_kernel), device_sm);
 }
 
 }  // namespace tpserve::kernels

@@ -47,23 +47,11 @@ struct MoeExpertsParams {
   // of every mma fragment. Taken where H is a multiple of 256; set only where moe_gate_up_bulk_available.
   bool gate_up_bulk = false;
   int gate_up_bulk_stages = 2;  // stages in flight a block (2..kMoeGateUpBulkMaxStages), 9 KB each
-  // gate_up on a grid of at most gate_up_stream_grid blocks (about those that fit on the GPU at once), each
-  // streaming several row tiles back to back through one ring of gate_up_stream_slots such stages; taken
-  // before gate_up_bulk where H is a multiple of 256; set only where moe_gate_up_bulk_available.
-  bool gate_up_stream = false;
-  int gate_up_stream_slots = 7;  // 2..kMoeGateUpStreamMaxSlots, 9 KB each
-  int gate_up_stream_grid = 0;   // moe_gate_up_stream_blocks_per_sm(slots) x the SMs
 };
-
-constexpr int kMoeGateUpStreamMaxSlots = 16;
-
-// Blocks of the streamed gate_up kernel an SM holds at once with `slots` stages.
-int moe_gate_up_stream_blocks_per_sm(int slots);
 
 constexpr int kMoeGateUpBulkMaxStages = 6;
 
-// Whether the bulk-copy gate_up kernels (gate_up_bulk, gate_up_stream) run here: an SM90+ device and the
-// kernels compiled for SM90+.
+// Whether the bulk-copy gate_up runs here: an SM90+ device and its kernel compiled for SM90+.
 bool moe_gate_up_bulk_available(int device_sm);
 
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy);

@@ -87,13 +87,6 @@ struct CudaKernelSwitches {
   int moe_gate_up_bulk_min_tokens = 2;
   // The bulk-copy gate_up's stages in flight a block (2-6, 9 KB of shared memory each).
   int moe_gate_up_bulk_stages = 2;
-  // SM90+: MoE launches of at most this many tokens (0: none) run gate_up on a grid of about the blocks that
-  // fit on the GPU at once, each streaming several row tiles back to back through one ring of bulk-copy
-  // stages (MoeExpertsParams::gate_up_stream); before moe_gate_up_bulk_min_tokens.
-  int moe_gate_up_stream_max_tokens = 0;
-  // The streamed gate_up's ring: stages a block keeps in flight (2-16, 9 KB of shared memory each; 7: 3
-  // blocks an H200 SM).
-  int moe_gate_up_stream_slots = 7;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -123,8 +116,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("topk_gating_redux", switches.topk_gating_redux);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
-  visit("moe_gate_up_stream_max_tokens", switches.moe_gate_up_stream_max_tokens, 0, 1 << 20);
-  visit("moe_gate_up_stream_slots", switches.moe_gate_up_stream_slots, 2, 16);
 }
 
 }  // namespace tpserve

@@ -75,16 +75,12 @@ TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
 }
 
 // MoE gate_up through bulk copies in every step (runtime.moe_gate_up_bulk_min_tokens=1), on the small preset
-// (H = 256) and on two layers of the Qwen3-30B-A3B shape (H = 2048, and I = 768 for the staged down kernel),
-// and there also streamed (runtime.moe_gate_up_stream_max_tokens=64: every step):
+// (H = 256) and on two layers of the Qwen3-30B-A3B shape (H = 2048, and I = 768 for the staged down kernel):
 // replayed steps, with and without MTP, give the eager steps' tokens, and replays allocate nothing.
 TEST(CudaGraphs, GateUpBulkReplayGivesTheEagerTokens) {
   TPS_REQUIRE_CUDA_DEVICE();
   const std::vector<std::vector<std::string>> models = {
-      {"model.synthetic.preset=small"},
-      {"model.synthetic.preset=qwen3-30b-a3b", "model.synthetic.layers=2"},
-      {"model.synthetic.preset=qwen3-30b-a3b", "model.synthetic.layers=2",
-       "runtime.moe_gate_up_stream_max_tokens=64"}};
+      {"model.synthetic.preset=small"}, {"model.synthetic.preset=qwen3-30b-a3b", "model.synthetic.layers=2"}};
   for (const auto& model : models)
     for (const char* spec : {"speculative.method=none", "speculative.method=mtp"}) {
       std::vector<std::string> base = model;

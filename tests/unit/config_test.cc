@@ -251,10 +251,6 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_stages, 2);
   EXPECT_TRUE(c.runtime.kernels.staged_gemv_x_global);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages=7"}), ConfigError);
-  EXPECT_EQ(c.runtime.kernels.moe_gate_up_stream_max_tokens, 0);
-  EXPECT_EQ(c.runtime.kernels.moe_gate_up_stream_slots, 7);
-  EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_stream_slots=17"}), ConfigError);
-  EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_stream_max_tokens=-1"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_stores_after_gather=false"})
                    .runtime.kernels.router_fused_stores_after_gather);
@@ -324,8 +320,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "attention_inputs_before_wait: false, attention_kv_before_wait: false, "
                                     "router_fused_stores_after_gather: false, topk_gating_redux: false, "
                                     "moe_gate_up_bulk_min_tokens: 1, moe_gate_up_bulk_stages: 5, "
-                                    "staged_gemv_x_global: false, moe_gate_up_stream_max_tokens: 4, "
-                                    "moe_gate_up_stream_slots: 12}\n",
+                                    "staged_gemv_x_global: false}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.kernels.attention_split_keys, 96);
@@ -345,8 +340,6 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_min_tokens, 1);
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_stages, 5);
   EXPECT_FALSE(d.runtime.kernels.staged_gemv_x_global);
-  EXPECT_EQ(d.runtime.kernels.moe_gate_up_stream_max_tokens, 4);
-  EXPECT_EQ(d.runtime.kernels.moe_gate_up_stream_slots, 12);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {

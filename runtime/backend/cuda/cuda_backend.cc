@@ -64,9 +64,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   staged_smem_limit_ = static_cast<size_t>(prop.sharedMemPerBlockOptin);
   router_fused_available_ = kernels::router_fused_available(prop.major * 10 + prop.minor);
   gate_up_bulk_available_ = kernels::moe_gate_up_bulk_available(prop.major * 10 + prop.minor);
-  if (gate_up_bulk_available_)
-    gate_up_stream_grid_ =
-        kernels::moe_gate_up_stream_blocks_per_sm(options.kernels.moe_gate_up_stream_slots) * num_sms_;
   TPS_CHECK(options.kernels.router_fused_max_tokens >= 0 &&
                 options.kernels.router_fused_max_tokens <= kernels::kRouterFusedMaxTokens,
             "CUDA backend: router_fused_max_tokens ", options.kernels.router_fused_max_tokens, " (0 to ",

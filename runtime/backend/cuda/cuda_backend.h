@@ -165,7 +165,6 @@ class CudaBackend final : public Backend {
   size_t staged_smem_limit_ = 0;         // the device's opt-in shared memory a block
   bool router_fused_available_ = false;  // kernels/router_fused.h on this device
   bool gate_up_bulk_available_ = false;  // MoeExpertsParams::gate_up_bulk on this device
-  int gate_up_stream_grid_ = 0;          // MoeExpertsParams::gate_up_stream_grid for the configured slots
   int attention_split_counter_capacity_ = 0;
   char* h2d_staging_ = nullptr;  // two halves, each guarded by an event
   char* d2h_staging_ = nullptr;

@@ -89,10 +89,6 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int token
   const int bulk_min = options_.kernels.moe_gate_up_bulk_min_tokens;
   e.gate_up_bulk = gate_up_bulk_available_ && bulk_min > 0 && tokens >= bulk_min;
   e.gate_up_bulk_stages = options_.kernels.moe_gate_up_bulk_stages;
-  const int stream_max = options_.kernels.moe_gate_up_stream_max_tokens;
-  e.gate_up_stream = gate_up_stream_grid_ > 0 && tokens <= stream_max;
-  e.gate_up_stream_slots = options_.kernels.moe_gate_up_stream_slots;
-  e.gate_up_stream_grid = gate_up_stream_grid_;
 }
 
 // Checks moe_experts' arguments; fills the sizes.
