@@ -25,6 +25,7 @@
 #include "runtime/backend/cuda/cublaslt_gemm.h"
 #include "runtime/backend/cuda/cuda_backend.h"
 #include "runtime/backend/cuda_kernel_switches.h"
+#include "runtime/config/config_parser.h"
 
 namespace tpserve::bench {
 namespace {
@@ -232,41 +233,19 @@ void bench_decode_attention(Bench& b, const std::string& kernel, const std::vect
   }
 }
 
-// Sets one kernel switch from "runtime.<name>=<value>" (docs/config.md), as a config override would.
-struct SwitchSetter {
-  std::string spec, name, value;
-  bool found = false;
-
-  void operator()(const char* n, bool& field) {
-    if (name != n) return;
-    found = true;
-    TPS_CHECK(value == "true" || value == "false", "--set ", spec, ": expected true or false");
-    field = value == "true";
+// The kernel switches with the --set overrides ("runtime.<switch>=<value>") applied, parsed and checked as
+// the config parses them (docs/config.md); other keys are refused, since only the switches reach the backend.
+CudaKernelSwitches kernel_switches(const std::vector<std::string>& sets) {
+  const CudaKernelSwitches defaults;
+  std::vector<std::string> names;
+  for_each_kernel_switch(defaults, [&](const char* name, auto&&...) { names.push_back(name); });
+  for (const std::string& spec : sets) {
+    const std::string key = spec.substr(0, spec.find('='));
+    TPS_CHECK(
+        key.rfind("runtime.", 0) == 0 && std::find(names.begin(), names.end(), key.substr(8)) != names.end(),
+        "--set ", spec, ": expected runtime.<kernel switch>=<value> (docs/config.md)");
   }
-  void operator()(const char* n, int& field, int lo, int hi) {
-    if (name != n) return;
-    found = true;
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TPS_CHECK(used > 0 && used == value.size() && v >= lo && v <= hi, "--set ", spec,
-              ": expected an integer in ", lo, "..", hi);
-    field = v;
-  }
-};
-
-void set_kernel_switch(CudaKernelSwitches& switches, const std::string& spec) {
-  const std::string prefix = "runtime.";
-  const size_t eq = spec.find('=');
-  TPS_CHECK(spec.rfind(prefix, 0) == 0 && eq != std::string::npos, "--set ", spec,
-            ": expected runtime.<kernel switch>=<value>");
-  SwitchSetter setter{spec, spec.substr(prefix.size(), eq - prefix.size()), spec.substr(eq + 1)};
-  for_each_kernel_switch(switches, setter);
-  TPS_CHECK(setter.found, "--set ", spec, ": no kernel switch runtime.", setter.name, " (docs/config.md)");
+  return parse_config("model: {synthetic: {preset: tiny}}\n", "ops --set", sets).runtime.kernels;
 }
 
 void write_json(const std::string& path, double bandwidth_gbps, const std::vector<Result>& results) {
@@ -321,7 +300,7 @@ int run(int argc, char** argv) {
 
   CudaBackendOptions options;
   options.device = device;
-  for (const std::string& spec : sets) set_kernel_switch(options.kernels, spec);
+  options.kernels = kernel_switches(sets);
   // The attention rows' caches stay allocated until the backend goes: S x 120 MB over the four contexts,
   // and up to 1.2 GB of copies for the small ones (copies_for), for each S.
   size_t attention_bytes = 0;
