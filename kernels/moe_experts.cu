@@ -50,14 +50,16 @@ __device__ __forceinline__ int assignment(const MoeExpertsParams& p, const WorkI
   return col < w.count ? p.sorted[w.first + col] : -1;
 }
 
-// b[nt]: the x row of the work item's assignment in column nt * 8 + g (gate_up's B operand), or nullptr.
+// b[nt]: for the work item's assignment a in column nt * 8 + g, row a / divisor of `rows` ([*][stride]), or
+// nullptr: the B operand of gate_up (x rows, divisor MoeExpertsParams::x_row_divisor) and of down (act rows).
 template <int NT>
-__device__ __forceinline__ void gate_up_token_rows(const MoeExpertsParams& p, const WorkItem& w, int g,
-                                                   const bf16* (&b)[NT]) {
+__device__ __forceinline__ void assignment_rows(const MoeExpertsParams& p, const WorkItem& w, int g,
+                                                const bf16* rows, int divisor, int stride,
+                                                const bf16* (&b)[NT]) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const int a = assignment(p, w, nt * kMmaCols + g);
-    b[nt] = a >= 0 ? p.x + static_cast<int64_t>(a / p.x_row_divisor) * p.hidden : nullptr;
+    b[nt] = a >= 0 ? rows + static_cast<int64_t>(a / divisor) * stride : nullptr;
   }
 }
 
@@ -84,7 +86,7 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
   const bf16* a_lo = row < p.inter ? p.gate_up + (expert_base + row) * p.hidden : nullptr;
   const bf16* a_hi = row < p.inter ? p.gate_up + (expert_base + p.inter + row) * p.hidden : nullptr;
   const bf16* b[NT];
-  gate_up_token_rows<NT>(p, w, g, b);
+  assignment_rows<NT>(p, w, g, p.x, p.x_row_divisor, p.hidden, b);
   int kb_begin, kb_end;
   split_range((p.hidden + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
@@ -128,7 +130,7 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   if (warp == 0)
     for (int s = 0; s < min(slots, stages); ++s) issue(s);
   const bf16* b[NT];
-  gate_up_token_rows<NT>(p, w, g, b);
+  assignment_rows<NT>(p, w, g, p.x, p.x_row_divisor, p.hidden, b);
   float acc[NT][4] = {};
   for (int s = 0; s < stages; ++s) {
     mbarrier_wait(&bars[s % slots], (s / slots) & 1);
@@ -143,17 +145,6 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   }
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);  // the slots are free now
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
-}
-
-// b[nt]: the act row of the work item's assignment in column nt * 8 + g (down's B operand), or nullptr.
-template <int NT>
-__device__ __forceinline__ void down_token_rows(const MoeExpertsParams& p, const WorkItem& w, int g,
-                                                const bf16* (&b)[NT]) {
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int a = assignment(p, w, nt * kMmaCols + g);
-    b[nt] = a >= 0 ? p.act + static_cast<int64_t>(a) * p.inter : nullptr;
-  }
 }
 
 // Warp 0's summed down tile into y (rows row_lo / row_hi of this thread, columns = the work item's
@@ -185,7 +176,7 @@ __device__ void down_tile(const MoeExpertsParams& p, const WorkItem& w, float* s
   const bf16* a_lo = row_lo < p.hidden ? p.down + (expert_base + row_lo) * p.inter : nullptr;
   const bf16* a_hi = row_hi < p.hidden ? p.down + (expert_base + row_hi) * p.inter : nullptr;
   const bf16* b[NT];
-  down_token_rows<NT>(p, w, g, b);
+  assignment_rows<NT>(p, w, g, p.act, 1, p.inter, b);
   int kb_begin, kb_end;
   split_range((p.inter + kMmaK - 1) / kMmaK, kWarps, warp, kb_begin, kb_end);
   float acc[NT][4] = {};
@@ -203,7 +194,7 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   const int row0 = blockIdx.x * kMmaRows;
   const int64_t expert_base = static_cast<int64_t>(w.expert) * p.hidden;
   const bf16* b[NT];
-  down_token_rows<NT>(p, w, g, b);
+  assignment_rows<NT>(p, w, g, p.act, 1, p.inter, b);
   int kb_begin, kb_end;
   split_range(p.inter / kMmaK, kWarps, warp, kb_begin, kb_end);
   bf16* tile = reinterpret_cast<bf16*>(smem);

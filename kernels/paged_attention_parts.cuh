@@ -99,15 +99,15 @@ __device__ __forceinline__ void load_kv_tile(const PagedAttentionParams& p, cons
   const int64_t key_stride = static_cast<int64_t>(p.num_kv_heads) * D;  // elements between cache rows
   const bf16* k_src = p.k_cache + b.kv_head * D + d0;
   const bf16* v_src = p.v_cache + b.kv_head * D + d0;
-  int j = kt + first_key, block = j / p.block_size, in_block = j - block * p.block_size;
+  int block = (kt + first_key) / p.block_size, in_block = kt + first_key - block * p.block_size;
 #pragma unroll 4
   for (int key = first_key; key < kKeys; key += kKeyStep) {
-    const bool valid = j < b.key_end;
+    const bool valid = kt + key < b.key_end;
     const int64_t offset =
         valid ? (static_cast<int64_t>(table[block]) * p.block_size + in_block) * key_stride : 0;
     cp_async_16(&k_s[key][d0], k_src + offset, valid);
     cp_async_16(&v_s[key][d0], v_src + offset, valid);
-    j += kKeyStep, in_block += kKeyStep;
+    in_block += kKeyStep;
     while (in_block >= p.block_size) in_block -= p.block_size, ++block;
   }
   cp_async_commit();
