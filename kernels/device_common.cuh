@@ -108,6 +108,33 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* global_s
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(src_bytes)
                : "memory");
 }
+// How a kernel copies data the step reads once (weights) into shared memory: under the L2 evict_first cache
+// policy (`on`), so that streaming a layer's weights through L2 evicts those lines before what the step's
+// small kernels read again (their code, activations, routing, step inputs); else plain copies, no policy
+// (runtime.weights_l2_evict_first). The choice is uniform over a launch. Only copies (cp.async, bulk) take
+// it: register loads under the hint (ld.global.cs, or .L2::cache_hint) measured slower (docs/PERF.md,
+// twentieth session).
+struct StreamHint {
+  uint64_t policy = 0;  // createpolicy's value, where on
+  bool on = false;
+};
+__device__ __forceinline__ StreamHint stream_hint(bool evict_first) {
+  StreamHint h;
+  h.on = evict_first;
+  if (evict_first) asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(h.policy));
+  return h;
+}
+
+// cp_async_16 under the hint.
+__device__ __forceinline__ void cp_async_16_hinted(void* smem_dst, const void* global_src, bool valid,
+                                                   StreamHint hint) {
+  if (!hint.on) return cp_async_16(smem_dst, global_src, valid);
+  const uint32_t dst = shared_address(smem_dst);
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst),
+               "l"(global_src), "r"(src_bytes), "l"(hint.policy)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

@@ -17,6 +17,9 @@ struct GemvParams {
   int m = 0;                 // M, 1..kGemvMaxTokens
   int n = 0;                 // N
   int k = 0;                 // K, a multiple of 8
+  // Weight copies into shared memory (cp.async, bulk) under the L2 evict_first policy (kernels/
+  // device_common.cuh StreamHint), else plain (runtime.weights_l2_evict_first); register loads stay plain.
+  bool weights_evict_first = false;
 };
 
 // Staging (kernels/gemv_staged.cu): where all of a GEMV's weights fit in the shared memory of the SMs (each

@@ -49,10 +49,11 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   auto row_ptr = [&](int r) {
     return tile_row0 + r < p.n ? p.w + static_cast<int64_t>(tile_row0 + r) * p.k : nullptr;
   };
+  const StreamHint w_hint = stream_hint(p.weights_evict_first);
   for (int i = 0; i < copy_groups; ++i) {
     int b0, b1;
     group_range(i, b0, b1);
-    copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1);
+    copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1, w_hint);
   }
 
   pdl_wait_then_trigger();  // the activations are predecessors' outputs

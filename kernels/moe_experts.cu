@@ -115,6 +115,7 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   const int stages = p.hidden / kBulkCols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
   const int slots = p.gate_up_bulk_stages;
   auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % slots) * kBulkSlotBytes); };
+  const StreamHint w_hint = stream_hint(p.weights_evict_first);
   auto issue =
       [&](int s) {  // warp 0: lane 0 arms the stage's barrier, lane r copies tile row r (0-7 gate, 8-15 up)
         uint64_t* bar = &bars[s % slots];
@@ -124,7 +125,7 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
         if (lane < kMmaRows && lane % 8 < rows_here) {  // rows past I: never stored
           const int64_t src_row = expert_base + (lane < 8 ? 0 : p.inter) + blockIdx.x * 8 + lane % 8;
           bulk_copy_to_shared(slot(s) + lane * kBulkRowElems, p.gate_up + src_row * p.hidden + s * kBulkCols,
-                              kBulkCols * sizeof(bf16), bar);
+                              kBulkCols * sizeof(bf16), bar, w_hint);
         }
       };
   if (warp == 0)
@@ -202,7 +203,7 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   auto row_ptr = [&](int r) -> const bf16* {  // rows past H: zero-filled, their products never stored
     return row0 + r < p.hidden ? p.down + (expert_base + row0 + r) * p.inter : nullptr;
   };
-  copy_rows_async(tile, row_elems, row_ptr, p.down, kb_begin, kb_end);
+  copy_rows_async(tile, row_elems, row_ptr, p.down, kb_begin, kb_end, stream_hint(p.weights_evict_first));
   pdl_wait_then_trigger();  // the activations are gate_up's output
   cp_async_wait_all();
   __syncwarp();  // the warp's copies, visible to all its lanes

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   auto row_ptr = [&](int r) {
     return row0 + r < p.experts ? p.router + static_cast<int64_t>(row0 + r) * p.hidden : nullptr;
   };
-  copy_rows_async(w_tile, row_elems, row_ptr, p.router, kb0, kb1);
+  copy_rows_async(w_tile, row_elems, row_ptr, p.router, kb0, kb1, stream_hint(p.weights_evict_first));
 
   pdl_wait_then_trigger();  // x and residual are predecessors' outputs
   // v into x_s and each thread's sum of squares per row, kRowsAtOnce rows' loads in flight together.

@@ -36,6 +36,9 @@ struct RouterFusedParams {
   bool stores_after_gather = false;
   // The gating's arg-max rounds reduce with redux.sync (TopkGatingParams::redux).
   bool redux_gating = false;
+  // Weight copies into shared memory (cp.async, bulk) under the L2 evict_first policy (kernels/
+  // device_common.cuh StreamHint), else plain (runtime.weights_l2_evict_first); register loads stay plain.
+  bool weights_evict_first = false;
 };
 
 // Whether the fused router runs on the current device: clusters (SM90+), and its kernel compiled for SM90+

@@ -24,16 +24,16 @@ __host__ __device__ inline size_t staged_tile_bytes(int k) {
 // Copies k blocks [kb0, kb1) of the tile's 16 rows into tile ([16][row_elems] bf16) as one commit group.
 // row_ptr(r): row r's first element in global memory, or nullptr for a row that is zero-filled (never read
 // from global; `any_row` stands in as the unused source address). Consecutive lanes take consecutive
-// 16-byte pieces of a row.
+// 16-byte pieces of a row. hint: the copies' L2 cache hint (stream_hint).
 template <typename RowPtr>
 __device__ __forceinline__ void copy_rows_async(bf16* tile, int row_elems, const RowPtr& row_ptr,
-                                                const bf16* any_row, int kb0, int kb1) {
+                                                const bf16* any_row, int kb0, int kb1, StreamHint hint) {
   const int lane = threadIdx.x % kWarpSize;
   const int vecs = (kb1 - kb0) * (kMmaK / kBf16PerVec);  // pieces a row
   for (int i = lane; i < kMmaRows * vecs; i += kWarpSize) {
     const int r = i / vecs, at = kb0 * kMmaK + (i % vecs) * kBf16PerVec;
     const bf16* src = row_ptr(r);
-    cp_async_16(tile + r * row_elems + at, src != nullptr ? src + at : any_row, src != nullptr);
+    cp_async_16_hinted(tile + r * row_elems + at, src != nullptr ? src + at : any_row, src != nullptr, hint);
   }
   cp_async_commit();
 }

@@ -59,6 +59,12 @@ struct CudaKernelSwitches {
   // Decode attention merges a tile of up to this many context ranges in one block (8-128); more in two
   // levels: groups of 8 ranges, then the groups (kernels/paged_attention.h).
   int attention_merge_one_level_max = 16;
+  // The weights' copies into shared memory (staged GEMV, fused router, MoE bulk gate_up and staged down; not
+  // register loads, not cuBLASLt's) carry the L2 evict_first policy, so that streaming a layer's weights
+  // through L2 evicts them before what the step's small kernels read again (their code, activations,
+  // routing); false: plain copies, no cache hint. Measured -3.8% on the step at c = 4 (docs/PERF.md,
+  // twentieth session).
+  bool weights_l2_evict_first = true;
   // The MoE combine issues up to 8 slots' loads together (kernels/moe_combine.h); false: one slot after
   // another.
   bool moe_combine_batched_loads = true;
@@ -83,8 +89,9 @@ struct CudaKernelSwitches {
   bool topk_gating_redux = true;
   // SM90+: MoE launches of at least this many tokens (0: none) run gate_up streaming its weight rows through
   // shared memory by bulk copies (one instruction a row piece of 256 columns) instead of 16-byte loads of
-  // every mma fragment (MoeExpertsParams::gate_up_bulk).
-  int moe_gate_up_bulk_min_tokens = 2;
+  // every mma fragment (MoeExpertsParams::gate_up_bulk). 1: with weights_l2_evict_first, one token too
+  // (-4.4% on the step at c = 1 against 2; docs/PERF.md, twentieth session).
+  int moe_gate_up_bulk_min_tokens = 1;
   // The bulk-copy gate_up's stages in flight a block (2-6, 9 KB of shared memory each).
   int moe_gate_up_bulk_stages = 2;
 };
@@ -108,6 +115,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_split_keys", switches.attention_split_keys, 16, 4096);
   visit("attention_split_growth", switches.attention_split_growth, 0, 4096);
   visit("attention_merge_one_level_max", switches.attention_merge_one_level_max, 8, 128);
+  visit("weights_l2_evict_first", switches.weights_l2_evict_first);
   visit("moe_combine_batched_loads", switches.moe_combine_batched_loads);
   visit("norm_loads_before_wait", switches.norm_loads_before_wait);
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);

@@ -188,6 +188,7 @@ TEST(MoeGateUpBulk, MatchesCpu) {
     CudaBackendOptions options = test_backend_options();
     options.kernels.moe_gate_up_bulk_min_tokens = 1;
     options.kernels.moe_gate_up_bulk_stages = stages;
+    options.kernels.weights_l2_evict_first = i % 2 == 0;  // bulk copies with and without the L2 hint
     Backends b(options);
     const MoeInputs in = make_moe_inputs(b, rng, c);
     Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
@@ -239,6 +240,7 @@ TEST_P(MoeFusedNormTest, MatchesCpu) {
   options.kernels.norm_loads_before_wait = c.tokens % 2 == 0;  // both orders of the norm's weight loads
   options.kernels.moe_combine_early_routing = c.tokens != 3;   // and of the fused combine's routing loads
   options.kernels.moe_gate_up_bulk_min_tokens = c.tokens % 2;  // gate_up by bulk copies or by registers
+  options.kernels.weights_l2_evict_first = c.tokens % 4 < 2;   // weight copies with and without the L2 hint
   Backends b(options);
   const MoeInputs in = make_moe_inputs(b, rng, c);
   const Pair &x = in.x, &gate_up = in.gate_up, &down = in.down, &ids_t = in.ids, &w_t = in.weights;

@@ -112,12 +112,14 @@ TEST(AddRmsNormRoute, FusedIsOneLaunch) {
 }
 
 // The fused op's outputs (residual, normed, logits, weights, ids as floats) on random data seeded by `c`,
-// with runtime.router_fused_stores_after_gather and runtime.topk_gating_redux as given.
+// with runtime.router_fused_stores_after_gather (and runtime.weights_l2_evict_first the same) and
+// runtime.topk_gating_redux as given.
 std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool stores_after_gather,
                                                     bool redux = false) {
   CudaBackendOptions options = route_options(true);
   options.kernels.router_fused_stores_after_gather = stores_after_gather;
   options.kernels.topk_gating_redux = redux;
+  options.kernels.weights_l2_evict_first = stores_after_gather;
   Backends b(options);
   std::mt19937 rng(c.tokens * 37 + c.hidden * 11 + c.experts * 3 + c.k);  // the same data for both settings
   const RouteOp op(b, rng, c);
@@ -146,7 +148,7 @@ TEST(AddRmsNormRoute, StoresAfterTheGatherAndReduxGatingGiveTheSameBits) {
     PrintTo(c, &shape);
     for (size_t i = 0; i < late.size(); ++i) {
       const std::string what = shape.str() + ": " + names[i];
-      expect_close(what + ", stores after the gather", early[i], late[i], {0.0f, 0.0f});
+      expect_close(what + ", stores after the gather and the L2 hint", early[i], late[i], {0.0f, 0.0f});
       expect_close(what + ", redux gating", late[i], redux[i], {0.0f, 0.0f});
     }
   }

@@ -238,12 +238,15 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.kernels.attention_tensor_cores);
   EXPECT_TRUE(c.runtime.kernels.attention_fused_prologue);
+  EXPECT_TRUE(c.runtime.kernels.weights_l2_evict_first);
+  EXPECT_FALSE(
+      parse_config(M, "x", {"runtime.weights_l2_evict_first=false"}).runtime.kernels.weights_l2_evict_first);
   EXPECT_TRUE(c.runtime.kernels.attention_inputs_before_wait);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_inputs_before_wait=false"})
                    .runtime.kernels.attention_inputs_before_wait);
   EXPECT_TRUE(c.runtime.kernels.topk_gating_redux);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.topk_gating_redux=false"}).runtime.kernels.topk_gating_redux);
-  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_min_tokens, 2);
+  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_min_tokens, 1);
   EXPECT_EQ(parse_config(M, "x", {"runtime.moe_gate_up_bulk_min_tokens=0"})
                 .runtime.kernels.moe_gate_up_bulk_min_tokens,
             0);
@@ -319,8 +322,8 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "router_fused_max_tokens: 9, attention_fused_prologue: false, "
                                     "attention_inputs_before_wait: false, attention_kv_before_wait: false, "
                                     "router_fused_stores_after_gather: false, topk_gating_redux: false, "
-                                    "moe_gate_up_bulk_min_tokens: 1, moe_gate_up_bulk_stages: 5, "
-                                    "staged_gemv_x_global: false}\n",
+                                    "moe_gate_up_bulk_min_tokens: 3, moe_gate_up_bulk_stages: 5, "
+                                    "staged_gemv_x_global: false, weights_l2_evict_first: false}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.kernels.attention_split_keys, 96);
@@ -333,11 +336,12 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.kernels.moe_combine_early_routing);
   EXPECT_EQ(d.runtime.kernels.router_fused_max_tokens, 9);
   EXPECT_FALSE(d.runtime.kernels.attention_fused_prologue);
+  EXPECT_FALSE(d.runtime.kernels.weights_l2_evict_first);
   EXPECT_FALSE(d.runtime.kernels.attention_inputs_before_wait);
   EXPECT_FALSE(d.runtime.kernels.attention_kv_before_wait);
   EXPECT_FALSE(d.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(d.runtime.kernels.topk_gating_redux);
-  EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_min_tokens, 1);
+  EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_min_tokens, 3);
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_stages, 5);
   EXPECT_FALSE(d.runtime.kernels.staged_gemv_x_global);
 }

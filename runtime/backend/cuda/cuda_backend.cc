@@ -324,6 +324,7 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
     p.m = m;
     p.n = to_int(n, "out features");
     p.k = to_int(k, "in features");
+    p.weights_evict_first = options_.kernels.weights_l2_evict_first;
     kernels::launch_gemv(p, stream_, *policy_, gemv_options_);
     return;
   }

@@ -86,6 +86,7 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int token
   e.down_loads_before_wait = options_.kernels.moe_down_early_loads;
   e.stage_down = options_.kernels.moe_down_staged;
   e.staged_smem = staged_smem_limit_;
+  e.weights_evict_first = options_.kernels.weights_l2_evict_first;
   const int bulk_min = options_.kernels.moe_gate_up_bulk_min_tokens;
   e.gate_up_bulk = gate_up_bulk_available_ && bulk_min > 0 && tokens >= bulk_min;
   e.gate_up_bulk_stages = options_.kernels.moe_gate_up_bulk_stages;
