@@ -145,7 +145,6 @@ void bench_projections(Bench& b) {
       else
         gp.out_bf16 = static_cast<kernels::bf16*>(out.data);
       gp.m = m, gp.n = p.n, gp.k = p.k;
-      gp.weights_evict_first = be.kernel_switches().weights_l2_evict_first;
       // The two GEMV kernels: staged (weights in shared memory, where they fit; else it is the other) and
       // register-pipelined; each alone and chained 20 in a row. Staged as the backend stages (its options).
       for (const auto& [label, options] : {std::pair{"gemv staged", be.gemv_launch_options()},

@@ -101,13 +101,6 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16-byte asynchronous copy global -> shared; `valid` false zero-fills the destination without reading.
-__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* global_src, bool valid) {
-  const uint32_t dst = shared_address(smem_dst);
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(src_bytes)
-               : "memory");
-}
 // How a kernel copies data the step reads once (weights) into shared memory: under the L2 evict_first cache
 // policy (`on`), so that streaming a layer's weights through L2 evicts those lines before what the step's
 // small kernels read again (their code, activations, routing, step inputs); else plain copies, no policy
@@ -125,15 +118,19 @@ __device__ __forceinline__ StreamHint stream_hint(bool evict_first) {
   return h;
 }
 
-// cp_async_16 under the hint.
-__device__ __forceinline__ void cp_async_16_hinted(void* smem_dst, const void* global_src, bool valid,
-                                                   StreamHint hint) {
-  if (!hint.on) return cp_async_16(smem_dst, global_src, valid);
+// 16-byte asynchronous copy global -> shared; `valid` false zero-fills the destination without reading.
+// hint: the copy's L2 cache hint (none by default).
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* global_src, bool valid,
+                                            StreamHint hint = {}) {
   const uint32_t dst = shared_address(smem_dst);
   const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst),
-               "l"(global_src), "r"(src_bytes), "l"(hint.policy)
-               : "memory");
+  if (hint.on)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst),
+                 "l"(global_src), "r"(src_bytes), "l"(hint.policy)
+                 : "memory");
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(src_bytes)
+                 : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -17,9 +17,6 @@ struct GemvParams {
   int m = 0;                 // M, 1..kGemvMaxTokens
   int n = 0;                 // N
   int k = 0;                 // K, a multiple of 8
-  // Weight copies into shared memory (cp.async, bulk) under the L2 evict_first policy (kernels/
-  // device_common.cuh StreamHint), else plain (runtime.weights_l2_evict_first); register loads stay plain.
-  bool weights_evict_first = false;
 };
 
 // Staging (kernels/gemv_staged.cu): where all of a GEMV's weights fit in the shared memory of the SMs (each
@@ -35,6 +32,9 @@ struct GemvLaunchOptions {
   // Where the activations do not fit in shared memory beside the weight rows (e.g. QKV 2048->5120 at 6-16
   // rows), the staged kernel reads them from global memory (L2) instead of declining the shape.
   bool staged_x_global = true;
+  // The staged kernel's weight copies under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
+  // runtime.weights_l2_evict_first); the register kernel's loads stay plain.
+  bool staged_weights_evict_first = false;
 };
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,

@@ -28,7 +28,8 @@ constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial til
 // memory (L2) by the product, 4 loads in flight a thread (4 / NT k blocks of NT token tiles: no spills).
 template <int NT, typename Out, bool kXShared>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
-    gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups) {
+    gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups,
+                       bool weights_evict_first) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, q = lane % 4;
@@ -49,7 +50,7 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   auto row_ptr = [&](int r) {
     return tile_row0 + r < p.n ? p.w + static_cast<int64_t>(tile_row0 + r) * p.k : nullptr;
   };
-  const StreamHint w_hint = stream_hint(p.weights_evict_first);
+  const StreamHint w_hint = stream_hint(weights_evict_first);
   for (int i = 0; i < copy_groups; ++i) {
     int b0, b1;
     group_range(i, b0, b1);
@@ -112,17 +113,17 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
 }
 
 template <int NT>
-void launch_staged(const GemvParams& p, const StagedShape& s, int copy_groups_asked, cudaStream_t stream,
+void launch_staged(const GemvParams& p, const StagedShape& s, const GemvLaunchOptions& o, cudaStream_t stream,
                    const LaunchPolicy& policy) {
   const dim3 grid(s.blocks), block(s.tiles_per_block * s.k_splits * kWarpSize);
   const int x_offset = static_cast<int>(s.x_offset);
-  const int copy_groups = std::clamp(copy_groups_asked, 1, 4);
+  const int copy_groups = std::clamp(o.staged_copy_groups, 1, 4);
   auto kernel =
       p.out_f32 != nullptr
           ? (s.x_shared ? gemv_staged_kernel<NT, float, true> : gemv_staged_kernel<NT, float, false>)
           : (s.x_shared ? gemv_staged_kernel<NT, bf16, true> : gemv_staged_kernel<NT, bf16, false>);
   launch(policy, Site::kGemv, Pdl::kEnrolled, kernel, grid, block, s.smem, stream, p, s.tiles_per_block,
-         s.k_splits, x_offset, copy_groups);
+         s.k_splits, x_offset, copy_groups, o.staged_weights_evict_first);
 }
 
 }  // namespace
@@ -133,9 +134,9 @@ bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, c
   StagedShape s;
   if (!staged_shape(p, options, token_tiles, s)) return false;
   if (token_tiles == 1)
-    launch_staged<1>(p, s, options.staged_copy_groups, stream, policy);
+    launch_staged<1>(p, s, options, stream, policy);
   else
-    launch_staged<2>(p, s, options.staged_copy_groups, stream, policy);
+    launch_staged<2>(p, s, options, stream, policy);
   return true;
 }
 

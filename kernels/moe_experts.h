@@ -47,8 +47,8 @@ struct MoeExpertsParams {
   // of every mma fragment. Taken where H is a multiple of 256; set only where moe_gate_up_bulk_available.
   bool gate_up_bulk = false;
   int gate_up_bulk_stages = 2;  // stages in flight a block (2..kMoeGateUpBulkMaxStages), 9 KB each
-  // Weight copies into shared memory (cp.async, bulk) under the L2 evict_first policy (kernels/
-  // device_common.cuh StreamHint), else plain (runtime.weights_l2_evict_first); register loads stay plain.
+  // Weight copies into shared memory under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
+  // runtime.weights_l2_evict_first); register loads stay plain.
   bool weights_evict_first = false;
 };
 

@@ -36,8 +36,8 @@ struct RouterFusedParams {
   bool stores_after_gather = false;
   // The gating's arg-max rounds reduce with redux.sync (TopkGatingParams::redux).
   bool redux_gating = false;
-  // Weight copies into shared memory (cp.async, bulk) under the L2 evict_first policy (kernels/
-  // device_common.cuh StreamHint), else plain (runtime.weights_l2_evict_first); register loads stay plain.
+  // Weight copies into shared memory under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
+  // runtime.weights_l2_evict_first); register loads stay plain.
   bool weights_evict_first = false;
 };
 

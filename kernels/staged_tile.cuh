@@ -33,7 +33,7 @@ __device__ __forceinline__ void copy_rows_async(bf16* tile, int row_elems, const
   for (int i = lane; i < kMmaRows * vecs; i += kWarpSize) {
     const int r = i / vecs, at = kb0 * kMmaK + (i % vecs) * kBf16PerVec;
     const bf16* src = row_ptr(r);
-    cp_async_16_hinted(tile + r * row_elems + at, src != nullptr ? src + at : any_row, src != nullptr, hint);
+    cp_async_16(tile + r * row_elems + at, src != nullptr ? src + at : any_row, src != nullptr, hint);
   }
   cp_async_commit();
 }

@@ -80,6 +80,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
               "CUDA backend: staged_gemv_copy_groups ", options.kernels.staged_gemv_copy_groups, " (1 to 4)");
     gemv_options_.staged_copy_groups = options.kernels.staged_gemv_copy_groups;
     gemv_options_.staged_x_global = options.kernels.staged_gemv_x_global;
+    gemv_options_.staged_weights_evict_first = options.kernels.weights_l2_evict_first;
   }
 
   size_t free_bytes = 0, total_bytes = 0;
@@ -324,7 +325,6 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
     p.m = m;
     p.n = to_int(n, "out features");
     p.k = to_int(k, "in features");
-    p.weights_evict_first = options_.kernels.weights_l2_evict_first;
     kernels::launch_gemv(p, stream_, *policy_, gemv_options_);
     return;
   }

@@ -116,7 +116,6 @@ class CudaBackend final : public Backend {
   const kernels::LaunchPolicy& launch_policy() const { return *policy_; }
   // How linear() launches the GEMV (staged_sms = 0 where CudaKernelSwitches::staged_gemv is off).
   const kernels::GemvLaunchOptions& gemv_launch_options() const { return gemv_options_; }
-  const CudaKernelSwitches& kernel_switches() const { return options_.kernels; }
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
   int num_sms() const { return num_sms_; }
