@@ -65,6 +65,9 @@ struct CudaKernelSwitches {
   // routing); false: plain copies, no cache hint. Measured -3.8% on the step at c = 4 (docs/PERF.md,
   // twentieth session).
   bool weights_l2_evict_first = true;
+  // With weights_l2_evict_first: the GEMVs' weight copies take the hint too; false: only the router's and
+  // the MoE experts' (the GEMVs' copies plain).
+  bool gemv_l2_evict_first = true;
   // The MoE combine issues up to 8 slots' loads together (kernels/moe_combine.h); false: one slot after
   // another.
   bool moe_combine_batched_loads = true;
@@ -116,6 +119,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_split_growth", switches.attention_split_growth, 0, 4096);
   visit("attention_merge_one_level_max", switches.attention_merge_one_level_max, 8, 128);
   visit("weights_l2_evict_first", switches.weights_l2_evict_first);
+  visit("gemv_l2_evict_first", switches.gemv_l2_evict_first);
   visit("moe_combine_batched_loads", switches.moe_combine_batched_loads);
   visit("norm_loads_before_wait", switches.norm_loads_before_wait);
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);

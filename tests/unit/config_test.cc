@@ -239,6 +239,9 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
       parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.kernels.attention_tensor_cores);
   EXPECT_TRUE(c.runtime.kernels.attention_fused_prologue);
   EXPECT_TRUE(c.runtime.kernels.weights_l2_evict_first);
+  EXPECT_TRUE(c.runtime.kernels.gemv_l2_evict_first);
+  EXPECT_FALSE(
+      parse_config(M, "x", {"runtime.gemv_l2_evict_first=false"}).runtime.kernels.gemv_l2_evict_first);
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.weights_l2_evict_first=false"}).runtime.kernels.weights_l2_evict_first);
   EXPECT_TRUE(c.runtime.kernels.attention_inputs_before_wait);
