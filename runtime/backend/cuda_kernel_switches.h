@@ -95,8 +95,11 @@ struct CudaKernelSwitches {
   // every mma fragment (MoeExpertsParams::gate_up_bulk). 1: with weights_l2_evict_first, one token too
   // (-4.4% on the step at c = 1 against 2; docs/PERF.md, twentieth session).
   int moe_gate_up_bulk_min_tokens = 1;
-  // The bulk-copy gate_up's stages in flight a block (2-6, 9 KB of shared memory each).
+  // The bulk-copy gate_up's stages in flight a block (2-6, 9 KB of shared memory each), in launches of more
+  // than one token; in one-token launches (a decode step at c = 1) moe_gate_up_bulk_stages_one_token: 3
+  // measured 0.4% faster there than 2, and 2 faster at 16 tokens (docs/PERF.md, twenty-first session).
   int moe_gate_up_bulk_stages = 2;
+  int moe_gate_up_bulk_stages_one_token = 3;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -128,6 +131,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("topk_gating_redux", switches.topk_gating_redux);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
+  visit("moe_gate_up_bulk_stages_one_token", switches.moe_gate_up_bulk_stages_one_token, 2, 6);
 }
 
 }  // namespace tpserve

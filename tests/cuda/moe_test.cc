@@ -188,6 +188,7 @@ TEST(MoeGateUpBulk, MatchesCpu) {
     CudaBackendOptions options = test_backend_options();
     options.kernels.moe_gate_up_bulk_min_tokens = 1;
     options.kernels.moe_gate_up_bulk_stages = stages;
+    options.kernels.moe_gate_up_bulk_stages_one_token = stages;
     options.kernels.weights_l2_evict_first = i % 2 == 0;  // bulk copies with and without the L2 hint
     Backends b(options);
     const MoeInputs in = make_moe_inputs(b, rng, c);

@@ -255,6 +255,8 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
             0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_min_tokens=-1"}), ConfigError);
   EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_stages, 2);
+  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_stages_one_token, 3);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages_one_token=1"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.staged_gemv_x_global);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages=7"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.router_fused_stores_after_gather);

@@ -89,7 +89,8 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int token
   e.weights_evict_first = options_.kernels.weights_l2_evict_first;
   const int bulk_min = options_.kernels.moe_gate_up_bulk_min_tokens;
   e.gate_up_bulk = gate_up_bulk_available_ && bulk_min > 0 && tokens >= bulk_min;
-  e.gate_up_bulk_stages = options_.kernels.moe_gate_up_bulk_stages;
+  e.gate_up_bulk_stages = tokens == 1 ? options_.kernels.moe_gate_up_bulk_stages_one_token
+                                      : options_.kernels.moe_gate_up_bulk_stages;
 }
 
 // Checks moe_experts' arguments; fills the sizes.
