@@ -130,8 +130,8 @@ class CudaBackend final : public Backend {
                                                  const KvCacheLayer& cache, const AttentionMeta& meta,
                                                  Tensor out, const char* op) const;
   void launch_attention(kernels::PagedAttentionParams& p, const AttentionMeta& meta, int tokens);
-  // The MoE expert kernels' options from CudaBackendOptions (early down loads, staging, bulk gate_up for a
-  // launch of `tokens` tokens).
+  // The MoE expert kernels' options from CudaBackendOptions (early down loads, staging, the L2 hint, bulk
+  // gate_up and its stages for a launch of `tokens` tokens or rows).
   void set_moe_kernel_options(kernels::MoeExpertsParams& e, int tokens) const;
   struct MoeShape {
     int hidden = 0, tokens = 0, k = 0, experts = 0, inter = 0;
