@@ -35,6 +35,11 @@ struct GemvLaunchOptions {
   // The staged kernel's weight copies under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
   // runtime.weights_l2_evict_first); the register kernel's loads stay plain.
   bool staged_weights_evict_first = false;
+  // Blocks an SM may hold in one wave (1..4): row tiles are cut into up to staged_sms * this many blocks,
+  // each of at most 32 / (blocks an SM then holds) warps, so that a block needs a fraction of an SM's shared
+  // memory and can become resident, and start its copies, while the kernel before it still holds part of the
+  // SM. Falls back to one block an SM where that many do not fit the SM's shared memory.
+  int staged_blocks_per_sm = 1;
 };
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,

@@ -1,13 +1,13 @@
-// The staged GEMV (kernels/gemv.h, GemvLaunchOptions): about one block an SM, each owning T row tiles of 16
-// weight rows whole in shared memory. Warp w works on tile w / S and the k range w % S of it (S k splits). It
-// first issues asynchronous 16-byte copies (cp.async, no registers held) of exactly the weight pieces it will
-// read, in GemvLaunchOptions::staged_copy_groups groups (parts of its k range, 1 by default), and only then
-// waits for the predecessor grid: under PDL the block becomes resident while the predecessor still runs, so
-// the weight read overlaps it whole. The activations are copied to shared memory where they fit beside the
-// weights (else each warp reads its token rows from global memory, L2, as it goes: QKV 2048->5120 from 6
-// rows), the warp's tensor-core tiles read the weights from there (rows padded by 64 bytes), and the S
-// partial tiles of a tile are summed in a fixed order through shared memory that the weight rows no longer
-// need.
+// The staged GEMV (kernels/gemv.h, GemvLaunchOptions): one block an SM (up to staged_blocks_per_sm smaller
+// ones), each owning T row tiles of 16 weight rows whole in shared memory. Warp w works on tile w / S and the
+// k range w % S of it (S k splits). It first issues asynchronous 16-byte copies (cp.async, no registers held)
+// of exactly the weight pieces it will read, in GemvLaunchOptions::staged_copy_groups groups (parts of its k
+// range, 1 by default), and only then waits for the predecessor grid: under PDL the block becomes resident
+// while the predecessor still runs, so the weight read overlaps it whole. The activations are copied to
+// shared memory where they fit beside the weights (else each warp reads its token rows from global memory,
+// L2, as it goes: QKV 2048->5120 from 6 rows), the warp's tensor-core tiles read the weights from there (rows
+// padded by 64 bytes), and the S partial tiles of a tile are summed in a fixed order through shared memory
+// that the weight rows no longer need.
 #include <algorithm>
 #include <type_traits>
 
@@ -22,6 +22,8 @@ namespace {
 
 constexpr int kMaxStagedWarps = 32;
 constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
+constexpr size_t kSmemReservedPerBlock =
+    1024;  // shared memory an SM reserves for each resident block (SM80+)
 
 // Shared memory: the weight rows [T * 16][row_elems] (reused for the partial tiles once read), then, with
 // kXShared, the activations [M][row_elems] at x_offset bytes; without, the activations are read from global
@@ -93,23 +95,39 @@ struct StagedShape {
 // block at most 32 warps. The activations go to shared memory where they fit beside the weights, else (with
 // GemvLaunchOptions::staged_x_global) the product reads them from global memory. False where K is not whole
 // k blocks or the block's shared memory exceeds the limit.
-bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_tiles, StagedShape& s) {
+bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_tiles, int blocks_per_sm,
+                  StagedShape& s) {
   if (p.k % kMmaK != 0 || p.m < 1 || p.m > kGemvMaxTokens || p.n < 1 || o.staged_sms < 1) return false;
   const int tiles = (p.n + kMmaRows - 1) / kMmaRows, k_blocks = p.k / kMmaK;
-  s.tiles_per_block = (tiles + o.staged_sms - 1) / o.staged_sms;
-  if (s.tiles_per_block > kMaxStagedWarps) return false;
-  s.k_splits = std::max(1, std::min({k_blocks, kMaxStagedWarps / s.tiles_per_block,
-                                     (k_blocks + kMinKBlocksPerWarp - 1) / kMinKBlocksPerWarp}));
+  s.tiles_per_block = (tiles + o.staged_sms * blocks_per_sm - 1) / (o.staged_sms * blocks_per_sm);
   s.blocks = (tiles + s.tiles_per_block - 1) / s.tiles_per_block;
+  // Blocks an SM holds in the wave; their warps share its 64 warps' worth of registers at 64 a thread
+  // (the kernel's launch bounds), so each block takes at most 32 / resident warps.
+  const int resident = (s.blocks + o.staged_sms - 1) / o.staged_sms, max_warps = kMaxStagedWarps / resident;
+  if (s.tiles_per_block > max_warps) return false;
+  s.k_splits = std::max(1, std::min({k_blocks, max_warps / s.tiles_per_block,
+                                     (k_blocks + kMinKBlocksPerWarp - 1) / kMinKBlocksPerWarp}));
   const size_t weights = s.tiles_per_block * staged_tile_bytes(p.k);
   const size_t partials =
       warp_tiles_scratch_floats(s.tiles_per_block * s.k_splits, token_tiles) * sizeof(float);
   s.x_offset = std::max(weights, partials);
   s.smem = s.x_offset + p.m * (staged_tile_bytes(p.k) / kMmaRows);  // activation rows, padded alike
-  if (s.smem <= o.staged_smem) return true;
+  // What `resident` blocks may take: the SM's shared memory (the opt-in limit of one block plus the 1 KB the
+  // SM reserves a block) less each block's reserve.
+  const size_t limit = resident == 1
+                           ? o.staged_smem
+                           : (o.staged_smem + kSmemReservedPerBlock) / resident - kSmemReservedPerBlock;
+  if (s.smem <= limit) return true;
   s.x_shared = false;
   s.smem = s.x_offset;
-  return o.staged_x_global && s.smem <= o.staged_smem;
+  return o.staged_x_global && s.smem <= limit;
+}
+
+// staged_shape with GemvLaunchOptions::staged_blocks_per_sm, else with one block an SM.
+bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_tiles, StagedShape& s) {
+  const int blocks_per_sm = std::clamp(o.staged_blocks_per_sm, 1, 4);
+  return (blocks_per_sm > 1 && staged_shape(p, o, token_tiles, blocks_per_sm, s)) ||
+         staged_shape(p, o, token_tiles, 1, s);
 }
 
 template <int NT>

@@ -19,6 +19,10 @@ struct CudaKernelSwitches {
   // Qwen3-30B-A3B from 6 and 11 rows), it reads them from global memory instead of leaving the shape to the
   // register GEMV (GemvLaunchOptions::staged_x_global).
   bool staged_gemv_x_global = true;
+  // Staged GEMV blocks an SM may hold in one wave (1-4; GemvLaunchOptions::staged_blocks_per_sm): smaller
+  // blocks can start their weight copies while the kernel before them still holds part of the SM.
+  // 3 against 1: -1.0% on the step at c = 4, -0.2% at c = 1 (docs/PERF.md, twenty-second session).
+  int staged_gemv_blocks_per_sm = 3;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
   // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel
@@ -109,6 +113,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("staged_gemv", switches.staged_gemv);
   visit("staged_gemv_copy_groups", switches.staged_gemv_copy_groups, 1, 4);
   visit("staged_gemv_x_global", switches.staged_gemv_x_global);
+  visit("staged_gemv_blocks_per_sm", switches.staged_gemv_blocks_per_sm, 1, 4);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);

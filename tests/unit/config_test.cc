@@ -259,6 +259,9 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages_one_token=1"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.staged_gemv_x_global);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages=7"}), ConfigError);
+  EXPECT_EQ(c.runtime.kernels.staged_gemv_blocks_per_sm, 3);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_blocks_per_sm=5"}), ConfigError);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_blocks_per_sm=0"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_stores_after_gather=false"})
                    .runtime.kernels.router_fused_stores_after_gather);
@@ -328,7 +331,8 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "attention_inputs_before_wait: false, attention_kv_before_wait: false, "
                                     "router_fused_stores_after_gather: false, topk_gating_redux: false, "
                                     "moe_gate_up_bulk_min_tokens: 3, moe_gate_up_bulk_stages: 5, "
-                                    "staged_gemv_x_global: false, weights_l2_evict_first: false}\n",
+                                    "staged_gemv_x_global: false, weights_l2_evict_first: false, "
+                                    "staged_gemv_blocks_per_sm: 2}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.kernels.attention_split_keys, 96);
@@ -349,6 +353,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_min_tokens, 3);
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_stages, 5);
   EXPECT_FALSE(d.runtime.kernels.staged_gemv_x_global);
+  EXPECT_EQ(d.runtime.kernels.staged_gemv_blocks_per_sm, 2);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {
