@@ -95,9 +95,8 @@ __global__ void __launch_bounds__(kChunkThreads) candidates_chunk_kernel(const S
   }
 }
 
-// The chunks' [max, sum] merged into the row's.
-__device__ void write_row_stats(const SamplingCandidatesParams& p, int row) {
-  const float* st = p.chunk_stats + static_cast<int64_t>(row) * p.num_chunks * 2;
+// The chunks' [max, sum] (staged in shared memory: st [num_chunks, 2]) merged into the row's, in chunk order.
+__device__ void write_row_stats(const SamplingCandidatesParams& p, int row, const float* st) {
   const float temp = row_temperature(p, row);
   float row_max = -INFINITY, row_sum = 0.0f;
   for (int k = 0; k < p.num_chunks; ++k) row_max = fmaxf(row_max, st[2 * k]);
@@ -113,20 +112,45 @@ __global__ void __launch_bounds__(kMergeThreads) candidates_merge_kernel(const S
   auto* keys = reinterpret_cast<unsigned long long*>(smem);
   auto* vals = reinterpret_cast<float*>(keys + sort_n);
   auto* ids = reinterpret_cast<int32_t*>(vals + p.candidates);
+  // Per chunk, staged by all threads at once (one trip to memory, not one a chunk for a single thread): its
+  // [max, sum] and, for a greedy row, its best candidate.
+  auto* chunk_stats_s = reinterpret_cast<float*>(ids + p.candidates);  // [num_chunks, 2]
+  float* chunk_best_s = chunk_stats_s + 2 * p.num_chunks;              // [num_chunks]
+  auto* chunk_best_id_s = reinterpret_cast<int32_t*>(chunk_best_s + p.num_chunks);
+  __shared__ float best_s;
+  __shared__ int32_t best_id_s;
   pdl_wait_then_trigger();
   const int row = blockIdx.x, c = p.candidates;
   const int64_t base = static_cast<int64_t>(row) * p.num_chunks * c;
-  if (threadIdx.x == 0) write_row_stats(p, row);
-  if (greedy_row(p, row)) {  // the best of the chunks' bests (chunks in id order: the first wins ties)
-    float best = -INFINITY;
-    int32_t best_id = -1;
-    for (int k = 0; k < p.num_chunks; ++k) {
-      const float v = p.chunk_values[base + static_cast<int64_t>(k) * c];
-      if (best_id < 0 || v > best) best = v, best_id = p.chunk_ids[base + static_cast<int64_t>(k) * c];
+  const bool greedy = greedy_row(p, row);
+  const float* chunk_stats = p.chunk_stats + static_cast<int64_t>(row) * p.num_chunks * 2;
+  for (int k = threadIdx.x; k < p.num_chunks; k += kMergeThreads) {
+    chunk_stats_s[2 * k] = chunk_stats[2 * k];
+    chunk_stats_s[2 * k + 1] = chunk_stats[2 * k + 1];
+    if (greedy) {
+      chunk_best_s[k] = p.chunk_values[base + static_cast<int64_t>(k) * c];
+      chunk_best_id_s[k] = p.chunk_ids[base + static_cast<int64_t>(k) * c];
     }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    write_row_stats(p, row, chunk_stats_s);
+    if (greedy) {  // the best of the chunks' bests (chunks in id order: the first wins ties)
+      float best = -INFINITY;
+      int32_t best_id = -1;
+      for (int k = 0; k < p.num_chunks; ++k) {
+        const float v = chunk_best_s[k];
+        if (best_id < 0 || v > best) best = v, best_id = chunk_best_id_s[k];
+      }
+      best_s = best;
+      best_id_s = best_id;
+    }
+  }
+  if (greedy) {
+    __syncthreads();
     for (int r = threadIdx.x; r < c; r += kMergeThreads) {  // every position: the best (see the header)
-      p.values[static_cast<int64_t>(row) * c + r] = best;
-      p.ids[static_cast<int64_t>(row) * c + r] = best_id;
+      p.values[static_cast<int64_t>(row) * c + r] = best_s;
+      p.ids[static_cast<int64_t>(row) * c + r] = best_id_s;
     }
     return;
   }
@@ -168,8 +192,9 @@ void launch_sampling_candidates(const SamplingCandidatesParams& p, cudaStream_t 
                                 const LaunchPolicy& policy) {
   launch(policy, Site::kSampling, Pdl::kEnrolled, candidates_chunk_kernel, dim3(p.num_chunks, p.rows),
          dim3(kChunkThreads), 0, stream, p);
-  const size_t smem =
-      static_cast<size_t>(next_pow2(p.candidates)) * 8 + static_cast<size_t>(p.candidates) * 8;
+  // Shared memory: the sort's keys, the selected values and ids, and the chunks' staged stats and bests.
+  const size_t smem = static_cast<size_t>(next_pow2(p.candidates)) * 8 +
+                      static_cast<size_t>(p.candidates) * 8 + static_cast<size_t>(p.num_chunks) * 16;
   launch(policy, Site::kSampling, Pdl::kEnrolled, candidates_merge_kernel, dim3(p.rows), dim3(kMergeThreads),
          smem, stream, p);
 }
