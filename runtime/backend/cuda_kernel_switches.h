@@ -21,7 +21,8 @@ struct CudaKernelSwitches {
   bool staged_gemv_x_global = true;
   // Staged GEMV blocks an SM may hold in one wave (1-4; GemvLaunchOptions::staged_blocks_per_sm): smaller
   // blocks can start their weight copies while the kernel before them still holds part of the SM.
-  // 3 against 1: -1.0% on the step at c = 4, -0.2% at c = 1 (docs/PERF.md, twenty-second session).
+  // 3 against 1: -1.0% on the step at c = 4, within the noise at c = 1 and 16 (docs/PERF.md, twenty-second
+  // session).
   int staged_gemv_blocks_per_sm = 3;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
