@@ -22,8 +22,8 @@ namespace {
 
 constexpr int kMaxStagedWarps = 32;
 constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
-constexpr size_t kSmemReservedPerBlock =
-    1024;  // shared memory an SM reserves for each resident block (SM80+)
+// Shared memory an SM reserves for each resident block (SM80+).
+constexpr size_t kSmemReservedPerBlock = SmLimits{}.reserved_smem_per_block;
 
 // Shared memory: the weight rows [T * 16][row_elems] (reused for the partial tiles once read), then, with
 // kXShared, the activations [M][row_elems] at x_offset bytes; without, the activations are read from global
