@@ -40,6 +40,10 @@ struct GemvLaunchOptions {
   // memory and can become resident, and start its copies, while the kernel before it still holds part of the
   // SM. Falls back to one block an SM where that many do not fit the SM's shared memory.
   int staged_blocks_per_sm = 1;
+  // Warps a staged block may have (1..32; fewer k splits). A block of 32 warps at 48 registers a thread takes
+  // 48 of each SM sub-partition's 64 register units, so it cannot become resident beside a decode attention
+  // block (21 units) and starts only once that block has left; 28 warps fit beside one.
+  int staged_max_warps = 32;
 };
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,

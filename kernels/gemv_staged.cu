@@ -103,7 +103,9 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
   s.blocks = (tiles + s.tiles_per_block - 1) / s.tiles_per_block;
   // Blocks an SM holds in the wave; their warps share its 64 warps' worth of registers at 64 a thread
   // (the kernel's launch bounds), so each block takes at most 32 / resident warps.
-  const int resident = (s.blocks + o.staged_sms - 1) / o.staged_sms, max_warps = kMaxStagedWarps / resident;
+  const int resident = (s.blocks + o.staged_sms - 1) / o.staged_sms;
+  const int max_warps =
+      std::min(kMaxStagedWarps / resident, std::clamp(o.staged_max_warps, 1, kMaxStagedWarps));
   if (s.tiles_per_block > max_warps) return false;
   s.k_splits = std::max(1, std::min({k_blocks, max_warps / s.tiles_per_block,
                                      (k_blocks + kMinKBlocksPerWarp - 1) / kMinKBlocksPerWarp}));

@@ -24,6 +24,9 @@ struct CudaKernelSwitches {
   // 3 against 1: -1.0% on the step at c = 4, within the noise at c = 1 and 16 (docs/PERF.md, twenty-second
   // session).
   int staged_gemv_blocks_per_sm = 3;
+  // Warps a staged GEMV block may have (4-32; GemvLaunchOptions::staged_max_warps): fewer let the O
+  // projection's blocks become resident beside the decode attention blocks before them.
+  int staged_gemv_max_warps = 32;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
   // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel
@@ -115,6 +118,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("staged_gemv_copy_groups", switches.staged_gemv_copy_groups, 1, 4);
   visit("staged_gemv_x_global", switches.staged_gemv_x_global);
   visit("staged_gemv_blocks_per_sm", switches.staged_gemv_blocks_per_sm, 1, 4);
+  visit("staged_gemv_max_warps", switches.staged_gemv_max_warps, 4, 32);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);

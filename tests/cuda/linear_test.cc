@@ -18,7 +18,8 @@ void PrintTo(const LinearCase& c, std::ostream* os) {
 }
 
 // Parameters: the case, f32 output, and the staged GEMV's copy groups (0: not staged); 2 and 4 groups run
-// with 2 and 3 staged blocks an SM (runtime.staged_gemv_blocks_per_sm).
+// with 2 and 3 staged blocks an SM (runtime.staged_gemv_blocks_per_sm), 1 and 4 groups with at most 28 and 8
+// warps a block (runtime.staged_gemv_max_warps).
 class LinearTest : public ::testing::TestWithParam<std::tuple<LinearCase, bool, int>> {};
 
 TEST_P(LinearTest, MatchesCpu) {
@@ -30,6 +31,7 @@ TEST_P(LinearTest, MatchesCpu) {
   options.kernels.staged_gemv_copy_groups = std::max(copy_groups, 1);
   options.kernels.weights_l2_evict_first = copy_groups != 2;  // staged copies without the L2 hint too
   options.kernels.staged_gemv_blocks_per_sm = copy_groups == 4 ? 3 : copy_groups;  // several blocks an SM
+  options.kernels.staged_gemv_max_warps = copy_groups == 1 ? 28 : copy_groups == 4 ? 8 : 32;  // fewer warps
   Backends b(options);
   auto xv = uniform(rng, size_t(c.m) * c.k), wv = uniform(rng, size_t(c.n) * c.k, -0.5f, 0.5f);
   Pair x = b.bf16({c.m, c.k}, xv), w = b.bf16({c.n, c.k}, wv);
