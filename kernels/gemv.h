@@ -42,7 +42,7 @@ struct GemvLaunchOptions {
   int staged_blocks_per_sm = 1;
   // Warps a staged block may have (1..32; fewer k splits). A block of 32 warps at 48 registers a thread takes
   // 48 of each SM sub-partition's 64 register units, so it cannot become resident beside a decode attention
-  // block (21 units) and starts only once that block has left; 28 warps fit beside one.
+  // block (21 units) and starts only once that block has left; 28 warps fit beside one, 16 measured fastest.
   int staged_max_warps = 32;
 };
 

@@ -25,8 +25,10 @@ struct CudaKernelSwitches {
   // session).
   int staged_gemv_blocks_per_sm = 3;
   // Warps a staged GEMV block may have (4-32; GemvLaunchOptions::staged_max_warps): fewer let the O
-  // projection's blocks become resident beside the decode attention blocks before them.
-  int staged_gemv_max_warps = 32;
+  // projection's blocks become resident beside the decode attention blocks before them. 16 against 32: -1.1%
+  // on the step at c = 1 (twice), -0.2% and -0.6% at c = 4, none at 16; 8 and 12 slower at c = 16
+  // (docs/PERF.md, twenty-second session).
+  int staged_gemv_max_warps = 16;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
   // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel

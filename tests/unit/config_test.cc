@@ -262,7 +262,7 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_EQ(c.runtime.kernels.staged_gemv_blocks_per_sm, 3);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_blocks_per_sm=5"}), ConfigError);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_blocks_per_sm=0"}), ConfigError);
-  EXPECT_EQ(c.runtime.kernels.staged_gemv_max_warps, 32);
+  EXPECT_EQ(c.runtime.kernels.staged_gemv_max_warps, 16);
   EXPECT_EQ(parse_config(M, "x", {"runtime.staged_gemv_max_warps=28"}).runtime.kernels.staged_gemv_max_warps,
             28);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_max_warps=3"}), ConfigError);
