@@ -91,10 +91,11 @@ struct StagedShape {
   bool x_shared = true;  // the activations copied into shared memory (else read from global memory)
 };
 
-// T = the row tiles an SM must hold for one wave; S = k splits, so that each warp has >= 4 k blocks and the
-// block at most 32 warps. The activations go to shared memory where they fit beside the weights, else (with
-// GemvLaunchOptions::staged_x_global) the product reads them from global memory. False where K is not whole
-// k blocks or the block's shared memory exceeds the limit.
+// T = the row tiles a block holds so that the SMs take the grid in one wave of up to blocks_per_sm blocks
+// each; S = k splits, so that each warp has >= 4 k blocks and the block at most 32 / (blocks an SM holds)
+// and GemvLaunchOptions::staged_max_warps warps. The activations go to shared memory where they fit beside
+// the weights, else (with GemvLaunchOptions::staged_x_global) the product reads them from global memory.
+// False where K is not whole k blocks or the blocks an SM holds exceed its shared memory.
 bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_tiles, int blocks_per_sm,
                   StagedShape& s) {
   if (p.k % kMmaK != 0 || p.m < 1 || p.m > kGemvMaxTokens || p.n < 1 || o.staged_sms < 1) return false;
@@ -114,11 +115,9 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
       warp_tiles_scratch_floats(s.tiles_per_block * s.k_splits, token_tiles) * sizeof(float);
   s.x_offset = std::max(weights, partials);
   s.smem = s.x_offset + p.m * (staged_tile_bytes(p.k) / kMmaRows);  // activation rows, padded alike
-  // What `resident` blocks may take: the SM's shared memory (the opt-in limit of one block plus the 1 KB the
-  // SM reserves a block) less each block's reserve.
-  const size_t limit = resident == 1
-                           ? o.staged_smem
-                           : (o.staged_smem + kSmemReservedPerBlock) / resident - kSmemReservedPerBlock;
+  // What each of `resident` blocks may take: the SM's shared memory (the opt-in limit of one block plus the
+  // 1 KB the SM reserves a block) shared out, less each block's reserve (staged_smem itself for one block).
+  const size_t limit = (o.staged_smem + kSmemReservedPerBlock) / resident - kSmemReservedPerBlock;
   if (s.smem <= limit) return true;
   s.x_shared = false;
   s.smem = s.x_offset;
