@@ -49,8 +49,22 @@ struct GemvLaunchOptions {
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,
                  const GemvLaunchOptions& options = {});
 
+// How the staged kernel cuts `p` (host arithmetic, no GPU needed): blocks of tiles_per_block 16-row tiles,
+// each tile's K split over k_splits warps, `smem` bytes of dynamic shared memory a block, the activations at
+// x_offset in it when x_shared (else read from global memory).
+struct GemvStagedPlan {
+  int tiles_per_block = 0, k_splits = 0, blocks = 0;
+  size_t x_offset = 0, smem = 0;
+  bool x_shared = true;
+  int warps() const { return tiles_per_block * k_splits; }
+};
+// The plan for `p` under `options` (staged_blocks_per_sm blocks an SM where they fit, else one); false where
+// the shape does not suit the staged kernel (K not a multiple of 32, the weight rows and activations beyond
+// staged_smem).
+bool plan_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, GemvStagedPlan& plan);
+
 // The staged kernel (see GemvLaunchOptions) for `p`. Launches nothing and returns false where the shape does
-// not suit it (K not a multiple of 32, or the weight rows and activations beyond staged_smem).
+// not suit it (plan_gemv_staged).
 bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, cudaStream_t stream,
                         const LaunchPolicy& policy);
 

@@ -85,19 +85,14 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   if (split == 0) store_tile<NT, Out>(p, acc, tile_row0 + g, tile_row0 + g + 8, q);
 }
 
-struct StagedShape {
-  int tiles_per_block = 0, k_splits = 0, blocks = 0;
-  size_t x_offset = 0, smem = 0;
-  bool x_shared = true;  // the activations copied into shared memory (else read from global memory)
-};
-
 // T = the row tiles a block holds so that the SMs take the grid in one wave of up to blocks_per_sm blocks
 // each; S = k splits, so that each warp has >= 4 k blocks and the block at most 32 / (blocks an SM holds)
 // and GemvLaunchOptions::staged_max_warps warps. The activations go to shared memory where they fit beside
 // the weights, else (with GemvLaunchOptions::staged_x_global) the product reads them from global memory.
 // False where K is not whole k blocks or the blocks an SM holds exceed its shared memory.
 bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_tiles, int blocks_per_sm,
-                  StagedShape& s) {
+                  GemvStagedPlan& s) {
+  s = GemvStagedPlan{};  // a plan tried before (more blocks an SM) leaves nothing behind
   if (p.k % kMmaK != 0 || p.m < 1 || p.m > kGemvMaxTokens || p.n < 1 || o.staged_sms < 1) return false;
   const int tiles = (p.n + kMmaRows - 1) / kMmaRows, k_blocks = p.k / kMmaK;
   s.tiles_per_block = (tiles + o.staged_sms * blocks_per_sm - 1) / (o.staged_sms * blocks_per_sm);
@@ -124,17 +119,10 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
   return o.staged_x_global && s.smem <= limit;
 }
 
-// staged_shape with GemvLaunchOptions::staged_blocks_per_sm, else with one block an SM.
-bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_tiles, StagedShape& s) {
-  const int blocks_per_sm = std::clamp(o.staged_blocks_per_sm, 1, 4);
-  return (blocks_per_sm > 1 && staged_shape(p, o, token_tiles, blocks_per_sm, s)) ||
-         staged_shape(p, o, token_tiles, 1, s);
-}
-
 template <int NT>
-void launch_staged(const GemvParams& p, const StagedShape& s, const GemvLaunchOptions& o, cudaStream_t stream,
-                   const LaunchPolicy& policy) {
-  const dim3 grid(s.blocks), block(s.tiles_per_block * s.k_splits * kWarpSize);
+void launch_staged(const GemvParams& p, const GemvStagedPlan& s, const GemvLaunchOptions& o,
+                   cudaStream_t stream, const LaunchPolicy& policy) {
+  const dim3 grid(s.blocks), block(s.warps() * kWarpSize);
   const int x_offset = static_cast<int>(s.x_offset);
   const int copy_groups = std::clamp(o.staged_copy_groups, 1, 4);
   auto kernel =
@@ -145,14 +133,23 @@ void launch_staged(const GemvParams& p, const StagedShape& s, const GemvLaunchOp
          s.k_splits, x_offset, copy_groups, o.staged_weights_evict_first);
 }
 
+int token_tiles(const GemvParams& p) {
+  return p.m <= kMmaCols ? 1 : 2;
+}
+
 }  // namespace
+
+bool plan_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, GemvStagedPlan& plan) {
+  const int blocks_per_sm = std::clamp(options.staged_blocks_per_sm, 1, 4);
+  return (blocks_per_sm > 1 && staged_shape(p, options, token_tiles(p), blocks_per_sm, plan)) ||
+         staged_shape(p, options, token_tiles(p), 1, plan);
+}
 
 bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, cudaStream_t stream,
                         const LaunchPolicy& policy) {
-  const int token_tiles = p.m <= kMmaCols ? 1 : 2;
-  StagedShape s;
-  if (!staged_shape(p, options, token_tiles, s)) return false;
-  if (token_tiles == 1)
+  GemvStagedPlan s;
+  if (!plan_gemv_staged(p, options, s)) return false;
+  if (token_tiles(p) == 1)
     launch_staged<1>(p, s, options, stream, policy);
   else
     launch_staged<2>(p, s, options, stream, policy);
