@@ -1,0 +1,34 @@
+// Whether a kernel's blocks can become resident on an SM beside blocks of the kernel before it. Under PDL a
+// kernel's blocks start while its predecessor's still run, and issue what does not depend on it (weight
+// copies, step inputs) before their wait, but only on an SM with room for them beside the predecessor's
+// blocks: registers (each of the SM's 4 sub-partitions holds whole warps), shared memory, threads and block
+// slots. Host arithmetic, the occupancy calculator's as in resident_blocks (kernels/launch.h), for two
+// kernels; docs/step_latency.md ("Registers decide which blocks start early") has the cases measured.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/launch.h"
+
+namespace tpserve::kernels {
+
+// What one block of a kernel takes of an SM.
+struct BlockFootprint {
+  int regs_per_thread = 0;  // cudaFuncAttributes::numRegs
+  size_t smem = 0;          // static + dynamic shared memory, bytes
+  int threads = 0;
+};
+
+struct BesideFit {
+  int blocks = 0;          // blocks of the incoming kernel an SM holds beside the resident ones
+  const char* bound = "";  // what stops one more: "registers", "shared memory", "threads" or "block slots"
+};
+
+// Blocks of `incoming` one SM can hold beside `resident_blocks` blocks of `resident`. The resident blocks'
+// warps are spread over the sub-partitions as evenly as they go, and each incoming warp takes the
+// sub-partition with the most registers left (the best case: the hardware's placement is not documented).
+// With resident_blocks = 0 this is resident_blocks(sm, incoming...).
+BesideFit blocks_beside(const SmLimits& sm, const BlockFootprint& resident, int resident_blocks,
+                        const BlockFootprint& incoming);
+
+}  // namespace tpserve::kernels
