@@ -134,20 +134,24 @@ int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem,
   return std::max(0, std::min({by_regs, by_smem, sm.threads / (warps * 32), sm.blocks}));
 }
 
-int resident_blocks_per_sm(const void* kernel, int threads, size_t dynamic_smem) {
+SmLimits current_sm_limits() {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
   SmLimits sm;
   sm.regs = prop.regsPerMultiprocessor;
   sm.smem = prop.sharedMemPerMultiprocessor;
   sm.reserved_smem_per_block = prop.reservedSharedMemPerBlock;
   sm.threads = prop.maxThreadsPerMultiProcessor;
   sm.blocks = prop.maxBlocksPerMultiProcessor;
-  return resident_blocks(sm, attr.numRegs, attr.sharedSizeBytes, threads, dynamic_smem);
+  return sm;
+}
+
+int resident_blocks_per_sm(const void* kernel, int threads, size_t dynamic_smem) {
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  return resident_blocks(current_sm_limits(), attr.numRegs, attr.sharedSizeBytes, threads, dynamic_smem);
 }
 
 bool runs_sm90_code(const void* kernel, int device_sm) {

@@ -109,7 +109,9 @@ struct SmLimits {
 // (cuda_occupancy.h), not the carveout the kernel last ran with.
 int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem, int threads,
                     size_t dynamic_smem);
-// resident_blocks for `kernel` on the current device (cudaFuncGetAttributes, cudaGetDeviceProperties).
+// The current device's SmLimits (cudaGetDeviceProperties).
+SmLimits current_sm_limits();
+// resident_blocks for `kernel` on the current device (cudaFuncGetAttributes, current_sm_limits).
 int resident_blocks_per_sm(const void* kernel, int threads, size_t dynamic_smem);
 
 // Whether a device of compute capability `device_sm` (e.g. 90) runs `kernel`'s SM90 code: the device is

@@ -1,8 +1,6 @@
 #include "bench/tp_decode/cupti_busy_tracer.h"
 
 #include <cupti.h>
-#include <cxxabi.h>
-
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -10,6 +8,7 @@
 #include "bench/common/busy_intervals.h"
 #include "bench/common/chain_advance.h"
 #include "common/error.h"
+#include "common/kernel_name.h"
 
 namespace tpserve::bench {
 namespace {
@@ -31,21 +30,6 @@ struct Record {
   BusyInterval interval;
   std::string kernel;  // empty for copies and sets
 };
-
-// "void ns::(anonymous namespace)::gemv_kernel<...>(Params)" -> "gemv_kernel".
-std::string short_kernel_name(const char* mangled) {
-  if (mangled == nullptr) return "?";
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
-  std::string name = status == 0 && demangled != nullptr ? demangled : mangled;
-  std::free(demangled);
-  const std::string anonymous = "(anonymous namespace)::";
-  for (size_t at; (at = name.find(anonymous)) != std::string::npos;) name.erase(at, anonymous.size());
-  if (name.rfind("void ", 0) == 0) name.erase(0, 5);  // a template's return type
-  name = name.substr(0, name.find_first_of("<("));
-  const size_t colon = name.rfind("::");
-  return colon == std::string::npos ? name : name.substr(colon + 2);
-}
 
 std::mutex g_mutex;
 std::vector<Record> g_records;  // completed records not yet consumed

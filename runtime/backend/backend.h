@@ -4,12 +4,14 @@
 // Ops are asynchronous on device backends (ordered on the backend's stream); copy_to_host waits.
 #pragma once
 
+#include <compare>
 #include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/synthetic_value.h"
 #include "runtime/backend/tensor.h"
@@ -49,8 +51,31 @@ struct RopeConfig {
   int head_dim = 0;
 };
 
+// One kernel node's launch as the neighbours table shows it.
+struct KernelLaunchShape {
+  std::string kernel;  // short name (common/kernel_name.h)
+  int blocks = 0;      // the grid's blocks
+  int per_sm = 0;      // blocks an SM gets, the grid spread evenly over the SMs (rounded up)
+  int threads = 0;     // a block's
+  int regs = 0;        // a thread's
+  size_t smem = 0;     // a block's, static + dynamic
+  auto operator<=>(const KernelLaunchShape&) const = default;
+};
+
+// A kind of kernel -> kernel edge in a step graph: the same two launches, `count` times. `beside`: blocks of
+// the second an SM holds beside `first.per_sm` blocks of the first (kernels/residency.h), `bound` what stops
+// one more. Under PDL the second kernel's blocks start early, and issue what precedes their wait, only where
+// that is at least one; clusters are not modelled.
+struct KernelNeighbours {
+  KernelLaunchShape first, second;
+  int count = 0;
+  int beside = 0;
+  std::string bound;
+};
+
 // What a captured step graph contains (CUDA graphs): nodes, kernel nodes, edges, programmatic (PDL) edges,
-// and per launch site the kernel nodes and the programmatic edges into them.
+// per launch site the kernel nodes and the programmatic edges into them, and the kernel -> kernel edges'
+// neighbours table.
 struct GraphReport {
   int nodes = 0;
   int kernel_nodes = 0;
@@ -61,6 +86,7 @@ struct GraphReport {
   int pdl_kernel_nodes_after_kernel = 0;
   std::map<std::string, int> kernels_per_site;
   std::map<std::string, int> programmatic_edges_per_site;
+  std::vector<KernelNeighbours> neighbours;  // most frequent first
   double capture_ms = 0.0;
   size_t memory_bytes = 0;  // device memory the instantiated graph took
   std::string format() const;

@@ -3,6 +3,16 @@
 #include "runtime/backend/backend.h"
 
 namespace tpserve {
+namespace {
+
+std::string describe(const KernelLaunchShape& k) {
+  std::ostringstream os;
+  os << k.kernel << " (" << k.blocks << " blocks, " << k.per_sm << "/SM, " << k.threads << " threads, "
+     << k.regs << " regs, " << k.smem << " B)";
+  return os.str();
+}
+
+}  // namespace
 
 std::string GraphReport::format() const {
   std::ostringstream os;
@@ -14,6 +24,11 @@ std::string GraphReport::format() const {
     os << "\n    " << site << ": " << n << " kernels, "
        << (it == programmatic_edges_per_site.end() ? 0 : it->second) << " programmatic edges in";
   }
+  if (!neighbours.empty())
+    os << "\n  kernel -> next kernel (edges): blocks of the next an SM holds beside the first's";
+  for (const auto& n : neighbours)
+    os << "\n    " << n.count << "x " << describe(n.first) << " -> " << describe(n.second) << ": " << n.beside
+       << " beside " << n.first.per_sm << (n.beside < n.second.per_sm ? " (" + n.bound + ")" : "");
   return os.str();
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 
+#include "kernels/residency.h"
 #include "parallel/communicator.h"
 #include "runtime/backend/cuda/cuda_backend.h"
 #include "runtime/backend/cuda/device_memory.h"
@@ -166,6 +167,42 @@ TEST(CudaGraphs, ProgrammaticEdgesFollowThePdlPolicy) {
   }
   EXPECT_EQ(no_topk.programmatic_edges,
             automatic.programmatic_edges - automatic.programmatic_edges_per_site.at("topk_gating"));
+}
+
+// The neighbours table: every kernel -> kernel edge of our kernels counted once, each launch as the graph
+// holds it, and what fits of the second beside the first as kernels/residency.h computes it.
+TEST(CudaGraphs, NeighboursTableCoversTheKernelEdges) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const GraphReport r = batch4_graph({"launch.pdl.default=auto"});
+  std::printf("%s\n", r.format().c_str());
+  ASSERT_FALSE(r.neighbours.empty());
+  const kernels::SmLimits sm = kernels::current_sm_limits();
+  int edges = 0;
+  for (const KernelNeighbours& n : r.neighbours) {
+    const std::string what = n.first.kernel + " -> " + n.second.kernel;
+    edges += n.count;
+    EXPECT_GE(n.count, 1) << what;
+    for (const KernelLaunchShape* k : {&n.first, &n.second}) {
+      EXPECT_FALSE(k->kernel.empty()) << what;
+      EXPECT_GE(k->blocks, 1) << what;
+      EXPECT_GE(k->per_sm, 1) << what;
+      EXPECT_GE(k->threads, 32) << what;
+      EXPECT_GE(k->regs, 1) << what;
+    }
+    const kernels::BesideFit fit =
+        kernels::blocks_beside(sm, {n.first.regs, n.first.smem, n.first.threads}, n.first.per_sm,
+                               {n.second.regs, n.second.smem, n.second.threads});
+    EXPECT_EQ(n.beside, fit.blocks) << what;
+    EXPECT_EQ(n.bound, fit.bound) << what;
+    EXPECT_LE(n.beside, kernels::resident_blocks(sm, n.second.regs, 0, n.second.threads, n.second.smem))
+        << what;
+  }
+  EXPECT_LE(edges, r.edges);
+  // Every programmatic edge joins two kernels; those from another library's kernel (cuBLASLt's, one edge out
+  // of each in the step's chain) may be left out.
+  const auto library = r.kernels_per_site.find("library");
+  EXPECT_GE(edges, r.programmatic_edges - (library == r.kernels_per_site.end() ? 0 : library->second));
+  EXPECT_NE(r.format().find("beside"), std::string::npos);
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
 // CUDA graphs for CudaBackend: capture a step's ops on the backend stream, instantiate once, replay with one
 // launch. The report walks the captured graph: nodes, kernel nodes, edges with their type (cudaGraphGetEdges
-// with edge data: without it the call fails with cudaErrorLossyQuery when programmatic edges exist), and per
-// launch site the kernel nodes and the programmatic edges into them (kernel -> site from the launch policy).
+// with edge data: without it the call fails with cudaErrorLossyQuery when programmatic edges exist), per
+// launch site the kernel nodes and the programmatic edges into them (kernel -> site from the launch policy),
+// and the kernel -> kernel edges' neighbours table (graph_neighbours.h).
 #include <chrono>
 #include <map>
 
 #include "common/log.h"
 #include "kernels/launch.h"
 #include "runtime/backend/cuda/cuda_backend.h"
+#include "runtime/backend/cuda/graph_neighbours.h"
 
 namespace tpserve {
 namespace {
@@ -81,6 +83,7 @@ GraphReport analyze(cudaGraph_t graph, const kernels::LaunchPolicy& policy) {
     auto it = site_of_node.find(to[i]);
     ++r.programmatic_edges_per_site[it == site_of_node.end() ? "?" : it->second];
   }
+  r.neighbours = kernel_neighbours(from, to);
   return r;
 }
 

@@ -1,0 +1,76 @@
+#include "runtime/backend/cuda/graph_neighbours.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "common/cuda_check.h"
+#include "common/kernel_name.h"
+#include "kernels/residency.h"
+
+namespace tpserve {
+namespace {
+
+// A kernel node's launch, or nullopt for other nodes and kernels the runtime API cannot read.
+std::optional<KernelLaunchShape> launch_shape(cudaGraphNode_t node, int num_sms) {
+  cudaGraphNodeType type;
+  CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+  if (type != cudaGraphNodeTypeKernel) return std::nullopt;
+  cudaKernelNodeParams params{};
+  cudaFuncAttributes attr{};
+  if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess ||
+      cudaFuncGetAttributes(&attr, params.func) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  const char* name = nullptr;
+  if (cudaFuncGetName(&name, params.func) != cudaSuccess) cudaGetLastError();
+  KernelLaunchShape k;
+  k.kernel = short_kernel_name(name);
+  k.blocks = static_cast<int>(params.gridDim.x * params.gridDim.y * params.gridDim.z);
+  k.per_sm = (k.blocks + num_sms - 1) / num_sms;
+  k.threads = static_cast<int>(params.blockDim.x * params.blockDim.y * params.blockDim.z);
+  k.regs = attr.numRegs;
+  k.smem = attr.sharedSizeBytes + params.sharedMemBytes;
+  return k;
+}
+
+kernels::BlockFootprint footprint(const KernelLaunchShape& k) {
+  return {k.regs, k.smem, k.threads};
+}
+
+}  // namespace
+
+std::vector<KernelNeighbours> kernel_neighbours(const std::vector<cudaGraphNode_t>& from,
+                                                const std::vector<cudaGraphNode_t>& to) {
+  int device = 0, num_sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  const kernels::SmLimits sm = kernels::current_sm_limits();
+  std::map<cudaGraphNode_t, std::optional<KernelLaunchShape>> shapes;
+  auto shape_of = [&](cudaGraphNode_t node) -> const std::optional<KernelLaunchShape>& {
+    auto it = shapes.find(node);
+    if (it == shapes.end()) it = shapes.emplace(node, launch_shape(node, std::max(num_sms, 1))).first;
+    return it->second;
+  };
+  std::map<std::pair<KernelLaunchShape, KernelLaunchShape>, int> counts;
+  for (size_t i = 0; i < from.size() && i < to.size(); ++i) {
+    const auto& a = shape_of(from[i]);
+    const auto& b = shape_of(to[i]);
+    if (a && b) ++counts[{*a, *b}];
+  }
+  std::vector<KernelNeighbours> rows;
+  for (const auto& [pair, count] : counts) {
+    KernelNeighbours n{pair.first, pair.second, count};
+    const kernels::BesideFit fit =
+        kernels::blocks_beside(sm, footprint(n.first), n.first.per_sm, footprint(n.second));
+    n.beside = fit.blocks;
+    n.bound = fit.bound;
+    rows.push_back(std::move(n));
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
+  return rows;
+}
+
+}  // namespace tpserve
