@@ -59,8 +59,9 @@ struct GemvStagedPlan {
   int warps() const { return tiles_per_block * k_splits; }
 };
 // The plan for `p` under `options` (staged_blocks_per_sm blocks an SM where they fit, else one); false where
-// the shape does not suit the staged kernel (K not a multiple of 32, the weight rows and activations beyond
-// staged_smem).
+// the staged kernel does not take the shape: K not a multiple of 32, M outside 1..kGemvMaxTokens, staging off
+// (staged_sms < 1), more row tiles a block than warps allowed, or the weight rows (and, without
+// staged_x_global, the activations) beyond staged_smem.
 bool plan_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, GemvStagedPlan& plan);
 
 // The staged kernel (see GemvLaunchOptions) for `p`. Launches nothing and returns false where the shape does

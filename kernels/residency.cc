@@ -61,4 +61,15 @@ BesideFit blocks_beside(const SmLimits& sm, const BlockFootprint& resident, int 
   return fit;
 }
 
+EvenSpread spread_evenly(int blocks, int sms, int per_sm_limit) {
+  sms = std::max(sms, 1);
+  EvenSpread s;
+  s.fewest = std::clamp(blocks / sms, 0, std::max(per_sm_limit, 0));
+  const int extra = blocks - s.fewest * sms;
+  const bool uneven = extra > 0 && s.fewest < per_sm_limit;
+  s.most = uneven ? s.fewest + 1 : s.fewest;
+  s.sms_with_most = uneven ? extra : sms;
+  return s;
+}
+
 }  // namespace tpserve::kernels

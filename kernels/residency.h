@@ -3,7 +3,8 @@
 // copies, step inputs) before their wait, but only on an SM with room for them beside the predecessor's
 // blocks: registers (each of the SM's 4 sub-partitions holds whole warps), shared memory, threads and block
 // slots. Host arithmetic, the occupancy calculator's as in resident_blocks (kernels/launch.h), for two
-// kernels; docs/step_latency.md ("Registers decide which blocks start early") has the cases measured.
+// kernels; docs/step_latency.md ("Registers and shared memory decide which blocks start early") works the
+// decode step's cases out.
 #pragma once
 
 #include <cstddef>
@@ -30,5 +31,13 @@ struct BesideFit {
 // With resident_blocks = 0 this is resident_blocks(sm, incoming...).
 BesideFit blocks_beside(const SmLimits& sm, const BlockFootprint& resident, int resident_blocks,
                         const BlockFootprint& incoming);
+
+// A grid of `blocks` spread as evenly as it goes over `sms` SMs, at most `per_sm_limit` an SM (one wave: the
+// rest wait for room): `sms_with_most` SMs hold `most` blocks, the others `fewest` (most - 1, or most where
+// every SM holds the same). The block scheduler's placement is not documented; this is the even case.
+struct EvenSpread {
+  int most = 0, fewest = 0, sms_with_most = 0;
+};
+EvenSpread spread_evenly(int blocks, int sms, int per_sm_limit);
 
 }  // namespace tpserve::kernels

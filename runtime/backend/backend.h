@@ -55,22 +55,26 @@ struct RopeConfig {
 struct KernelLaunchShape {
   std::string kernel;  // short name (common/kernel_name.h)
   int blocks = 0;      // the grid's blocks
-  int per_sm = 0;      // blocks an SM gets, the grid spread evenly over the SMs (rounded up)
   int threads = 0;     // a block's
   int regs = 0;        // a thread's
   size_t smem = 0;     // a block's, static + dynamic
   auto operator<=>(const KernelLaunchShape&) const = default;
 };
 
-// A kind of kernel -> kernel edge in a step graph: the same two launches, `count` times. `beside`: blocks of
-// the second an SM holds beside `first.per_sm` blocks of the first (kernels/residency.h), `bound` what stops
-// one more. Under PDL the second kernel's blocks start early, and issue what precedes their wait, only where
-// that is at least one; clusters are not modelled.
+// A kind of kernel -> kernel edge in a step graph: the same two launches, `count` times. The first kernel's
+// grid spread evenly over the SMs, one wave at most: `sms_with_most` SMs hold `first_most` of its blocks, the
+// others `first_fewest` (one less, or the same where it divides evenly or fills every SM). `beside_*`: blocks
+// of the second an SM holds beside that many of the first's (kernels/residency.h), `bound_*` what stops one
+// more. Under PDL the second kernel's blocks start early, and issue what precedes their wait, only there.
+// Arithmetic on the launches: the block scheduler's placement is not documented, and thread-block clusters
+// are not modelled.
 struct KernelNeighbours {
   KernelLaunchShape first, second;
   int count = 0;
-  int beside = 0;
-  std::string bound;
+  int sms = 0;  // the device's
+  int first_most = 0, first_fewest = 0, sms_with_most = 0;
+  int beside_most = 0, beside_fewest = 0;
+  std::string bound_most, bound_fewest;
 };
 
 // What a captured step graph contains (CUDA graphs): nodes, kernel nodes, edges, programmatic (PDL) edges,

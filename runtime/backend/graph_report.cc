@@ -7,8 +7,15 @@ namespace {
 
 std::string describe(const KernelLaunchShape& k) {
   std::ostringstream os;
-  os << k.kernel << " (" << k.blocks << " blocks, " << k.per_sm << "/SM, " << k.threads << " threads, "
-     << k.regs << " regs, " << k.smem << " B)";
+  os << k.kernel << " (" << k.blocks << " blocks of " << k.threads << " threads, " << k.regs << " regs, "
+     << k.smem << " B)";
+  return os.str();
+}
+
+std::string beside(int first, int sms, int blocks, const std::string& bound) {
+  std::ostringstream os;
+  os << "beside " << first << " (" << sms << " SMs): " << blocks;
+  if (blocks == 0) os << " (" << bound << ")";
   return os.str();
 }
 
@@ -26,9 +33,12 @@ std::string GraphReport::format() const {
   }
   if (!neighbours.empty())
     os << "\n  kernel -> next kernel (edges): blocks of the next an SM holds beside the first's";
-  for (const auto& n : neighbours)
-    os << "\n    " << n.count << "x " << describe(n.first) << " -> " << describe(n.second) << ": " << n.beside
-       << " beside " << n.first.per_sm << (n.beside < n.second.per_sm ? " (" + n.bound + ")" : "");
+  for (const auto& n : neighbours) {
+    os << "\n    " << n.count << "x " << describe(n.first) << " -> " << describe(n.second) << ": "
+       << beside(n.first_most, n.sms_with_most, n.beside_most, n.bound_most);
+    if (n.first_fewest != n.first_most)
+      os << "; " << beside(n.first_fewest, n.sms - n.sms_with_most, n.beside_fewest, n.bound_fewest);
+  }
   return os.str();
 }
 

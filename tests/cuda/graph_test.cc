@@ -170,7 +170,7 @@ TEST(CudaGraphs, ProgrammaticEdgesFollowThePdlPolicy) {
 }
 
 // The neighbours table: every kernel -> kernel edge of our kernels counted once, each launch as the graph
-// holds it, and what fits of the second beside the first as kernels/residency.h computes it.
+// holds it, the first's blocks spread over the device's SMs, and fewer of them leaving at least as much room.
 TEST(CudaGraphs, NeighboursTableCoversTheKernelEdges) {
   TPS_REQUIRE_CUDA_DEVICE();
   const GraphReport r = batch4_graph({"launch.pdl.default=auto"});
@@ -185,16 +185,22 @@ TEST(CudaGraphs, NeighboursTableCoversTheKernelEdges) {
     for (const KernelLaunchShape* k : {&n.first, &n.second}) {
       EXPECT_FALSE(k->kernel.empty()) << what;
       EXPECT_GE(k->blocks, 1) << what;
-      EXPECT_GE(k->per_sm, 1) << what;
       EXPECT_GE(k->threads, 32) << what;
       EXPECT_GE(k->regs, 1) << what;
     }
-    const kernels::BesideFit fit =
-        kernels::blocks_beside(sm, {n.first.regs, n.first.smem, n.first.threads}, n.first.per_sm,
-                               {n.second.regs, n.second.smem, n.second.threads});
-    EXPECT_EQ(n.beside, fit.blocks) << what;
-    EXPECT_EQ(n.bound, fit.bound) << what;
-    EXPECT_LE(n.beside, kernels::resident_blocks(sm, n.second.regs, 0, n.second.threads, n.second.smem))
+    const int wave = kernels::resident_blocks(sm, n.first.regs, 0, n.first.threads, n.first.smem);
+    EXPECT_GT(n.sms, 0) << what;
+    EXPECT_LE(n.first_most, wave) << what;
+    EXPECT_LE(n.first_most - n.first_fewest, 1) << what;
+    EXPECT_GE(n.first_fewest, 0) << what;
+    EXPECT_LE(n.sms_with_most, n.sms) << what;
+    if (n.first.blocks < wave * n.sms) {  // within one wave every block is on some SM
+      EXPECT_EQ(n.first_fewest * n.sms + (n.first_most - n.first_fewest) * n.sms_with_most, n.first.blocks)
+          << what;
+    }
+    EXPECT_GE(n.beside_fewest, n.beside_most) << what;
+    EXPECT_LE(n.beside_fewest,
+              kernels::resident_blocks(sm, n.second.regs, 0, n.second.threads, n.second.smem))
         << what;
   }
   EXPECT_LE(edges, r.edges);

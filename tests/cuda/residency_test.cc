@@ -21,10 +21,12 @@ const BlockFootprint kAttentionCapped{128, 5584 + 69632, 128};
 const BlockFootprint kQkv{47, 70720, 320};                           // staged GEMV, 10 warps, three an SM
 const BlockFootprint kO16{47, 140352, 512}, kO32{47, 140352, 1024};  // staged GEMV, 16 or 32 warps
 const BlockFootprint kDown{64, 25600, 128};                          // staged MoE down
-const BlockFootprint kCombineNorm{182, 128, 256}, kCombineNorm2{128, 128, 256};  // combine RMSNorm
+const BlockFootprint kCombineNorm{186, 128, 256}, kCombineNorm2{128, 128, 256};  // combine RMSNorm
 
 TEST(BlocksBeside, AloneIsResidentBlocks) {
-  std::mt19937 rng(std::random_device{}());
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   for (int i = 0; i < 20000; ++i) {
     BlockFootprint b;
     b.regs_per_thread = std::uniform_int_distribution<int>(1, 255)(rng);
@@ -64,7 +66,7 @@ TEST(BlocksBeside, DecodeAttentionBesideQkvProjection) {
 }
 
 // The combine's RMSNorm (8 warps) beside the MoE down blocks (one warp a sub-partition each): at 182
-// registers it fits beside 2 of them, at 128 (two blocks an SM's launch bounds) beside 4.
+// registers (24 units a warp) it fits beside 2 of them, at 128 (two blocks an SM's launch bounds) beside 4.
 TEST(BlocksBeside, CombineNormBesideMoeDown) {
   EXPECT_EQ(kernels::blocks_beside(kH200, kDown, 2, kCombineNorm).blocks, 1);
   EXPECT_EQ(kernels::blocks_beside(kH200, kDown, 3, kCombineNorm).blocks, 0);
@@ -83,6 +85,30 @@ TEST(BlocksBeside, OtherLimitsBind) {
   EXPECT_EQ(std::string(fit.bound), "block slots");
   // Residents that do not fit themselves leave nothing.
   EXPECT_EQ(kernels::blocks_beside(kH200, kAttention, 4, tiny).blocks, 0);
+}
+
+// The QKV projection's 320 blocks on 132 SMs, three at most: 56 SMs hold three, 76 two; and the cases of an
+// even grid, one past a wave, and an empty one.
+TEST(SpreadEvenly, FewerOnSomeSmsWithinOneWave) {
+  auto s = kernels::spread_evenly(320, 132, 3);
+  EXPECT_EQ(s.most, 3);
+  EXPECT_EQ(s.fewest, 2);
+  EXPECT_EQ(s.sms_with_most, 56);
+  s = kernels::spread_evenly(264, 132, 3);
+  EXPECT_EQ(s.most, 2);
+  EXPECT_EQ(s.fewest, 2);
+  EXPECT_EQ(s.sms_with_most, 132);
+  s = kernels::spread_evenly(1000, 132, 3);  // more than a wave: every SM full
+  EXPECT_EQ(s.most, 3);
+  EXPECT_EQ(s.fewest, 3);
+  EXPECT_EQ(s.sms_with_most, 132);
+  s = kernels::spread_evenly(100, 132, 3);
+  EXPECT_EQ(s.most, 1);
+  EXPECT_EQ(s.fewest, 0);
+  EXPECT_EQ(s.sms_with_most, 100);
+  s = kernels::spread_evenly(0, 132, 3);
+  EXPECT_EQ(s.most, 0);
+  EXPECT_EQ(s.sms_with_most, 132);
 }
 
 }  // namespace

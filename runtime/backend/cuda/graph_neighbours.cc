@@ -13,7 +13,7 @@ namespace tpserve {
 namespace {
 
 // A kernel node's launch, or nullopt for other nodes and kernels the runtime API cannot read.
-std::optional<KernelLaunchShape> launch_shape(cudaGraphNode_t node, int num_sms) {
+std::optional<KernelLaunchShape> launch_shape(cudaGraphNode_t node) {
   cudaGraphNodeType type;
   CUDA_CHECK(cudaGraphNodeGetType(node, &type));
   if (type != cudaGraphNodeTypeKernel) return std::nullopt;
@@ -29,7 +29,6 @@ std::optional<KernelLaunchShape> launch_shape(cudaGraphNode_t node, int num_sms)
   KernelLaunchShape k;
   k.kernel = short_kernel_name(name);
   k.blocks = static_cast<int>(params.gridDim.x * params.gridDim.y * params.gridDim.z);
-  k.per_sm = (k.blocks + num_sms - 1) / num_sms;
   k.threads = static_cast<int>(params.blockDim.x * params.blockDim.y * params.blockDim.z);
   k.regs = attr.numRegs;
   k.smem = attr.sharedSizeBytes + params.sharedMemBytes;
@@ -38,6 +37,19 @@ std::optional<KernelLaunchShape> launch_shape(cudaGraphNode_t node, int num_sms)
 
 kernels::BlockFootprint footprint(const KernelLaunchShape& k) {
   return {k.regs, k.smem, k.threads};
+}
+
+// n.first's blocks spread evenly over `sms` SMs, one wave at most, and what fits of n.second beside them.
+void place(const kernels::SmLimits& sm, int sms, KernelNeighbours& n) {
+  const kernels::BlockFootprint a = footprint(n.first), b = footprint(n.second);
+  const kernels::EvenSpread spread = kernels::spread_evenly(
+      n.first.blocks, sms, kernels::resident_blocks(sm, a.regs_per_thread, 0, a.threads, a.smem));
+  n.sms = sms;
+  n.first_most = spread.most, n.first_fewest = spread.fewest, n.sms_with_most = spread.sms_with_most;
+  const kernels::BesideFit most = kernels::blocks_beside(sm, a, n.first_most, b);
+  const kernels::BesideFit fewest = kernels::blocks_beside(sm, a, n.first_fewest, b);
+  n.beside_most = most.blocks, n.bound_most = most.bound;
+  n.beside_fewest = fewest.blocks, n.bound_fewest = fewest.bound;
 }
 
 }  // namespace
@@ -51,7 +63,7 @@ std::vector<KernelNeighbours> kernel_neighbours(const std::vector<cudaGraphNode_
   std::map<cudaGraphNode_t, std::optional<KernelLaunchShape>> shapes;
   auto shape_of = [&](cudaGraphNode_t node) -> const std::optional<KernelLaunchShape>& {
     auto it = shapes.find(node);
-    if (it == shapes.end()) it = shapes.emplace(node, launch_shape(node, std::max(num_sms, 1))).first;
+    if (it == shapes.end()) it = shapes.emplace(node, launch_shape(node)).first;
     return it->second;
   };
   std::map<std::pair<KernelLaunchShape, KernelLaunchShape>, int> counts;
@@ -63,10 +75,7 @@ std::vector<KernelNeighbours> kernel_neighbours(const std::vector<cudaGraphNode_
   std::vector<KernelNeighbours> rows;
   for (const auto& [pair, count] : counts) {
     KernelNeighbours n{pair.first, pair.second, count};
-    const kernels::BesideFit fit =
-        kernels::blocks_beside(sm, footprint(n.first), n.first.per_sm, footprint(n.second));
-    n.beside = fit.blocks;
-    n.bound = fit.bound;
+    place(sm, std::max(num_sms, 1), n);
     rows.push_back(std::move(n));
   }
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
