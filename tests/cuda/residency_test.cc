@@ -88,27 +88,18 @@ TEST(BlocksBeside, OtherLimitsBind) {
 }
 
 // The QKV projection's 320 blocks on 132 SMs, three at most: 56 SMs hold three, 76 two; and the cases of an
-// even grid, one past a wave, and an empty one.
+// even grid, one past a wave (every SM full), fewer blocks than SMs, and an empty one.
 TEST(SpreadEvenly, FewerOnSomeSmsWithinOneWave) {
-  auto s = kernels::spread_evenly(320, 132, 3);
-  EXPECT_EQ(s.most, 3);
-  EXPECT_EQ(s.fewest, 2);
-  EXPECT_EQ(s.sms_with_most, 56);
-  s = kernels::spread_evenly(264, 132, 3);
-  EXPECT_EQ(s.most, 2);
-  EXPECT_EQ(s.fewest, 2);
-  EXPECT_EQ(s.sms_with_most, 132);
-  s = kernels::spread_evenly(1000, 132, 3);  // more than a wave: every SM full
-  EXPECT_EQ(s.most, 3);
-  EXPECT_EQ(s.fewest, 3);
-  EXPECT_EQ(s.sms_with_most, 132);
-  s = kernels::spread_evenly(100, 132, 3);
-  EXPECT_EQ(s.most, 1);
-  EXPECT_EQ(s.fewest, 0);
-  EXPECT_EQ(s.sms_with_most, 100);
-  s = kernels::spread_evenly(0, 132, 3);
-  EXPECT_EQ(s.most, 0);
-  EXPECT_EQ(s.sms_with_most, 132);
+  struct Case {
+    int blocks, most, fewest, sms_with_most;
+  };
+  for (const Case& c : {Case{320, 3, 2, 56}, Case{264, 2, 2, 132}, Case{1000, 3, 3, 132},
+                        Case{100, 1, 0, 100}, Case{0, 0, 0, 132}}) {
+    const kernels::EvenSpread s = kernels::spread_evenly(c.blocks, 132, 3);
+    EXPECT_EQ(s.most, c.most) << c.blocks << " blocks";
+    EXPECT_EQ(s.fewest, c.fewest) << c.blocks << " blocks";
+    EXPECT_EQ(s.sms_with_most, c.sms_with_most) << c.blocks << " blocks";
+  }
 }
 
 }  // namespace
