@@ -118,22 +118,6 @@ int LaunchPolicy::kernel_attribute_queries() const {
   return attribute_queries_;
 }
 
-int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem, int threads,
-                    size_t dynamic_smem) {
-  constexpr int kRegAllocation = 256;      // registers are allocated to a warp in these units
-  constexpr int kSubPartitions = 4;        // an SM's register file is split among its 4 schedulers
-  constexpr size_t kSmemAllocation = 128;  // shared memory is allocated to a block in these units
-  const int warps = (threads + 31) / 32;
-  const int regs_per_warp =
-      (std::max(regs_per_thread, 1) * 32 + kRegAllocation - 1) / kRegAllocation * kRegAllocation;
-  const int by_regs = sm.regs / kSubPartitions / regs_per_warp * kSubPartitions / warps;
-  const size_t smem_per_block =
-      (static_smem + dynamic_smem + sm.reserved_smem_per_block + kSmemAllocation - 1) / kSmemAllocation *
-      kSmemAllocation;
-  const int by_smem = static_cast<int>(sm.smem / smem_per_block);
-  return std::max(0, std::min({by_regs, by_smem, sm.threads / (warps * 32), sm.blocks}));
-}
-
 SmLimits current_sm_limits() {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));

@@ -24,6 +24,7 @@
 
 #include "common/cuda_check.h"
 #include "kernels/policy.h"
+#include "kernels/residency.h"
 
 namespace tpserve::kernels {
 
@@ -94,21 +95,6 @@ class LaunchPolicy {
   mutable int attribute_queries_ = 0;
 };
 
-// What one SM holds (cudaDeviceProp: regsPerMultiprocessor, sharedMemPerMultiprocessor,
-// reservedSharedMemPerBlock, maxThreadsPerMultiProcessor, maxBlocksPerMultiProcessor; H100/H200 values).
-struct SmLimits {
-  int regs = 65536;
-  size_t smem = 233472;
-  size_t reserved_smem_per_block = 1024;
-  int threads = 2048;
-  int blocks = 32;
-};
-// Blocks of `threads` threads that one SM holds at once, by registers (allocated per warp in units of 256,
-// each of the SM's 4 sub-partitions holding whole warps), shared memory (static + dynamic + the per-block
-// reserve, in 128-byte units; the largest carveout) and threads: the occupancy calculator's arithmetic
-// (cuda_occupancy.h), not the carveout the kernel last ran with.
-int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem, int threads,
-                    size_t dynamic_smem);
 // The current device's SmLimits (cudaGetDeviceProperties).
 SmLimits current_sm_limits();
 // resident_blocks for `kernel` on the current device (cudaFuncGetAttributes, current_sm_limits).

@@ -124,7 +124,7 @@ __host__ __device__ inline int attention_keys_per_split(int kv_len, int num_spli
 void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_tokens, int num_sms,
                         size_t max_partial_bytes, int blocks_per_sm);
 // Blocks of the split decode kernel (tensor cores or CUDA cores) at head_dim that one SM of the current
-// device holds at once (registers and shared memory; kernels/launch.h resident_blocks).
+// device holds at once (registers and shared memory; kernels/residency.h resident_blocks).
 int attention_decode_blocks_per_sm(bool tensor_cores, int head_dim);
 int paged_attention_mma_blocks_per_sm(int head_dim);
 size_t attention_partial_bytes(int num_tokens, int num_q_heads, int head_dim, int num_splits);

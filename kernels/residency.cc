@@ -19,8 +19,13 @@ int warp_units(const BlockFootprint& b) {
   return (std::max(b.regs_per_thread, 1) * 32 + kRegAllocation - 1) / kRegAllocation;
 }
 
+// Shared memory one block of `b` takes of the SM: its own and the per-block reserve, in allocation units.
 size_t smem_of(const SmLimits& sm, const BlockFootprint& b) {
   return (b.smem + sm.reserved_smem_per_block + kSmemAllocation - 1) / kSmemAllocation * kSmemAllocation;
+}
+
+int units_per_sub_partition(const SmLimits& sm) {
+  return sm.regs / kSubPartitions / kRegAllocation;
 }
 
 // Places the warps of one block of `units` a warp, each where the most is left; false (nothing changed)
@@ -38,11 +43,20 @@ bool place_block(std::array<int, kSubPartitions>& left, int warps, int units) {
 
 }  // namespace
 
+int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem, int threads,
+                    size_t dynamic_smem) {
+  const BlockFootprint b{regs_per_thread, static_smem + dynamic_smem, threads};
+  const int warps = warps_of(b);
+  const int by_regs = units_per_sub_partition(sm) / warp_units(b) * kSubPartitions / warps;
+  const int by_smem = static_cast<int>(sm.smem / smem_of(sm, b));
+  return std::max(0, std::min({by_regs, by_smem, sm.threads / (warps * 32), sm.blocks}));
+}
+
 BesideFit blocks_beside(const SmLimits& sm, const BlockFootprint& resident, int resident_blocks,
                         const BlockFootprint& incoming) {
   resident_blocks = std::max(resident_blocks, 0);
   std::array<int, kSubPartitions> units_left;
-  units_left.fill(sm.regs / kSubPartitions / kRegAllocation);
+  units_left.fill(units_per_sub_partition(sm));
   for (int i = 0; i < resident_blocks; ++i)
     if (!place_block(units_left, warps_of(resident), warp_units(resident))) return {0, "registers"};
   const long smem_left =

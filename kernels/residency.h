@@ -1,17 +1,31 @@
-// Whether a kernel's blocks can become resident on an SM beside blocks of the kernel before it. Under PDL a
-// kernel's blocks start while its predecessor's still run, and issue what does not depend on it (weight
-// copies, step inputs) before their wait, but only on an SM with room for them beside the predecessor's
-// blocks: registers (each of the SM's 4 sub-partitions holds whole warps), shared memory, threads and block
-// slots. Host arithmetic, the occupancy calculator's as in resident_blocks (kernels/launch.h), for two
-// kernels; docs/step_latency.md ("Registers and shared memory decide which blocks start early") works the
-// decode step's cases out.
+// How many blocks of a kernel an SM holds: alone (resident_blocks, the occupancy calculator's arithmetic),
+// and beside blocks of the kernel before it (blocks_beside). Under PDL a kernel's blocks start while its
+// predecessor's still run, and issue what does not depend on it (weight copies, step inputs) before their
+// wait, but only on an SM with room for them beside the predecessor's blocks: registers (each of the SM's 4
+// sub-partitions holds whole warps), shared memory, threads and block slots. Host arithmetic, no GPU needed;
+// docs/step_latency.md ("Registers and shared memory decide which blocks start early") works the decode
+// step's cases out.
 #pragma once
 
 #include <cstddef>
 
-#include "kernels/launch.h"
-
 namespace tpserve::kernels {
+
+// What one SM holds (cudaDeviceProp: regsPerMultiprocessor, sharedMemPerMultiprocessor,
+// reservedSharedMemPerBlock, maxThreadsPerMultiProcessor, maxBlocksPerMultiProcessor; H100/H200 values).
+struct SmLimits {
+  int regs = 65536;
+  size_t smem = 233472;
+  size_t reserved_smem_per_block = 1024;
+  int threads = 2048;
+  int blocks = 32;
+};
+// Blocks of `threads` threads that one SM holds at once, by registers (allocated per warp in units of 256,
+// each of the SM's 4 sub-partitions holding whole warps), shared memory (static + dynamic + the per-block
+// reserve, in 128-byte units; the largest carveout) and threads: the occupancy calculator's arithmetic
+// (cuda_occupancy.h), not the carveout the kernel last ran with.
+int resident_blocks(const SmLimits& sm, int regs_per_thread, size_t static_smem, int threads,
+                    size_t dynamic_smem);
 
 // What one block of a kernel takes of an SM.
 struct BlockFootprint {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 
+#include "kernels/launch.h"
 #include "kernels/residency.h"
 #include "parallel/communicator.h"
 #include "runtime/backend/cuda/cuda_backend.h"

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <tuple>
 
 #include "common/cuda_check.h"
 #include "common/kernel_name.h"
+#include "kernels/launch.h"
 #include "kernels/residency.h"
 
 namespace tpserve {
