@@ -153,9 +153,11 @@ Qwen3MoeModel::StepShape Qwen3MoeModel::upload(const StepBatch& b) {
   put(host_inputs_, off_slots_, b.slot_mapping, t, "slots");
   put(host_inputs_, off_qstart_, b.query_start, s + 1, "sequence starts");
   put(host_inputs_, off_ctx_, b.context_lens, s, "sequences");
-  // Block tables are stored with the model's fixed width.
+  // Block tables are stored with the model's fixed width. Entries past a sequence's own blocks name the
+  // padding block (options_.num_kv_blocks), so that a write through one can only reach that block, never a
+  // live sequence's (the MTP draft steps of padding sequences reach past their q rows).
   const int width = options_.max_blocks_per_seq;
-  std::vector<int32_t> tables(static_cast<size_t>(b.num_seqs()) * width, 0);
+  std::vector<int32_t> tables(static_cast<size_t>(b.num_seqs()) * width, options_.num_kv_blocks);
   for (int q = 0; q < b.num_seqs(); ++q)
     std::copy_n(b.block_tables.begin() + static_cast<size_t>(q) * b.max_blocks_per_seq, b.max_blocks_per_seq,
                 tables.begin() + static_cast<size_t>(q) * width);

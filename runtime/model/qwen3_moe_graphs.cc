@@ -2,7 +2,9 @@
 // speculation; every row sampled) is padded to the next captured batch size and replayed as one graph.
 // Padding sequences hold token 0 at positions 0..q-1, write their KV (and MTP drafts' KV) into the extra
 // padding block, draw greedily, and keep their drafts in the draft table's trash entry; nothing real reads
-// them. Shapes inside the graph are the bucket's, so every replay of a bucket does identical work.
+// them. A block smaller than q + 2k keeps them inside it too: their slots wrap around the block, and every
+// block-table entry they can reach is the padding block (upload fills unused entries with it). Shapes inside
+// the graph are the bucket's, so every replay of a bucket does identical work.
 #include <algorithm>
 
 #include "common/log.h"
@@ -38,7 +40,7 @@ StepBatch Qwen3MoeModel::pad_to(const StepBatch& batch, int size) const {
       const int row = b.num_tokens();
       b.token_ids.push_back(0);
       b.positions.push_back(j);
-      b.slot_mapping.push_back(pad_block * bs + j);
+      b.slot_mapping.push_back(pad_block * bs + j % bs);  // rows past a small block share its slots
       b.sample_rows.push_back(row);
       b.sampling.push_back(SamplingParams{});
       b.sample_counters.push_back(j + 1);

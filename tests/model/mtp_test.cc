@@ -91,6 +91,25 @@ TEST(MtpHead, GreedyEqualsPlainGreedyOnASyntheticModel) {
   }
 }
 
+// KV blocks smaller than a step's rows (1 + k) and than the drafts' reach: the graph buckets' padding
+// sequences (run at capture even on the CPU) must keep their KV writes inside the padding block.
+TEST(MtpHead, GreedyEqualsPlainGreedyWithKvBlocksSmallerThanTheDrafts) {
+  const std::string model = "model: {synthetic: {preset: tiny, seed: 9, vocab: 4096, mtp: true}}";
+  const std::vector<int32_t> prompt = {3707, 11, 1879, 0, 3555};
+  for (int block : {1, 2}) {
+    const std::string bs = "runtime.kv_block_size=" + std::to_string(block);
+    const auto plain =
+        EngineRun(make_config(model, {bs})).engine->generate(prompt, SamplingParams{}, 32, true);
+    for (int k : {1, 2, 3}) {
+      std::vector<std::string> overrides = mtp_overrides(k);
+      overrides.push_back(bs);
+      EngineRun spec(make_config(model, overrides));
+      EXPECT_EQ(spec.engine->generate(prompt, SamplingParams{}, 32, true), plain)
+          << "block " << block << " k " << k;
+    }
+  }
+}
+
 TEST(MtpHead, GreedyEqualsPlainGreedyOnAFixtureWithAnMtpHead) {
   for (const std::string& fixture : fixture_names()) {
     const std::string dir = fixture_with_mtp(fixture);
