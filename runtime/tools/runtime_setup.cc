@@ -42,9 +42,34 @@ RuntimeSetup::RuntimeSetup(const Config& config) : config_(config) {
                                     : parallel::make_single_rank_communicator();
 }
 
-std::unique_ptr<Backend> RuntimeSetup::make_backend() {
+BackendKind RuntimeSetup::resolve_backend_kind() {
   const BackendKind kind = config_.runtime.backend;
-  if (kind == BackendKind::kCuda) {
+  if (kind != BackendKind::kAuto) return kind;
+  // CUDA where every rank has a GPU of its own on its host; the ranks agree, so that one job never mixes
+  // backends (their data planes differ).
+  std::string why = "this build has no CUDA";
+#if TPSERVE_HAVE_CUDA
+  why.clear();
+  const int devices = cuda_device_count(&why);
+  if (devices > 0 && topology_.local_size > devices)
+    why = std::to_string(topology_.local_size) + " processes on this host but " + std::to_string(devices) +
+          " visible GPUs";
+  int32_t without_gpu = devices > 0 && topology_.local_size <= devices ? 0 : 1;
+#else
+  int32_t without_gpu = 1;
+#endif
+  world_->all_reduce_sum(&without_gpu, 1, DType::kI32);
+  if (without_gpu == 0) {
+    log_info("runtime.backend auto: cuda (every rank has a GPU)");
+    return BackendKind::kCuda;
+  }
+  log_info("runtime.backend auto: the CPU reference backend (", without_gpu, " of ", world_->size(),
+           " ranks without a GPU of their own; here: ", why.empty() ? "a GPU is present" : why, ")");
+  return BackendKind::kCpu;
+}
+
+std::unique_ptr<Backend> RuntimeSetup::make_backend() {
+  if (resolve_backend_kind() == BackendKind::kCuda) {
 #if TPSERVE_HAVE_CUDA
     // One GPU per process, picked by the rank among the processes of this host.
     std::string why;
@@ -63,7 +88,6 @@ std::unique_ptr<Backend> RuntimeSetup::make_backend() {
     TPS_THROW("runtime.backend: cuda, but this build has no CUDA (configure with -DTPSERVE_CUDA=ON)");
 #endif
   }
-  if (kind == BackendKind::kAuto) log_info("runtime.backend auto: using the CPU reference backend");
   return make_cpu_backend();
 }
 

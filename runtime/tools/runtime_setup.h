@@ -28,6 +28,8 @@ class RuntimeSetup {
 
  private:
   std::unique_ptr<Backend> make_backend();
+  // runtime.backend, with auto resolved alike on every rank: CUDA where each rank has a GPU of its own.
+  BackendKind resolve_backend_kind();
 
   Config config_;
   parallel::Topology topology_;

@@ -1,4 +1,5 @@
-# The tpserve command line: --version, --help, --check-config on a good and a bad config.
+# The tpserve command line: --version, --help, --check-config on a good and a bad config, and what
+# runtime.backend auto picks.
 function(expect_run expected_rc must_contain)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL ${expected_rc})
@@ -17,3 +18,15 @@ expect_run(0 "max_batch: 3" ${TPSERVE} --config ${SOURCE_DIR}/configs/tiny.yaml 
 expect_run(2 "runtime.max_batch: got '0'" ${TPSERVE} --config ${SOURCE_DIR}/configs/tiny.yaml --set runtime.max_batch=0 --check-config)
 expect_run(2 "cannot open config file" ${TPSERVE} --config /nonexistent.yaml --check-config)
 expect_run(2 "--config is required" ${TPSERVE} --check-config)
+
+# runtime.backend auto (tiny.yaml's): CUDA where this host has a GPU (nvidia-smi lists one), else the CPU
+# reference backend; either way the choice is logged and the model generates.
+execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE smi_rc OUTPUT_VARIABLE smi_out ERROR_QUIET)
+string(FIND "${smi_out}" "GPU " has_gpu)
+if(smi_rc EQUAL 0 AND NOT has_gpu EQUAL -1)
+  set(auto_choice "runtime.backend auto: cuda")
+else()
+  set(auto_choice "runtime.backend auto: the CPU reference backend")
+endif()
+expect_run(0 "${auto_choice}" ${TPSERVE} --config ${SOURCE_DIR}/configs/tiny.yaml generate --prompt-ids 1,2,3
+           --max-tokens 4 --ignore-eos)
