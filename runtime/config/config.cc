@@ -37,6 +37,12 @@ const char* backend_kind_name(BackendKind v) {
 const char* speculative_method_name(SpeculativeMethod v) {
   return v == SpeculativeMethod::kNone ? "none" : "mtp";
 }
+const char* reasoning_parser_name(ReasoningParser v) {
+  return v == ReasoningParser::kNone ? "none" : "qwen3";
+}
+const char* tool_call_parser_name(ToolCallParser v) {
+  return v == ToolCallParser::kNone ? "none" : "hermes";
+}
 
 void validate_layout(const Config& config, int world_size, const LayoutFacts& facts) {
   std::vector<std::string> p;
@@ -143,7 +149,9 @@ std::string config_to_yaml(const Config& c) {
       << YAML::Value << sv.max_body_bytes << YAML::Key << "max_prompt_tokens" << YAML::Value
       << sv.max_prompt_tokens << YAML::Key << "max_output_tokens" << YAML::Value << sv.max_output_tokens
       << YAML::Key << "max_stop_sequences" << YAML::Value << sv.max_stop_sequences << YAML::Key
-      << "max_stop_string_bytes" << YAML::Value << sv.max_stop_string_bytes << YAML::Key << "idle_timeout_s"
+      << "max_stop_string_bytes" << YAML::Value << sv.max_stop_string_bytes << YAML::Key << "reasoning_parser"
+      << YAML::Value << reasoning_parser_name(sv.reasoning_parser) << YAML::Key << "tool_call_parser"
+      << YAML::Value << tool_call_parser_name(sv.tool_call_parser) << YAML::Key << "idle_timeout_s"
       << YAML::Value << sv.idle_timeout_s << YAML::Key << "request_timeout_s" << YAML::Value
       << sv.request_timeout_s << YAML::Key << "write_timeout_s" << YAML::Value << sv.write_timeout_s
       << YAML::EndMap;

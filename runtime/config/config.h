@@ -79,6 +79,10 @@ struct SpeculativeConfig {
   int num_speculative_tokens = 0;  // 1..4 with mtp
 };
 
+// How the server reads a chat answer's text (docs/serving.md, "Reasoning and tool calls").
+enum class ReasoningParser { kNone, kQwen3 };  // qwen3: a leading <think> ... </think> -> reasoning_content
+enum class ToolCallParser { kNone, kHermes };  // hermes: <tool_call>{json}</tool_call> -> tool_calls
+
 // The HTTP server on rank 0 (docs/serving.md, "Running in production"). Every resource a client can make
 // the server spend is bounded here; each limit, when hit, is answered with a 4xx/503 and serving goes on.
 struct ServerConfig {
@@ -95,6 +99,8 @@ struct ServerConfig {
   int max_output_tokens = 0;    // max_tokens per request; 0 = the room left in the context
   int max_stop_sequences = 16;  // entries of `stop` and of `stop_token_ids`, each
   int max_stop_string_bytes = 256;
+  ReasoningParser reasoning_parser = ReasoningParser::kQwen3;
+  ToolCallParser tool_call_parser = ToolCallParser::kHermes;  // only for requests that offer tools
   double idle_timeout_s = 10;     // a connection with no request started is closed after this
   double request_timeout_s = 30;  // from a request's first byte to its last (head and body): else 408
   double write_timeout_s = 30;    // a client that accepts no response bytes for this long is dropped
@@ -121,6 +127,8 @@ const char* moe_dispatch_name(MoeDispatch v);
 const char* all_reduce_impl_name(AllReduceImpl v);
 const char* backend_kind_name(BackendKind v);
 const char* speculative_method_name(SpeculativeMethod v);
+const char* reasoning_parser_name(ReasoningParser v);
+const char* tool_call_parser_name(ToolCallParser v);
 
 // The model shape facts that layout validation needs (filled from ModelSpec by the caller).
 struct LayoutFacts {

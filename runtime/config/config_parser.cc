@@ -329,7 +329,8 @@ void read_server(const YAML::Node& root, Config& c, Problems& p) {
   Section s(server, "server", p,
             keys({"host", "port", "threads", "api_key_file", "max_connections", "max_queued_requests",
                   "max_body_bytes", "max_prompt_tokens", "max_output_tokens", "max_stop_sequences",
-                  "max_stop_string_bytes", "idle_timeout_s", "request_timeout_s", "write_timeout_s"}));
+                  "max_stop_string_bytes", "reasoning_parser", "tool_call_parser", "idle_timeout_s",
+                  "request_timeout_s", "write_timeout_s"}));
   s.text("host", v.host, false);
   s.integer("port", v.port, 0, 65535);
   s.integer("threads", v.threads, 1, 1024);
@@ -341,6 +342,10 @@ void read_server(const YAML::Node& root, Config& c, Problems& p) {
   s.integer("max_output_tokens", v.max_output_tokens, 0, 1 << 30);
   s.integer("max_stop_sequences", v.max_stop_sequences, 1, 1 << 16);
   s.integer("max_stop_string_bytes", v.max_stop_string_bytes, 1, 1 << 20);
+  s.choice<ReasoningParser>("reasoning_parser", v.reasoning_parser,
+                            {{"none", ReasoningParser::kNone}, {"qwen3", ReasoningParser::kQwen3}});
+  s.choice<ToolCallParser>("tool_call_parser", v.tool_call_parser,
+                           {{"none", ToolCallParser::kNone}, {"hermes", ToolCallParser::kHermes}});
   s.real("idle_timeout_s", v.idle_timeout_s, 0, 86400, true);
   s.real("request_timeout_s", v.request_timeout_s, 0, 86400, true);
   s.real("write_timeout_s", v.write_timeout_s, 0, 86400, true);

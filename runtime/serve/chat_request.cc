@@ -105,14 +105,13 @@ ChatTemplateOptions parse_template_options(const JsonFields& f) {
   }
   if (const Json* choice = f.get("tool_choice");
       choice && !(choice->is_string() && (*choice == "auto" || *choice == "none")))
-    bad_request("tool_choice", "only \"auto\" and \"none\" are supported (tool calls come back as text)",
-                "unsupported_parameter");
+    bad_request("tool_choice", "only \"auto\" and \"none\" are supported", "unsupported_parameter");
   if (const Json* format = f.get("response_format")) {
     if (JsonFields(*format, "response_format").string("type").value_or("text") != "text")
       bad_request("response_format.type", "only \"text\" is supported (no structured output)",
                   "unsupported_parameter");
   }
-  f.boolean("parallel_tool_calls");  // accepted and ignored: tool calls are not parsed out of the text
+  f.boolean("parallel_tool_calls");  // accepted and ignored: every tool call the answer makes is returned
   return options;
 }
 
@@ -122,6 +121,13 @@ std::string parse_chat_prompt(const JsonFields& f) {
   const std::vector<ChatMessage> messages = parse_messages(f);
   const ChatTemplateOptions options = parse_template_options(f);
   return render_chat_prompt(messages, options);
+}
+
+bool chat_may_call_tools(const JsonFields& f) {
+  const Json* tools = f.get("tools");
+  const Json* choice = f.get("tool_choice");
+  return tools != nullptr && tools->is_array() && !tools->empty() &&
+         !(choice != nullptr && choice->is_string() && *choice == "none");
 }
 
 }  // namespace tpserve::serve

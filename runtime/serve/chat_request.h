@@ -11,5 +11,8 @@ namespace tpserve::serve {
 
 // The prompt text of the conversation in `f` (the request body).
 std::string parse_chat_prompt(const JsonFields& f);
+// Whether the answer may call tools: the request offers some (a non-empty `tools`) and `tool_choice` is not
+// "none". The fields were validated by parse_chat_prompt.
+bool chat_may_call_tools(const JsonFields& f);
 
 }  // namespace tpserve::serve

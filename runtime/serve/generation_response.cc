@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <optional>
 
 #include "runtime/serve/api_error.h"
 
@@ -21,6 +22,11 @@ std::function<void(bool)> releaser(std::shared_ptr<RequestStream> stream, std::f
     if (!success) stream->cancel();
     if (on_written) on_written();
   };
+}
+
+// The finish reason a client sees: "tool_calls" where the answer ended by itself with tool calls made.
+std::string finish_reason_for(const std::string& engine_reason, int tool_calls) {
+  return tool_calls > 0 && engine_reason == "stop" ? "tool_calls" : engine_reason;
 }
 
 }  // namespace
@@ -42,7 +48,18 @@ void respond_whole(httplib::Response& res, GenerationResponse g) {
     body = engine_error(all.error).dump();
   } else {
     const Usage usage{all.prompt_tokens, all.completion_tokens};
-    body = full_response(g.header, all.text, all.token_ids, all.finish_reason, usage)
+    AnswerParts answer;
+    int tool_calls = 0;
+    if (g.chat_output.any()) {
+      ChatOutputParser parser(g.chat_output);
+      answer = parser.push(all.text);
+      answer.append(parser.finish());
+      tool_calls = parser.tool_calls();
+    } else {
+      answer.content = std::move(all.text);
+    }
+    body = full_response(g.header, answer, all.token_ids, finish_reason_for(all.finish_reason, tool_calls),
+                         usage)
                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   auto shared = std::make_shared<std::string>(std::move(body));
@@ -59,10 +76,12 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
     ResponseHeader header;
     std::shared_ptr<RequestStream> stream;
     bool include_usage;
+    std::optional<ChatOutputParser> parser;  // chat answers parsed for reasoning or tool calls
     bool first = true;
     bool done = false;
   };
-  auto state = std::make_shared<State>(State{g.header, g.stream, g.include_usage});
+  auto state = std::make_shared<State>(State{g.header, g.stream, g.include_usage, std::nullopt});
+  if (g.chat_output.any()) state->parser.emplace(g.chat_output);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -78,11 +97,20 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
         if (!u.error.empty()) {
           out += sse_event(engine_error(u.error));
         } else {
-          if (!u.text.empty() || !u.token_ids.empty() || state->first)
-            out += sse_event(stream_chunk(state->header, u.text, u.token_ids, state->first, std::nullopt));
+          AnswerParts piece;
+          if (state->parser) {
+            piece = state->parser->push(u.text);
+            if (u.finished) piece.append(state->parser->finish());
+          } else {
+            piece.content = std::move(u.text);
+          }
+          if (!piece.empty() || !u.token_ids.empty() || state->first)
+            out += sse_event(stream_chunk(state->header, piece, u.token_ids, state->first, std::nullopt));
           state->first = false;
           if (u.finished) {
-            out += sse_event(stream_chunk(state->header, "", {}, false, u.finish_reason));
+            const int tool_calls = state->parser ? state->parser->tool_calls() : 0;
+            out += sse_event(
+                stream_chunk(state->header, {}, {}, false, finish_reason_for(u.finish_reason, tool_calls)));
             if (state->include_usage)
               out += sse_event(usage_chunk(state->header, Usage{u.prompt_tokens, u.completion_tokens}));
           }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 
+#include "runtime/serve/chat_output_parser.h"
 #include "runtime/serve/openai_response.h"
 #include "runtime/serve/request_stream.h"
 
@@ -19,6 +20,8 @@ struct GenerationResponse {
   ResponseHeader header;
   std::shared_ptr<RequestStream> stream;
   bool include_usage = false;
+  // Chat answers: what the text is parsed for (reasoning, tool calls); nothing: the text is the content.
+  ChatOutputOptions chat_output;
   std::function<void()> on_written;   // called once the response is fully written, or abandoned
   std::function<bool()> client_gone;  // whether the client has closed its connection (null: never asked)
 };

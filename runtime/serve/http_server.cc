@@ -203,6 +203,7 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
   g.header = make_response_header(chat ? Endpoint::kChatCompletions : Endpoint::kCompletions,
                                   limits_.model_name, parsed.return_token_ids);
   g.include_usage = parsed.include_usage;
+  g.chat_output = parsed.chat_output;
   {
     std::lock_guard<std::mutex> lock(responses_mutex_);
     ++open_responses_;

@@ -248,6 +248,8 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   f.boolean("echo");
   f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
   out.job.prompt = tokenize(parse_chat_prompt(f), "messages", limits);
+  out.chat_output.reasoning = limits.parse_reasoning;
+  out.chat_output.tool_calls = limits.parse_tool_calls && chat_may_call_tools(f);
   const auto max_tokens = f.integer("max_tokens", 1, kInt32Max);
   const auto max_completion_tokens = f.integer("max_completion_tokens", 1, kInt32Max);
   resolve_max_tokens(max_completion_tokens ? max_completion_tokens : max_tokens,

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/model/model_spec.h"
+#include "runtime/serve/chat_output_parser.h"
 #include "runtime/serve/generation_job.h"
 #include "runtime/serve/json_fields.h"
 #include "runtime/serve/tokenizer.h"
@@ -24,6 +25,10 @@ struct RequestLimits {
   int64_t max_output_tokens = 0;
   int max_stop_sequences = 0;  // entries of stop and of stop_token_ids, each
   int max_stop_string_bytes = 0;
+  // Chat answers: a leading <think> block parsed out as reasoning_content (server.reasoning_parser), and
+  // <tool_call> blocks as tool_calls where the request offers tools (server.tool_call_parser).
+  bool parse_reasoning = false;
+  bool parse_tool_calls = false;
 };
 
 struct ParsedRequest {
@@ -31,6 +36,7 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
   bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
+  ChatOutputOptions chat_output;  // chat: what the answer's text is parsed for
 };
 
 // The served tokenizer, or a 400 tokenizer_unavailable naming `field` (hint: appended to the message).

@@ -33,7 +33,34 @@ Json finish_json(const std::optional<std::string>& reason) {
   return reason ? Json(*reason) : Json();
 }
 
+// The chat message or delta fields of `answer`: content (always in a message; in a delta when not empty, or
+// as "" in a first delta that ends nothing), reasoning_content and tool_calls where there are some.
+void put_chat_parts(Json& message, const AnswerParts& answer, bool delta, bool empty_content) {
+  if (!delta)
+    message["content"] = answer.content.empty() && !answer.tool_calls.empty() ? Json() : Json(answer.content);
+  else if (!answer.content.empty() || empty_content)
+    message["content"] = answer.content;
+  if (!answer.reasoning.empty()) message["reasoning_content"] = answer.reasoning;
+  if (answer.tool_calls.empty()) return;
+  Json calls = Json::array();
+  for (const ToolCall& call : answer.tool_calls) {
+    Json c = Json::object();
+    if (delta) c["index"] = call.index;
+    c["id"] = call.id;
+    c["type"] = "function";
+    c["function"] = {{"name", call.name}, {"arguments", call.arguments}};
+    calls.push_back(std::move(c));
+  }
+  message["tool_calls"] = std::move(calls);
+}
+
 }  // namespace
+
+void AnswerParts::append(AnswerParts&& later) {
+  content += later.content;
+  reasoning += later.reasoning;
+  for (ToolCall& call : later.tool_calls) tool_calls.push_back(std::move(call));
+}
 
 ResponseHeader make_response_header(Endpoint endpoint, const std::string& model, bool return_token_ids) {
   ResponseHeader h;
@@ -53,16 +80,21 @@ Json usage_json(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
-Json full_response(const ResponseHeader& h, const std::string& text, const std::vector<int32_t>& token_ids,
+std::string new_tool_call_id() {
+  return "call_" + random_hex_id();
+}
+
+Json full_response(const ResponseHeader& h, const AnswerParts& answer, const std::vector<int32_t>& token_ids,
                    const std::string& finish_reason, const Usage& usage) {
   Json choice = {{"index", 0}};
   if (h.endpoint == Endpoint::kChatCompletions) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-    choice["logprobs"] = nullptr;
+    Json message = {{"role", "assistant"}};
+    put_chat_parts(message, answer, false, false);
+    choice["message"] = std::move(message);
   } else {
-    choice["text"] = text;
-    choice["logprobs"] = nullptr;
+    choice["text"] = answer.content;
   }
+  choice["logprobs"] = nullptr;
   choice["finish_reason"] = finish_reason;
   if (h.return_token_ids) choice["token_ids"] = token_ids;
   Json out = header_fields(h, false);
@@ -71,16 +103,16 @@ Json full_response(const ResponseHeader& h, const std::string& text, const std::
   return out;
 }
 
-Json stream_chunk(const ResponseHeader& h, const std::string& text, const std::vector<int32_t>& token_ids,
+Json stream_chunk(const ResponseHeader& h, const AnswerParts& piece, const std::vector<int32_t>& token_ids,
                   bool first, const std::optional<std::string>& finish_reason) {
   Json choice = {{"index", 0}};
   if (h.endpoint == Endpoint::kChatCompletions) {
     Json delta = Json::object();
     if (first) delta["role"] = "assistant";
-    if (!text.empty() || (first && !finish_reason)) delta["content"] = text;
-    choice["delta"] = delta;
+    put_chat_parts(delta, piece, true, first && !finish_reason);
+    choice["delta"] = std::move(delta);
   } else {
-    choice["text"] = text;
+    choice["text"] = piece.content;
   }
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = finish_json(finish_reason);

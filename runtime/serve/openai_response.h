@@ -27,15 +27,40 @@ struct Usage {
   int completion_tokens = 0;
 };
 
+// A tool call parsed out of a chat answer (runtime/serve/chat_output_parser.h).
+struct ToolCall {
+  int index = 0;          // among the answer's tool calls, from 0
+  std::string id;         // call_<hex>, fresh per call
+  std::string name;       // the function's name
+  std::string arguments;  // a JSON text, as OpenAI's function.arguments
+};
+
+// An answer, or one streamed piece of it: its text (a completion's text, a chat answer's content) and, for
+// chat answers parsed by ChatOutputParser, the reasoning and the tool calls.
+struct AnswerParts {
+  std::string content;
+  std::string reasoning;
+  std::vector<ToolCall> tool_calls;
+  bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty(); }
+  // Appends a later piece.
+  void append(AnswerParts&& later);
+};
+
+// A fresh tool call id: "call_" and 24 hex digits.
+std::string new_tool_call_id();
+
 // A fresh response id with the endpoint's prefix.
 ResponseHeader make_response_header(Endpoint endpoint, const std::string& model, bool return_token_ids);
 
-nlohmann::ordered_json full_response(const ResponseHeader& h, const std::string& text,
+// A chat answer's message has content (null where it is empty and tool calls were made), reasoning_content
+// where there is reasoning, and tool_calls where there are tool calls; a completion's text is the content.
+nlohmann::ordered_json full_response(const ResponseHeader& h, const AnswerParts& answer,
                                      const std::vector<int32_t>& token_ids, const std::string& finish_reason,
                                      const Usage& usage);
 
-// One streaming chunk. The first chat chunk carries the role; finish_reason is set on the last.
-nlohmann::ordered_json stream_chunk(const ResponseHeader& h, const std::string& text,
+// One streaming chunk. The first chat chunk carries the role; finish_reason is set on the last. A chat
+// delta carries each part that is not empty; each tool call comes whole, in one delta.
+nlohmann::ordered_json stream_chunk(const ResponseHeader& h, const AnswerParts& piece,
                                     const std::vector<int32_t>& token_ids, bool first,
                                     const std::optional<std::string>& finish_reason);
 

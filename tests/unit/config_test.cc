@@ -135,6 +135,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "server.idle_timeout_s: got '0', expected a number in (0, 86400]"},
         Malformed{"request_timeout_list", M + "server: {request_timeout_s: [1]}\n",
                   "server.request_timeout_s: got a list"},
+        Malformed{"reasoning_parser_bad", M + "server: {reasoning_parser: deepseek}\n",
+                  "server.reasoning_parser: got 'deepseek', expected one of none|qwen3"},
+        Malformed{"tool_call_parser_bad", M + "server: {tool_call_parser: true}\n",
+                  "server.tool_call_parser: got 'true', expected one of none|hermes"},
         Malformed{"server_key_typo", M + "server: {max_conections: 5}\n",
                   "server.max_conections: unknown key (did you mean 'max_connections'?)"},
         Malformed{"log_level_bad", M + "logging: {level: verbose}\n",
@@ -165,14 +169,19 @@ TEST(Config, ServerLimitsDefaultsAndOverrides) {
   EXPECT_EQ(d.server.idle_timeout_s, 10);
   EXPECT_EQ(d.server.request_timeout_s, 30);
   EXPECT_EQ(d.server.write_timeout_s, 30);
-  const Config c =
-      parse_config(M + "server: {api_key_file: /run/secrets/key, max_connections: 8, idle_timeout_s: 0.5}\n",
-                   "x", {"server.max_prompt_tokens=100", "server.max_stop_sequences=2"});
+  EXPECT_EQ(d.server.reasoning_parser, ReasoningParser::kQwen3);
+  EXPECT_EQ(d.server.tool_call_parser, ToolCallParser::kHermes);
+  const Config c = parse_config(
+      M + "server: {api_key_file: /run/secrets/key, max_connections: 8, idle_timeout_s: 0.5}\n", "x",
+      {"server.max_prompt_tokens=100", "server.max_stop_sequences=2", "server.reasoning_parser=none",
+       "server.tool_call_parser=none"});
   EXPECT_EQ(c.server.api_key_file, "/run/secrets/key");
   EXPECT_EQ(c.server.max_connections, 8);
   EXPECT_EQ(c.server.idle_timeout_s, 0.5);
   EXPECT_EQ(c.server.max_prompt_tokens, 100);
   EXPECT_EQ(c.server.max_stop_sequences, 2);
+  EXPECT_EQ(c.server.reasoning_parser, ReasoningParser::kNone);
+  EXPECT_EQ(c.server.tool_call_parser, ToolCallParser::kNone);
   // The resolved config names the key file, and parses back to the same limits.
   const std::string yaml = config_to_yaml(c);
   EXPECT_NE(yaml.find("api_key_file: /run/secrets/key"), std::string::npos) << yaml;

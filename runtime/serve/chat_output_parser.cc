@@ -1,0 +1,150 @@
+#include "runtime/serve/chat_output_parser.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace tpserve::serve {
+namespace {
+
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
+constexpr std::string_view kCallOpen = "<tool_call>";
+constexpr std::string_view kCallClose = "</tool_call>";
+
+// Length of the longest suffix of `text` that is a proper prefix of `tag` (text that may still become the
+// tag). Tags are ASCII, so the text before such a suffix ends at a character boundary.
+size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
+  for (size_t len = std::min(tag.size() - 1, text.size()); len > 0; --len)
+    if (text.substr(text.size() - len) == tag.substr(0, len)) return len;
+  return 0;
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+}  // namespace
+
+ChatOutputParser::ChatOutputParser(ChatOutputOptions options)
+    : options_(options), state_(options.reasoning ? State::kStart : State::kContent) {}
+
+void ChatOutputParser::release(std::string& part, size_t n) {
+  part.append(buffer_, 0, n);
+  buffer_.erase(0, n);
+}
+
+bool ChatOutputParser::parse_tool_call(std::string_view body, AnswerParts& out) {
+  const nlohmann::json call = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!call.is_object()) return false;
+  const auto name = call.find("name");
+  if (name == call.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return false;
+  std::string arguments = "{}";
+  if (const auto args = call.find("arguments"); args != call.end()) {
+    if (args->is_string())  // already JSON text, as OpenAI's field carries it
+      arguments = args->get<std::string>();
+    else if (!args->is_null())
+      arguments = args->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  out.tool_calls.push_back({next_call_index_++, new_tool_call_id(), name->get<std::string>(), arguments});
+  return true;
+}
+
+bool ChatOutputParser::step(AnswerParts& out) {
+  const std::string_view text = buffer_;
+  switch (state_) {
+    case State::kStart:
+      if (text.size() < kThinkOpen.size() && kThinkOpen.starts_with(text)) return false;  // may become one
+      if (text.starts_with(kThinkOpen)) {
+        buffer_.erase(0, kThinkOpen.size());
+        state_ = State::kReasoning;
+      } else {
+        state_ = State::kContent;
+      }
+      return true;
+    case State::kReasoning: {
+      const size_t at = text.find(kThinkClose);
+      if (at == std::string_view::npos) {
+        release(out.reasoning, text.size() - partial_tag_suffix(text, kThinkClose));
+        return false;
+      }
+      release(out.reasoning, at);
+      buffer_.erase(0, kThinkClose.size());
+      state_ = State::kAfterReasoning;
+      return true;
+    }
+    case State::kAfterReasoning:
+    case State::kAfterToolCall: {
+      const bool after_reasoning = state_ == State::kAfterReasoning;
+      const size_t keep = std::find_if(text.begin(), text.end(),
+                                       [&](char c) { return after_reasoning ? c != '\n' : !is_space(c); }) -
+                          text.begin();
+      buffer_.erase(0, keep);
+      if (buffer_.empty()) return false;
+      state_ = State::kContent;
+      return true;
+    }
+    case State::kContent: {
+      if (!options_.tool_calls) {
+        release(out.content, text.size());
+        return false;
+      }
+      const size_t at = text.find(kCallOpen);
+      if (at == std::string_view::npos) {
+        release(out.content, text.size() - partial_tag_suffix(text, kCallOpen));
+        return false;
+      }
+      release(out.content, at);
+      buffer_.erase(0, kCallOpen.size());
+      state_ = State::kToolCall;
+      return true;
+    }
+    case State::kToolCall: {
+      const size_t at = text.find(kCallClose);
+      if (at == std::string_view::npos) return false;  // the whole call is held until it closes
+      if (parse_tool_call(text.substr(0, at), out)) {
+        buffer_.erase(0, at + kCallClose.size());
+        state_ = State::kAfterToolCall;
+      } else {  // not a tool call after all: its text, tags included, is content
+        out.content += kCallOpen;
+        release(out.content, at + kCallClose.size());
+        state_ = State::kContent;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+AnswerParts ChatOutputParser::push(std::string_view text) {
+  AnswerParts out;
+  buffer_ += text;
+  while (!buffer_.empty() && step(out)) {
+  }
+  return out;
+}
+
+AnswerParts ChatOutputParser::finish() {
+  AnswerParts out;
+  switch (state_) {
+    case State::kStart:
+    case State::kContent:
+      release(out.content, buffer_.size());
+      break;
+    case State::kReasoning:  // cut off while reasoning: what there is of it
+      release(out.reasoning, buffer_.size());
+      break;
+    case State::kToolCall:  // a call that never closed
+      out.content += kCallOpen;
+      release(out.content, buffer_.size());
+      break;
+    case State::kAfterReasoning:
+    case State::kAfterToolCall:
+      buffer_.clear();  // whitespace only
+      break;
+  }
+  state_ = State::kContent;
+  return out;
+}
+
+}  // namespace tpserve::serve
