@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "runtime/serve/json_fields.h"
+
 namespace tpserve::serve {
 namespace {
 
@@ -35,6 +37,7 @@ void ChatOutputParser::release(std::string& part, size_t n) {
 }
 
 bool ChatOutputParser::parse_tool_call(std::string_view body, AnswerParts& out) {
+  if (json_nesting_depth(body) > kMaxJsonDepth) return false;  // its dump below recurses once a level
   const nlohmann::json call = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!call.is_object()) return false;
   const auto name = call.find("name");

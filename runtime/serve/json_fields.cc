@@ -1,5 +1,6 @@
 #include "runtime/serve/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -23,10 +24,37 @@ std::string brief(const nlohmann::ordered_json& v) {
 
 }  // namespace
 
+int json_nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 nlohmann::ordered_json parse_json_body(const std::string& body) {
+  if (json_nesting_depth(body) > kMaxJsonDepth)
+    throw ApiError(
+        400,
+        "the request body nests lists and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+        "", "invalid_json");
   try {
     return nlohmann::ordered_json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
   }
 }

@@ -8,11 +8,22 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace tpserve::serve {
 
-// A request body as JSON; 400 invalid_json when it is not JSON.
+// Most levels of nested lists and objects a request body may have. What the server does with a value (its
+// dump in a message, the chat template's rendering) recurses once a level, so deeper bodies are refused
+// before they are parsed; real requests (tool schemas included) stay far below it.
+inline constexpr int kMaxJsonDepth = 256;
+
+// A request body as JSON; 400 invalid_json when it is not JSON (numbers beyond a double included) or is
+// nested deeper than kMaxJsonDepth.
 nlohmann::ordered_json parse_json_body(const std::string& body);
+
+// The deepest nesting of lists and objects in JSON text (brackets inside strings not counted); the text need
+// not be valid JSON.
+int json_nesting_depth(std::string_view text);
 
 // "a string", "an integer", "null", ... for messages.
 std::string describe_json(const nlohmann::ordered_json& value);

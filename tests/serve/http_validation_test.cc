@@ -2,6 +2,8 @@
 // field (or the route), and the server keeps serving (/health and a good request afterwards).
 #include <gtest/gtest.h>
 
+#include "runtime/serve/api_error.h"
+#include "runtime/serve/json_fields.h"
 #include "tests/serve/test_server.h"
 
 namespace tpserve::serve::testing {
@@ -55,6 +57,19 @@ std::vector<Case> cases() {
     bad(path, "null", "", 400, "JSON object");
     bad(path, "{\"prompt\": \"a\"} trailing", "", 400, "not valid JSON");
     bad(path, "{\"prompt\": \"\xff\"}", "", 400, "not valid JSON");
+    // Numbers beyond a double, and deep nesting, in fields the server reads and in ones it ignores (what
+    // recurses over a value overflowed the stack from about 200,000 levels, a 400 KB body: a crash; the
+    // test server takes 64 KB bodies).
+    bad(path, R"({"prompt": "hi", "max_tokens": 1e400})", "", 400, "not valid JSON");
+    bad(path, R"({"zzz": -1e999})", "", 400, "not valid JSON");
+    const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+    bad(path, R"({"prompt": "hi", "logit_bias": {"1": )" + deep + "}}", "", 400, "deeper than 256 levels");
+    bad(path,
+        R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": )"
+        R"({"name": "f", "parameters": )" +
+            deep + "}}]}",
+        "", 400, "deeper than 256 levels");
+    bad(path, "{\"zzz\": " + std::string(257, '[') + std::string(257, ']') + "}", "", 400, "deeper than");
   }
   // prompt
   bad(kC, R"({"max_tokens": 4})", "prompt");
@@ -178,6 +193,18 @@ std::vector<Case> cases() {
   c.push_back({"GET", "/", "", 404, ""});
   c.push_back({"OPTIONS", "/v2/completions", "", 404, ""});
   return c;
+}
+
+TEST(HttpValidation, JsonNestingDepthSkipsStrings) {
+  EXPECT_EQ(json_nesting_depth(R"({"a": 1})"), 1);
+  EXPECT_EQ(json_nesting_depth(R"({"a": [[1], {"b": [2]}]})"), 4);
+  EXPECT_EQ(json_nesting_depth(R"({"a": "[[[{{{", "b": "\"[[["})"), 1);  // inside strings, escaped quotes
+  EXPECT_EQ(json_nesting_depth("[[[}}}[["), 3);                          // not JSON: still a bound
+  EXPECT_EQ(json_nesting_depth(""), 0);
+  // At the limit a body parses; one level more is refused.
+  const std::string at_limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(parse_json_body(at_limit).is_array());
+  EXPECT_THROW(parse_json_body("[" + at_limit + "]"), ApiError);
 }
 
 TEST(HttpValidation, MalformedRequestsGetAnErrorNamingTheField) {
