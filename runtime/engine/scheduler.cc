@@ -34,16 +34,25 @@ Scheduler::Scheduler(const SchedulerLimits& limits, int num_kv_blocks, int kv_bl
   for (int s = limits_.max_batch - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 
+int64_t Scheduler::max_request_tokens() const {
+  const int64_t blocks = std::min(limits_.max_blocks_per_seq, blocks_.num_blocks());
+  return std::min<int64_t>(limits_.max_seq_len, blocks * blocks_.block_size() - 2 * spec_.num_tokens);
+}
+
 void Scheduler::add(Request request) {
-  const int prompt = static_cast<int>(request.prompt.size());
+  const int64_t prompt = static_cast<int64_t>(request.prompt.size());
   TPS_CHECK(prompt > 0, "request ", request.id, ": empty prompt");
   TPS_CHECK(request.max_tokens >= 1, "request ", request.id, ": max_tokens must be >= 1");
-  TPS_CHECK(prompt + request.max_tokens <= limits_.max_seq_len, "request ", request.id, ": prompt (", prompt,
+  const int64_t total = prompt + request.max_tokens;  // 64 bits: max_tokens may be near INT_MAX
+  TPS_CHECK(total <= limits_.max_seq_len, "request ", request.id, ": prompt (", prompt,
             " tokens) + max_tokens (", request.max_tokens, ") exceeds max_seq_len ", limits_.max_seq_len);
   // Speculation reserves room for the drafts of the last step too (2k: verified rows + MTP draft steps).
-  const int blocks = blocks_.blocks_for(prompt + request.max_tokens + 2 * spec_.num_tokens);
-  TPS_CHECK(blocks <= limits_.max_blocks_per_seq && blocks <= blocks_.num_blocks(), "request ", request.id,
-            ": needs ", blocks, " KV blocks; the cache has ", blocks_.num_blocks());
+  const int blocks = blocks_.blocks_for(static_cast<int>(total) + 2 * spec_.num_tokens);
+  TPS_CHECK(total <= max_request_tokens(), "request ", request.id, ": needs ", blocks,
+            " KV blocks (prompt + max_tokens + ", 2 * spec_.num_tokens,
+            " tokens for speculation's drafts); one sequence may hold ",
+            std::min(limits_.max_blocks_per_seq, blocks_.num_blocks()), " (", max_request_tokens(),
+            " tokens of prompt + max_tokens)");
   auto seq = std::make_unique<Sequence>();
   seq->tokens = request.prompt;
   seq->request = std::move(request);

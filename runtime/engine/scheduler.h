@@ -107,6 +107,9 @@ class Scheduler {
   int64_t kv_capacity_tokens() const {
     return static_cast<int64_t>(blocks_.num_blocks()) * blocks_.block_size();
   }
+  // The most tokens (prompt + max_tokens) add() takes for one request: max_seq_len, and the blocks one
+  // sequence may hold less the room speculation keeps for the drafts of its last step (2k tokens).
+  int64_t max_request_tokens() const;
 
  private:
   struct Sequence {

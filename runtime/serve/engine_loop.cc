@@ -20,8 +20,7 @@ RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, con
   limits.model_name = engine.source().name;
   limits.vocab_size = engine.spec().vocab_size;
   const Scheduler& scheduler = engine.scheduler();
-  limits.max_context_tokens =
-      std::min<int64_t>(scheduler.limits().max_seq_len, scheduler.kv_capacity_tokens());
+  limits.max_context_tokens = scheduler.max_request_tokens();
   limits.defaults = engine.source().generation;
   limits.max_prompt_tokens = server.max_prompt_tokens;
   limits.max_output_tokens = server.max_output_tokens;

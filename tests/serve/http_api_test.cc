@@ -298,6 +298,23 @@ TEST(HttpApi, SpeculativeDecodingMetricsCountDraftsAndAcceptances) {
   EXPECT_LE(drafts + accepted, 24 - 2 + 2 * 2);
 }
 
+// With speculation and a KV cache smaller than max_seq_len, the context a request may fill (max_model_len,
+// and a request's default max_tokens) leaves the room the drafts of its last step need: such requests got a
+// 500 from the scheduler before.
+TEST(HttpApi, SpeculationWithASmallCacheFillsTheContextItAnnounces) {
+  TestServer server({"model.synthetic.mtp=true", "speculative.method=mtp",
+                     "speculative.num_speculative_tokens=1", "runtime.num_kv_blocks=8"});
+  const Reply models = send(server, "GET", "/v1/models");
+  const int64_t context = models.body["data"][0]["max_model_len"];
+  EXPECT_EQ(context, 8 * 16 - 2);
+  const Reply r = post(server, "/v1/completions", Json{{"prompt", {1, 2, 3}}, {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], context - 3);
+  EXPECT_EQ(post(server, "/v1/completions", Json{{"prompt", {1, 2, 3}}, {"max_tokens", context - 2}}).status,
+            400);
+}
+
 TEST(HttpApi, HealthIsUnavailableWhileLoadingAndDraining) {
   ServerMetrics metrics;
   HttpServer http(local_server_config(4), metrics);

@@ -2,6 +2,7 @@
 // conditions, preemption when the KV cache is full (nothing lost), aborts and request validation.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 
 #include "common/error.h"
@@ -117,6 +118,29 @@ TEST(Scheduler, RejectsRequestsThatCanNeverRun) {
   EXPECT_THROW(s.add(request(3, 30, 10)), Error);  // beyond max_seq_len
   EXPECT_THROW(s.add(request(4, 10, 10)), Error);  // needs 5 blocks, the cache has 4
   EXPECT_NO_THROW(s.add(request(5, 8, 8)));
+}
+
+TEST(Scheduler, MaxRequestTokensIsWhatAddTakes) {
+  // Speculation (k = 1) keeps 2k tokens of a sequence's blocks for its last step's drafts.
+  SpeculativeSettings spec;
+  spec.num_tokens = 1;
+  spec.script = [](int64_t, const std::vector<int32_t>&, int k) { return std::vector<int32_t>(k, 7); };
+  Scheduler s({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 512, .max_blocks_per_seq = 40}, 8, 16,
+              {}, spec);
+  EXPECT_EQ(s.max_request_tokens(), 8 * 16 - 2);  // the cache binds, less the drafts' room
+  EXPECT_NO_THROW(s.add(request(1, 3, static_cast<int>(s.max_request_tokens()) - 3)));
+  EXPECT_THROW(s.add(request(2, 3, static_cast<int>(s.max_request_tokens()) - 2)), Error);
+  EXPECT_THROW(s.add(request(3, 3, std::numeric_limits<int>::max())),
+               Error);  // no int overflow past the checks
+  // Without speculation: max_seq_len, or the blocks one sequence may hold.
+  Scheduler plain({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 100, .max_blocks_per_seq = 32}, 64,
+                  4, {});
+  EXPECT_EQ(plain.max_request_tokens(), 100);
+  Scheduler small({.max_batch = 4, .max_step_tokens = 64, .max_seq_len = 100, .max_blocks_per_seq = 32}, 5, 4,
+                  {});
+  EXPECT_EQ(small.max_request_tokens(), 20);
+  EXPECT_NO_THROW(small.add(request(4, 10, 10)));
+  EXPECT_THROW(small.add(request(5, 10, 11)), Error);
 }
 
 TEST(Scheduler, StepMixTellsDecodeFromPrefill) {
