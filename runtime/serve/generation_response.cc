@@ -42,26 +42,28 @@ void respond_whole(httplib::Response& res, GenerationResponse g) {
       next_check = std::chrono::steady_clock::now() + kPollInterval;
     }
   }
-  std::string body;
   if (!all.error.empty()) {
+    // The body set directly: an error status with a content provider (and so an empty body) would have the
+    // server's error handler write its generic body over it.
     res.status = 500;
-    body = engine_error(all.error).dump();
-  } else {
-    const Usage usage{all.prompt_tokens, all.completion_tokens};
-    AnswerParts answer;
-    int tool_calls = 0;
-    if (g.chat_output.any()) {
-      ChatOutputParser parser(g.chat_output);
-      answer = parser.push(all.text);
-      answer.append(parser.finish());
-      tool_calls = parser.tool_calls();
-    } else {
-      answer.content = std::move(all.text);
-    }
-    body = full_response(g.header, answer, all.token_ids, finish_reason_for(all.finish_reason, tool_calls),
-                         usage)
-               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    res.set_content(engine_error(all.error).dump(), "application/json");
+    if (g.on_written) g.on_written();  // the request is over; nothing waits on the write
+    return;
   }
+  const Usage usage{all.prompt_tokens, all.completion_tokens};
+  AnswerParts answer;
+  int tool_calls = 0;
+  if (g.chat_output.any()) {
+    ChatOutputParser parser(g.chat_output);
+    answer = parser.push(all.text);
+    answer.append(parser.finish());
+    tool_calls = parser.tool_calls();
+  } else {
+    answer.content = std::move(all.text);
+  }
+  std::string body =
+      full_response(g.header, answer, all.token_ids, finish_reason_for(all.finish_reason, tool_calls), usage)
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   auto shared = std::make_shared<std::string>(std::move(body));
   res.set_content_provider(
       shared->size(), "application/json",
@@ -104,7 +106,10 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
           } else {
             piece.content = std::move(u.text);
           }
-          if (!piece.empty() || !u.token_ids.empty() || state->first)
+          // A step whose text is all held back (a stop string's or a tag's possible start, an incomplete
+          // character) sends nothing, unless its token ids are asked for.
+          const bool new_ids = state->header.return_token_ids && !u.token_ids.empty();
+          if (!piece.empty() || new_ids || state->first)
             out += sse_event(stream_chunk(state->header, piece, u.token_ids, state->first, std::nullopt));
           state->first = false;
           if (u.finished) {

@@ -143,5 +143,57 @@ TEST(GenerationResponse, UnparsedAnswersKeepTheirText) {
   EXPECT_EQ(completion["choices"][0]["text"], text);
 }
 
+TEST(GenerationResponse, StepsWhoseTextIsHeldBackSendNoChunk) {
+  for (const bool ids : {false, true}) {
+    auto stream = std::make_shared<RequestStream>();
+    httplib::Response res;
+    GenerationResponse g = response_for(Endpoint::kChatCompletions, stream, {true, true});
+    g.header.return_token_ids = ids;
+    respond_streaming(res, std::move(g));
+    std::string written;
+    // "" stands for a step whose text the engine loop held back (a stop string's start, an incomplete
+    // character); "<tool", "<tool_c" and an unclosed call are held back by the parser.
+    const std::vector<std::string> texts = {"Hi", "", " <tool", "_c", "all> x", "y"};
+    for (size_t i = 0; i < texts.size(); ++i) {
+      StreamUpdate u = i + 1 == texts.size() ? end_update(texts[i], "stop") : text_update(texts[i]);
+      u.token_ids = {static_cast<int32_t>(i)};
+      stream->publish(std::move(u));
+      pull(res, written);
+    }
+    std::string content;
+    int chunks = 0;
+    for (const Json& e : events(written)) {
+      if (e["choices"].empty()) continue;
+      ++chunks;
+      const Json& delta = e["choices"][0]["delta"];
+      if (delta.contains("content")) content += delta["content"].get<std::string>();
+      // Every chunk but the last (its finish reason) carries text, or the token ids asked for.
+      if (e["choices"][0]["finish_reason"].is_null()) {
+        EXPECT_TRUE(delta.contains("content") || ids) << e.dump();
+      }
+    }
+    EXPECT_EQ(content, "Hi <tool_call> xy");    // the call never closed: its text, as written
+    EXPECT_EQ(chunks, ids ? 7 : 4) << written;  // text in steps 0, 2 and 5, the finish chunk; ids: all
+  }
+}
+
+TEST(GenerationResponse, AnEngineErrorKeepsItsMessageInAWholeAnswer) {
+  auto stream = std::make_shared<RequestStream>();
+  StreamUpdate failed = end_update("", "abort");
+  failed.error = "needs 9 KV blocks";
+  stream->publish(failed);
+  httplib::Response res;
+  bool written = false;
+  GenerationResponse g = response_for(Endpoint::kCompletions, stream, {});
+  g.on_written = [&] { written = true; };
+  respond_whole(res, std::move(g));
+  EXPECT_EQ(res.status, 500);
+  // In the body itself, where the server's error handler (which fills empty error bodies) leaves it.
+  const Json body = Json::parse(res.body);
+  EXPECT_EQ(body["error"]["code"], "engine_error");
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("needs 9 KV blocks"), std::string::npos);
+  EXPECT_TRUE(written);
+}
+
 }  // namespace
 }  // namespace tpserve::serve
