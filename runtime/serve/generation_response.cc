@@ -121,7 +121,8 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
           }
         }
         if (u.finished) out += "data: [DONE]\n\n";
-        if (!sink.write(out.data(), out.size())) {
+        // Nothing to send is no write: an empty chunk would end the chunked body.
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
           state->stream->cancel();
           return false;
         }

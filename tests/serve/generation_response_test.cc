@@ -42,6 +42,7 @@ bool pull(httplib::Response& res, std::string& out) {
   httplib::DataSink sink;
   bool done = false;
   sink.write = [&](const char* data, size_t n) {
+    EXPECT_GT(n, 0u) << "an empty write is an empty chunk, which ends a chunked body";
     out.append(data, n);
     return true;
   };
