@@ -83,12 +83,19 @@ struct SpeculativeConfig {
 enum class ReasoningParser { kNone, kQwen3 };  // qwen3: a leading <think> ... </think> -> reasoning_content
 enum class ToolCallParser { kNone, kHermes };  // hermes: <tool_call>{json}</tool_call> -> tool_calls
 
+inline constexpr int kAutoThreadsSpare = 16;
+inline constexpr int kMaxServerThreads = 4096;
+
 // The HTTP server on rank 0 (docs/serving.md, "Running in production"). Every resource a client can make
 // the server spend is bounded here; each limit, when hit, is answered with a 4xx/503 and serving goes on.
 struct ServerConfig {
   std::string host = "127.0.0.1";  // loopback unless told otherwise
   int port = 8000;
-  int threads = 64;  // HTTP requests handled at once (a streaming request holds one until it ends)
+  // HTTP requests handled at once (a request holds a thread until its response is written, a stream until
+  // it ends); 0 in a config file: auto, resolved by the parser to kAutoThreadsSpare more than every running
+  // and waiting request can hold (runtime.max_batch + max_queued_requests), so that probes and refusals are
+  // always answered at once.
+  int threads = 0;
   // A file holding the API key (whitespace trimmed). The key itself is never written in a config file (nor
   // logged); TPSERVE_API_KEY in the environment wins over the file. No key: no authentication.
   std::string api_key_file;

@@ -333,7 +333,7 @@ void read_server(const YAML::Node& root, Config& c, Problems& p) {
                   "request_timeout_s", "write_timeout_s"}));
   s.text("host", v.host, false);
   s.integer("port", v.port, 0, 65535);
-  s.integer("threads", v.threads, 1, 1024);
+  s.integer("threads", v.threads, 0, kMaxServerThreads);
   s.text("api_key_file", v.api_key_file, false);
   s.integer("max_connections", v.max_connections, 1, 1 << 20);
   s.integer("max_queued_requests", v.max_queued_requests, 1, 1 << 20);
@@ -349,6 +349,9 @@ void read_server(const YAML::Node& root, Config& c, Problems& p) {
   s.real("idle_timeout_s", v.idle_timeout_s, 0, 86400, true);
   s.real("request_timeout_s", v.request_timeout_s, 0, 86400, true);
   s.real("write_timeout_s", v.write_timeout_s, 0, 86400, true);
+  if (v.threads == 0)  // auto (read_runtime ran first)
+    v.threads = static_cast<int>(std::min<int64_t>(
+        kMaxServerThreads, int64_t(c.runtime.max_batch) + v.max_queued_requests + kAutoThreadsSpare));
 }
 
 void read_logging(const YAML::Node& root, Config& c, Problems& p) {

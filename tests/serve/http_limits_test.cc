@@ -116,6 +116,33 @@ TEST(HttpLimits, AFullQueueGets503AndServingGoesOn) {
       1);
 }
 
+// server.threads auto (0) leaves threads beyond every running and waiting request: with both full, a probe
+// and a refusal are still answered at once (a fixed number of threads below them made /health wait for a
+// generation to end, and made server_overloaded unreachable).
+TEST(HttpLimits, AutoThreadsAnswerProbesWhileEveryRequestSlotIsHeld) {
+  TestServer server(
+      {"server.threads=0", "runtime.max_batch=2", "runtime.max_seq_len=4096", "server.max_queued_requests=2"},
+      /*with_tokenizer=*/false);
+  EXPECT_EQ(server.config().server.threads, 2 + 2 + kAutoThreadsSpare);
+  const std::string long_body =
+      ids_prompt(3, {{"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}}).dump();
+  std::vector<std::unique_ptr<RawSocket>> held;  // 2 running and 2 waiting, each holding a thread
+  for (const char* gauge : {"num_requests_running", "num_requests_waiting"}) {
+    for (int i = 0; i < 2; ++i) {
+      held.push_back(std::make_unique<RawSocket>(server.port()));
+      ASSERT_TRUE(held.back()->send(
+          "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
+          std::to_string(long_body.size()) + "\r\n\r\n" + long_body));
+    }
+    ASSERT_TRUE(wait_for_gauge(server, gauge, 2));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(send(server, "GET", "/health").status, 200);
+  expect_refused(post(server, kC, ids_prompt(3)), 503, "", "server_overloaded");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  for (auto& socket : held) socket->close();
+}
+
 TEST(HttpLimits, ChatPromptsAndMaxCompletionTokensAreLimitedToo) {
   SKIP_WITHOUT_TOKENIZER();
   TestServer server({"server.max_prompt_tokens=20", "server.max_output_tokens=4"});

@@ -54,6 +54,7 @@ class TestServer {
   }
 
   int port() const { return http_->port(); }
+  const Config& config() const { return config_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
   Engine& engine() { return *engine_; }
   std::unique_ptr<httplib::Client> client() const {

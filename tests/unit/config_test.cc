@@ -115,7 +115,8 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"spec_mtp_zero", M + "speculative: {method: mtp, num_speculative_tokens: 0}\n",
                   "expected 1..4 with speculative.method: mtp"},
         Malformed{"port_too_big", M + "server: {port: 70000}\n", "server.port: got '70000'"},
-        Malformed{"threads_zero", M + "server: {threads: 0}\n", "server.threads: got '0'"},
+        Malformed{"threads_too_many", M + "server: {threads: 5000}\n",
+                  "server.threads: got '5000', expected an integer in [0, 4096]"},
         Malformed{"host_list", M + "server: {host: [a, b]}\n", "server.host: got a list"},
         Malformed{"api_key_literal", M + "server: {api_key: sk-secret}\n",
                   "server.api_key: a key is never written in a config file"},
@@ -169,6 +170,12 @@ TEST(Config, ServerLimitsDefaultsAndOverrides) {
   EXPECT_EQ(d.server.idle_timeout_s, 10);
   EXPECT_EQ(d.server.request_timeout_s, 30);
   EXPECT_EQ(d.server.write_timeout_s, 30);
+  // threads auto: every running (max_batch 16) and waiting (256) request, and 16 more.
+  EXPECT_EQ(d.server.threads, 16 + 256 + 16);
+  EXPECT_EQ(parse_config(M, "x", {"server.threads=8"}).server.threads, 8);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.max_batch=64", "server.max_queued_requests=10"}).server.threads,
+            90);
+  EXPECT_EQ(parse_config(M, "x", {"server.max_queued_requests=100000"}).server.threads, 4096);
   EXPECT_EQ(d.server.reasoning_parser, ReasoningParser::kQwen3);
   EXPECT_EQ(d.server.tool_call_parser, ToolCallParser::kHermes);
   const Config c = parse_config(
