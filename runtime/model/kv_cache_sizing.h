@@ -19,6 +19,10 @@ struct KvCacheSizing {
   int extra_blocks = 1;        // allocated beyond the count (the graph padding block)
 };
 
+// KvCacheSizing::cap for max_seqs sequences of blocks_per_seq blocks (at least min_blocks), computed in 64
+// bits and held below INT32_MAX with room for the extra blocks (block ids are int32).
+int kv_block_cap(int max_seqs, int blocks_per_seq, int min_blocks, int extra_blocks = 1);
+
 // The block count (without the extra blocks). memory_left: what the backend can still allocate (nullopt:
 // no fixed budget, e.g. host memory: the cap). Throws tpserve::Error naming the sizes and the settings to
 // change when the cache cannot hold one max_seq_len sequence, or a requested count does not fit.

@@ -2,6 +2,8 @@
 // block taken off), no budget (host memory: the cap), and the errors that name what to change.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "common/error.h"
 #include "runtime/model/kv_cache_sizing.h"
 
@@ -50,6 +52,14 @@ TEST(KvCacheSizing, ARequestedCountIsKeptOrRefusedWhenItCannotFit) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("runtime.num_kv_blocks=5"), std::string::npos) << e.what();
   }
+}
+
+TEST(KvCacheSizing, TheCapDoesNotOverflow) {
+  EXPECT_EQ(kv_block_cap(8, 32, 32), 256);
+  EXPECT_EQ(kv_block_cap(1, 4, 10), 10);  // at least one max_seq_len sequence
+  // max_batch 4096 of 2^20 blocks (max_seq_len 4M, blocks of 4): 2^32 wrapped to 0 in int arithmetic.
+  EXPECT_EQ(kv_block_cap(4096, 1 << 20, 1 << 20), std::numeric_limits<int32_t>::max() - 1);
+  EXPECT_EQ(kv_block_cap(4096, 1 << 19, 1 << 19, 3), std::numeric_limits<int32_t>::max() - 3);
 }
 
 TEST(KvCacheSizing, InconsistentInputsAreErrors) {
