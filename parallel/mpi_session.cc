@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "common/error.h"
 #include "common/log.h"
 #include "common/mpi_check.h"
 
@@ -12,6 +13,9 @@ namespace tpserve::parallel {
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
   MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  // Only the main thread calls MPI (the HTTP threads hand requests to the engine loop on it).
+  TPS_CHECK(provided >= MPI_THREAD_FUNNELED, "MPI provides thread support level ", provided,
+            ", below MPI_THREAD_FUNNELED (", MPI_THREAD_FUNNELED, ")");
   // Errors come back as codes that MPI_CHECK turns into exceptions, instead of MPI aborting silently.
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));

@@ -54,12 +54,14 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   }
 
   ~NcclCommunicatorImpl() override {
-    if (comm_ == nullptr) return;
     // Destroy waits for peers; while an exception unwinds, abort instead so that this rank reaches MPI_Abort.
-    if (std::uncaught_exceptions() > 0)
-      ncclCommAbort(comm_);
-    else
-      ncclCommDestroy(comm_);
+    // After abort() there is no communicator left, only the scratch word.
+    if (comm_ != nullptr) {
+      if (std::uncaught_exceptions() > 0)
+        ncclCommAbort(comm_);
+      else
+        ncclCommDestroy(comm_);
+    }
     cudaFree(scratch_);
   }
 

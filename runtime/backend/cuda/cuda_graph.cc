@@ -14,20 +14,26 @@
 namespace tpserve {
 namespace {
 
+// Owns the captured graph from the end of its capture, and its executable once instantiated, so that a
+// failure after the capture (instantiation, upload, the report) frees both.
 class CudaStepGraph final : public StepGraph {
  public:
-  CudaStepGraph(cudaGraph_t graph, cudaGraphExec_t exec, cudaStream_t stream, GraphReport report)
-      : graph_(graph), exec_(exec), stream_(stream), report_(std::move(report)) {}
+  CudaStepGraph(cudaGraph_t graph, cudaStream_t stream) : graph_(graph), stream_(stream) {}
   ~CudaStepGraph() override {
-    cudaGraphExecDestroy(exec_);
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
     cudaGraphDestroy(graph_);
   }
+  void instantiate() {
+    CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    CUDA_CHECK(cudaGraphUpload(exec_, stream_));
+  }
+  void set_report(GraphReport report) { report_ = std::move(report); }
   void replay() override { CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
   const GraphReport& report() const override { return report_; }
 
  private:
   cudaGraph_t graph_;
-  cudaGraphExec_t exec_;
+  cudaGraphExec_t exec_ = nullptr;
   cudaStream_t stream_;
   GraphReport report_;
 };
@@ -106,9 +112,8 @@ std::unique_ptr<StepGraph> CudaBackend::capture(const std::function<void()>& bod
   }
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-  cudaGraphExec_t exec = nullptr;
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_CHECK(cudaGraphUpload(exec, stream_));
+  auto step = std::make_unique<CudaStepGraph>(graph, stream_);
+  step->instantiate();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   size_t free_after = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
@@ -116,7 +121,8 @@ std::unique_ptr<StepGraph> CudaBackend::capture(const std::function<void()>& bod
   report.capture_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   report.memory_bytes = free_before > free_after ? free_before - free_after : 0;
-  return std::make_unique<CudaStepGraph>(graph, exec, stream_, std::move(report));
+  step->set_report(std::move(report));
+  return step;
 }
 
 std::string CudaBackend::launch_report() const {
