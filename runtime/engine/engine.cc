@@ -74,6 +74,8 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
       sizes.push_back(rt.max_batch);
     }
     model_->capture_graphs(sizes);
+  } else {
+    model_->warm_up(rt.max_batch);
   }
 
   if (is_driver()) {

@@ -44,6 +44,10 @@ class Qwen3MoeModel {
   // an eager warm-up of the same shape). Decode-only steps are then padded to the next size and replayed.
   // Returns false where the backend has no graphs (the CPU): steps then run eagerly.
   bool capture_graphs(std::vector<int> batch_sizes);
+  // Without graphs: one eager decode step of `batch_size` padding sequences, waited for, so that what the
+  // backend cannot run (a shape outside its kernels' limits, memory it cannot find) fails at load rather
+  // than at the first request. Every rank runs it (it may hold collectives).
+  void warm_up(int batch_size);
   // Per captured batch size, what its graph holds.
   std::vector<std::pair<int, GraphReport>> graph_reports() const;
   int64_t graph_replays() const { return graph_replays_; }
@@ -90,6 +94,8 @@ class Qwen3MoeModel {
   int graph_bucket(const StepBatch& batch) const;
   StepBatch pad_to(const StepBatch& batch, int size) const;
   StepBatch padding_batch(int size) const;
+  // padding_batch(size) uploaded (attention planned for any context) and run eagerly, waited for.
+  StepShape run_padding_step(int size);
   Tensor input(size_t offset, DType dtype, int64_t n) const;  // a typed view of the step-input buffer
   Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out);
   void mtp_input(Tensor tokens, Tensor hidden, int n);

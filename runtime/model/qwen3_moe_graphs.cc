@@ -72,18 +72,29 @@ StepBatch Qwen3MoeModel::padding_batch(int size) const {
   return b;
 }
 
+Qwen3MoeModel::StepShape Qwen3MoeModel::run_padding_step(int size) {
+  StepShape shape = upload(padding_batch(size));
+  // A graph's attention covers any context the sequences can reach (empty splits exit at once).
+  shape.max_context_len = options_.max_blocks_per_seq * options_.kv_block_size;
+  compute(shape);
+  backend_.synchronize();
+  return shape;
+}
+
+void Qwen3MoeModel::warm_up(int batch_size) {
+  TPS_CHECK(batch_size >= 1 && batch_size <= options_.max_seqs, "warm-up batch size ", batch_size,
+            " outside [1, max_batch=", options_.max_seqs, "]");
+  run_padding_step(batch_size);
+}
+
 bool Qwen3MoeModel::capture_graphs(std::vector<int> batch_sizes) {
   std::sort(batch_sizes.begin(), batch_sizes.end());
   batch_sizes.erase(std::unique(batch_sizes.begin(), batch_sizes.end()), batch_sizes.end());
   for (int size : batch_sizes) {
     TPS_CHECK(size >= 1 && size <= options_.max_seqs, "graph batch size ", size,
               " outside [1, max_batch=", options_.max_seqs, "]");
-    StepBatch batch = padding_batch(size);
-    // The graph's attention covers any context the sequences can reach (empty splits exit at once).
-    StepShape shape = upload(batch);
-    shape.max_context_len = options_.max_blocks_per_seq * options_.kv_block_size;
-    compute(shape);  // warm-up: first-use queries and plans happen outside the capture
-    backend_.synchronize();
+    // Warm-up: first-use queries and plans happen outside the capture.
+    const StepShape shape = run_padding_step(size);
     auto graph = backend_.capture([&] { compute(shape); });
     if (graph == nullptr) {
       log_info(backend_.name(), " backend: no CUDA graphs, decode steps run eagerly");
