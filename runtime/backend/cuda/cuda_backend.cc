@@ -36,6 +36,24 @@ using cuda_ops::expect;
 using cuda_ops::norm_params;
 using cuda_ops::to_int;
 
+size_t arena_bytes_for_fraction(double fraction, size_t total, size_t free) {
+  TPS_CHECK(fraction > 0.0 && fraction <= 1.0, "runtime.gpu_memory_fraction must be in (0, 1], got ",
+            fraction);
+  TPS_CHECK(free <= total, "free memory ", free, " above the total ", total);
+  const double budget = fraction * static_cast<double>(total), in_use = static_cast<double>(total - free);
+  TPS_CHECK(budget > in_use, "runtime.gpu_memory_fraction ", fraction, " of ", total,
+            " bytes leaves nothing: ", total - free, " bytes are already in use");
+  const size_t share = static_cast<size_t>(budget - in_use);
+  TPS_CHECK(free > kOutsideArenaBytes, "runtime.gpu_memory_fraction: only ", free, " bytes are free, and ",
+            kOutsideArenaBytes, " are kept outside the arena (graphs, NCCL, cuBLASLt)");
+  const size_t most = free - kOutsideArenaBytes;
+  if (share > most)
+    log_warn("runtime.gpu_memory_fraction ", fraction, " would leave ", free - share,
+             " bytes outside the arena; the arena keeps ", kOutsideArenaBytes,
+             " bytes free for graphs, NCCL and cuBLASLt (", most, " bytes instead of ", share, ")");
+  return std::min(share, most);
+}
+
 int cuda_device_count(std::string* why) {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
@@ -89,16 +107,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   size_t arena_bytes = options.arena_bytes;
-  if (arena_bytes == 0) {
-    TPS_CHECK(options.gpu_memory_fraction > 0.0 && options.gpu_memory_fraction <= 1.0,
-              "gpu_memory_fraction must be in (0, 1], got ", options.gpu_memory_fraction);
-    const double budget = options.gpu_memory_fraction * static_cast<double>(total_bytes);
-    const double in_use = static_cast<double>(total_bytes - free_bytes);
-    TPS_CHECK(budget > in_use, "gpu_memory_fraction ", options.gpu_memory_fraction, " of ", total_bytes,
-              " bytes leaves nothing: ", total_bytes - free_bytes, " bytes are already in use on device ",
-              device_);
-    arena_bytes = static_cast<size_t>(budget - in_use);
-  }
+  if (arena_bytes == 0)
+    arena_bytes = arena_bytes_for_fraction(options.gpu_memory_fraction, total_bytes, free_bytes);
   const size_t reserved = options.workspace_bytes + options.cublas_workspace_bytes;
   TPS_CHECK(arena_bytes > reserved, "CUDA arena of ", arena_bytes, " bytes cannot hold the ", reserved,
             " bytes of workspace");

@@ -183,4 +183,14 @@ std::unique_ptr<CudaBackend> make_cuda_backend(const CudaBackendOptions& options
 // Number of CUDA devices, or 0 (with the reason in *why) when the runtime or driver cannot see any.
 int cuda_device_count(std::string* why = nullptr);
 
+// Device memory kept free outside the arena for what is allocated beside it: CUDA graphs (logged at
+// capture), NCCL's communicator buffers, cuBLASLt, the CUDA context's own growth.
+inline constexpr size_t kOutsideArenaBytes = size_t(1) << 30;
+
+// The arena for gpu_memory_fraction of a device of `total` bytes, `free` of them free: the fraction's share
+// less what is already in use, and at most free - kOutsideArenaBytes (a fraction near 1 would leave nothing
+// for the allocations outside it, which then fail with an out-of-memory error that names no setting).
+// Throws, naming the setting, where that leaves no arena.
+size_t arena_bytes_for_fraction(double fraction, size_t total, size_t free);
+
 }  // namespace tpserve
