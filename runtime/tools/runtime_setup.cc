@@ -46,17 +46,18 @@ BackendKind RuntimeSetup::resolve_backend_kind() {
   const BackendKind kind = config_.runtime.backend;
   if (kind != BackendKind::kAuto) return kind;
   // CUDA where every rank has a GPU of its own on its host; the ranks agree, so that one job never mixes
-  // backends (their data planes differ).
+  // backends (their data planes differ). A host with GPUs, but fewer than its processes, is an error rather
+  // than a quiet fall back to the CPU reference backend.
   std::string why = "this build has no CUDA";
+  int32_t without_gpu = 1;
 #if TPSERVE_HAVE_CUDA
   why.clear();
   const int devices = cuda_device_count(&why);
-  if (devices > 0 && topology_.local_size > devices)
-    why = std::to_string(topology_.local_size) + " processes on this host but " + std::to_string(devices) +
-          " visible GPUs";
-  int32_t without_gpu = devices > 0 && topology_.local_size <= devices ? 0 : 1;
-#else
-  int32_t without_gpu = 1;
+  TPS_CHECK(devices == 0 || topology_.local_size <= devices, "runtime.backend auto: ", topology_.local_size,
+            " processes on this host but ", devices,
+            " visible GPUs (one process per GPU; each sees every GPU of its host, CUDA_VISIBLE_DEVICES alike "
+            "on all; runtime.backend: cpu for the CPU reference backend)");
+  if (devices > 0) without_gpu = 0;
 #endif
   world_->all_reduce_sum(&without_gpu, 1, DType::kI32);
   if (without_gpu == 0) {
@@ -64,7 +65,7 @@ BackendKind RuntimeSetup::resolve_backend_kind() {
     return BackendKind::kCuda;
   }
   log_info("runtime.backend auto: the CPU reference backend (", without_gpu, " of ", world_->size(),
-           " ranks without a GPU of their own; here: ", why.empty() ? "a GPU is present" : why, ")");
+           " ranks without a GPU; here: ", why.empty() ? "a GPU is present" : why, ")");
   return BackendKind::kCpu;
 }
 

@@ -19,14 +19,21 @@ expect_run(2 "runtime.max_batch: got '0'" ${TPSERVE} --config ${SOURCE_DIR}/conf
 expect_run(2 "cannot open config file" ${TPSERVE} --config /nonexistent.yaml --check-config)
 expect_run(2 "--config is required" ${TPSERVE} --check-config)
 
-# runtime.backend auto (tiny.yaml's): CUDA where this host has a GPU (nvidia-smi lists one), else the CPU
-# reference backend; either way the choice is logged and the model generates.
-execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE smi_rc OUTPUT_VARIABLE smi_out ERROR_QUIET)
-string(FIND "${smi_out}" "GPU " has_gpu)
-if(smi_rc EQUAL 0 AND NOT has_gpu EQUAL -1)
-  set(auto_choice "runtime.backend auto: cuda")
-else()
-  set(auto_choice "runtime.backend auto: the CPU reference backend")
+# runtime.backend auto (tiny.yaml's): CUDA in a CUDA build on a host where nvidia-smi lists a GPU (and
+# CUDA_VISIBLE_DEVICES hides none of them all), else the CPU reference backend; either way the choice is
+# logged and the model generates. (Run alone: on a GPU it claims gpu_memory_fraction of it.)
+set(auto_choice "runtime.backend auto: the CPU reference backend")
+if(HAVE_CUDA AND NOT "$ENV{CUDA_VISIBLE_DEVICES}" STREQUAL "")
+  set(visible_ok TRUE)
+elseif(HAVE_CUDA AND NOT DEFINED ENV{CUDA_VISIBLE_DEVICES})
+  set(visible_ok TRUE)
+endif()
+if(visible_ok)
+  execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE smi_rc OUTPUT_VARIABLE smi_out ERROR_QUIET)
+  string(FIND "${smi_out}" "GPU " has_gpu)
+  if(smi_rc EQUAL 0 AND NOT has_gpu EQUAL -1)
+    set(auto_choice "runtime.backend auto: cuda")
+  endif()
 endif()
 expect_run(0 "${auto_choice}" ${TPSERVE} --config ${SOURCE_DIR}/configs/tiny.yaml generate --prompt-ids 1,2,3
            --max-tokens 4 --ignore-eos)
