@@ -85,6 +85,7 @@ enum class ToolCallParser { kNone, kHermes };  // hermes: <tool_call>{json}</too
 
 inline constexpr int kAutoThreadsSpare = 16;
 inline constexpr int kMaxServerThreads = 4096;
+inline constexpr int kAutoIdleConnections = 256;
 
 // The HTTP server on rank 0 (docs/serving.md, "Running in production"). Every resource a client can make
 // the server spend is bounded here; each limit, when hit, is answered with a 4xx/503 and serving goes on.
@@ -99,7 +100,10 @@ struct ServerConfig {
   // A file holding the API key (whitespace trimmed). The key itself is never written in a config file (nor
   // logged); TPSERVE_API_KEY in the environment wins over the file. No key: no authentication.
   std::string api_key_file;
-  int max_connections = 256;      // open TCP connections (idle ones included); one more: 503 and closed
+  // Open TCP connections (idle ones included); one more: 503 and closed. 0 in a config file: auto, resolved
+  // to threads + kAutoIdleConnections, so that every request a thread can take has its connection and idle
+  // keep-alive connections have room beside them.
+  int max_connections = 0;
   int max_queued_requests = 256;  // generation requests waiting for the engine; one more: 503
   int max_body_bytes = 8 << 20;
   int max_prompt_tokens = 0;    // 0 = the context (max_model_len) is the only bound

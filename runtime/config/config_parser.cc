@@ -335,7 +335,7 @@ void read_server(const YAML::Node& root, Config& c, Problems& p) {
   s.integer("port", v.port, 0, 65535);
   s.integer("threads", v.threads, 0, kMaxServerThreads);
   s.text("api_key_file", v.api_key_file, false);
-  s.integer("max_connections", v.max_connections, 1, 1 << 20);
+  s.integer("max_connections", v.max_connections, 0, 1 << 20);
   s.integer("max_queued_requests", v.max_queued_requests, 1, 1 << 20);
   s.integer("max_body_bytes", v.max_body_bytes, 1024, 1 << 30);
   s.integer("max_prompt_tokens", v.max_prompt_tokens, 0, 1 << 30);
@@ -352,6 +352,7 @@ void read_server(const YAML::Node& root, Config& c, Problems& p) {
   if (v.threads == 0)  // auto (read_runtime ran first)
     v.threads = static_cast<int>(std::min<int64_t>(
         kMaxServerThreads, int64_t(c.runtime.max_batch) + v.max_queued_requests + kAutoThreadsSpare));
+  if (v.max_connections == 0) v.max_connections = v.threads + kAutoIdleConnections;  // auto
 }
 
 void read_logging(const YAML::Node& root, Config& c, Problems& p) {

@@ -7,6 +7,7 @@
 
 #include <sstream>
 
+#include "common/error.h"
 #include "common/log.h"
 #include "runtime/serve/api_error.h"
 
@@ -45,6 +46,11 @@ ConnectionServer::ConnectionServer(ConnectionLimits limits, std::function<void(c
       on_refused_(std::move(on_refused)),
       idle_([this](std::unique_ptr<HttpConnection> c) { enqueue_ready(std::move(c)); },
             limits.max_connections) {
+  // A ServerConfig made by hand keeps threads and max_connections at 0 (auto): the config parser resolves
+  // them.
+  TPS_CHECK(limits.threads >= 1 && limits.max_connections >= 1, "HTTP server: ", limits.threads,
+            " threads and ", limits.max_connections,
+            " connections (server.threads and max_connections resolved from auto?)");
   new_task_queue = [this] { return new InlineQueue(*this); };
 }
 

@@ -79,6 +79,7 @@ inline ServerConfig local_server_config(int threads) {
   ServerConfig c;
   c.port = 0;
   c.threads = threads;
+  c.max_connections = threads + kAutoIdleConnections;
   return c;
 }
 

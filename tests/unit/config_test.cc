@@ -122,8 +122,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "server.api_key: a key is never written in a config file"},
         Malformed{"api_key_file_empty", M + "server: {api_key_file: ''}\n",
                   "server.api_key_file: got '', expected a non-empty string"},
-        Malformed{"max_connections_zero", M + "server: {max_connections: 0}\n",
-                  "server.max_connections: got '0', expected an integer in [1, 1048576]"},
+        Malformed{"max_connections_negative", M + "server: {max_connections: -1}\n",
+                  "server.max_connections: got '-1', expected an integer in [0, 1048576]"},
         Malformed{"max_queued_word", M + "server: {max_queued_requests: lots}\n",
                   "server.max_queued_requests: got 'lots'"},
         Malformed{"body_limit_tiny", M + "server: {max_body_bytes: 10}\n",
@@ -160,7 +160,7 @@ TEST(Config, ServerLimitsDefaultsAndOverrides) {
   const Config d = parse_config(M, "x");
   EXPECT_EQ(d.server.host, "127.0.0.1");
   EXPECT_TRUE(d.server.api_key_file.empty());
-  EXPECT_EQ(d.server.max_connections, 256);
+  EXPECT_EQ(d.server.max_connections, d.server.threads + 256);  // auto: every thread's, and 256 idle
   EXPECT_EQ(d.server.max_queued_requests, 256);
   EXPECT_EQ(d.server.max_body_bytes, 8 << 20);
   EXPECT_EQ(d.server.max_prompt_tokens, 0);
@@ -173,6 +173,7 @@ TEST(Config, ServerLimitsDefaultsAndOverrides) {
   // threads auto: every running (max_batch 16) and waiting (256) request, and 16 more.
   EXPECT_EQ(d.server.threads, 16 + 256 + 16);
   EXPECT_EQ(parse_config(M, "x", {"server.threads=8"}).server.threads, 8);
+  EXPECT_EQ(parse_config(M, "x", {"server.threads=8"}).server.max_connections, 8 + 256);
   EXPECT_EQ(parse_config(M, "x", {"runtime.max_batch=64", "server.max_queued_requests=10"}).server.threads,
             90);
   EXPECT_EQ(parse_config(M, "x", {"server.max_queued_requests=100000"}).server.threads, 4096);
