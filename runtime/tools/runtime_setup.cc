@@ -46,18 +46,21 @@ BackendKind RuntimeSetup::resolve_backend_kind() {
   const BackendKind kind = config_.runtime.backend;
   if (kind != BackendKind::kAuto) return kind;
   // CUDA where every rank has a GPU of its own on its host; the ranks agree, so that one job never mixes
-  // backends (their data planes differ). A host with GPUs, but fewer than its processes, is an error rather
-  // than a quiet fall back to the CPU reference backend.
+  // backends (their data planes differ). A host with GPUs, but fewer than its processes, runs the CPU
+  // reference backend with a warning (runtime.backend: cuda makes it an error).
   std::string why = "this build has no CUDA";
   int32_t without_gpu = 1;
 #if TPSERVE_HAVE_CUDA
   why.clear();
   const int devices = cuda_device_count(&why);
-  TPS_CHECK(devices == 0 || topology_.local_size <= devices, "runtime.backend auto: ", topology_.local_size,
-            " processes on this host but ", devices,
-            " visible GPUs (one process per GPU; each sees every GPU of its host, CUDA_VISIBLE_DEVICES alike "
-            "on all; runtime.backend: cpu for the CPU reference backend)");
-  if (devices > 0) without_gpu = 0;
+  if (devices > 0 && topology_.local_size > devices) {
+    why = std::to_string(topology_.local_size) + " processes on this host but " + std::to_string(devices) +
+          " visible GPUs";
+    log_warn("runtime.backend auto: ", why, ": not one GPU a process, so the CPU reference backend ",
+             "(runtime.backend: cuda to stop instead; each process must see every GPU of its host)");
+  } else if (devices > 0) {
+    without_gpu = 0;
+  }
 #endif
   world_->all_reduce_sum(&without_gpu, 1, DType::kI32);
   if (without_gpu == 0) {
