@@ -38,7 +38,9 @@ void ChatOutputParser::release(std::string& part, size_t n) {
 
 bool ChatOutputParser::parse_tool_call(std::string_view body, AnswerParts& out) {
   if (json_nesting_depth(body) > kMaxJsonDepth) return false;  // its dump below recurses once a level
-  const nlohmann::json call = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // ordered_json: the arguments keep the model's key order when written back.
+  const nlohmann::ordered_json call =
+      nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!call.is_object()) return false;
   const auto name = call.find("name");
   if (name == call.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return false;
@@ -103,8 +105,12 @@ bool ChatOutputParser::step(AnswerParts& out) {
       return true;
     }
     case State::kToolCall: {
-      const size_t at = text.find(kCallClose);
-      if (at == std::string_view::npos) return false;  // the whole call is held until it closes
+      const size_t at = text.find(kCallClose, scanned_);
+      if (at == std::string_view::npos) {  // the whole call is held until it closes
+        scanned_ = text.size() - partial_tag_suffix(text, kCallClose);  // a long call is scanned once
+        return false;
+      }
+      scanned_ = 0;
       if (parse_tool_call(text.substr(0, at), out)) {
         buffer_.erase(0, at + kCallClose.size());
         state_ = State::kAfterToolCall;
@@ -147,6 +153,7 @@ AnswerParts ChatOutputParser::finish() {
       break;
   }
   state_ = State::kContent;
+  scanned_ = 0;
   return out;
 }
 

@@ -53,6 +53,7 @@ class ChatOutputParser {
   ChatOutputOptions options_;
   State state_;
   std::string buffer_;  // text not yet decided
+  size_t scanned_ = 0;  // kToolCall: buffer_[0, scanned_) holds no "</tool_call>"
   int next_call_index_ = 0;
 };
 

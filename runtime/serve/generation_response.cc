@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 
 #include "runtime/serve/api_error.h"
@@ -79,10 +80,24 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
     std::shared_ptr<RequestStream> stream;
     bool include_usage;
     std::optional<ChatOutputParser> parser;  // chat answers parsed for reasoning or tool calls
+    std::function<bool()> client_gone;
+    std::chrono::steady_clock::time_point next_check;
     bool first = true;
     bool done = false;
+    // On a turn that writes nothing (no step yet, or its text held back), whether the client has gone: a
+    // write would tell, but none may come for a while (a queued request, a long tool call being held).
+    bool gone_while_quiet() {
+      const auto now = std::chrono::steady_clock::now();
+      if (!client_gone || now < next_check) return false;
+      next_check = now + kPollInterval;
+      if (!client_gone()) return false;
+      stream->cancel();
+      return true;
+    }
   };
-  auto state = std::make_shared<State>(State{g.header, g.stream, g.include_usage, std::nullopt});
+  auto state = std::make_shared<State>(State{g.header, g.stream, g.include_usage, std::nullopt,
+                                             std::move(g.client_gone),
+                                             std::chrono::steady_clock::now() + kPollInterval});
   if (g.chat_output.any()) state->parser.emplace(g.chat_output);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -94,7 +109,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
           return true;
         }
         StreamUpdate u;
-        if (!state->stream->next(u, kPollInterval)) return true;  // nothing new yet: called again
+        if (!state->stream->next(u, kPollInterval)) return !state->gone_while_quiet();  // called again
         std::string out;
         if (!u.error.empty()) {
           out += sse_event(engine_error(u.error));
@@ -122,7 +137,8 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
         }
         if (u.finished) out += "data: [DONE]\n\n";
         // Nothing to send is no write: an empty chunk would end the chunked body.
-        if (!out.empty() && !sink.write(out.data(), out.size())) {
+        if (out.empty()) return !state->gone_while_quiet();
+        if (!sink.write(out.data(), out.size())) {
           state->stream->cancel();
           return false;
         }

@@ -110,6 +110,14 @@ TEST(ChatOutput, ToolCallsParsedOutOfTheContent) {
   EXPECT_NE(out.tool_calls[0].id, out.tool_calls[1].id);
 }
 
+TEST(ChatOutput, ArgumentsKeepTheModelsKeyOrder) {
+  const AnswerParts out = parse_whole(
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"zeta\": 1, \"alpha\": [true, null], \"mid\": "
+      "{\"b\": 2, \"a\": 0.5}}}</tool_call>");
+  ASSERT_EQ(out.tool_calls.size(), 1u);
+  EXPECT_EQ(out.tool_calls[0].arguments, R"({"zeta":1,"alpha":[true,null],"mid":{"b":2,"a":0.5}})");
+}
+
 TEST(ChatOutput, ArgumentsAsAStringOrMissing) {
   const AnswerParts out = parse_whole(
       "<tool_call>{\"name\": \"a\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>"

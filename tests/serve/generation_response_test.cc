@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+
 #include "runtime/serve/generation_response.h"
 
 namespace tpserve::serve {
@@ -176,6 +178,27 @@ TEST(GenerationResponse, StepsWhoseTextIsHeldBackSendNoChunk) {
     EXPECT_EQ(content, "Hi <tool_call> xy");    // the call never closed: its text, as written
     EXPECT_EQ(chunks, ids ? 7 : 4) << written;  // text in steps 0, 2 and 5, the finish chunk; ids: all
   }
+}
+
+TEST(GenerationResponse, AGoneClientIsNoticedWhileNothingIsWritten) {
+  auto stream = std::make_shared<RequestStream>();
+  httplib::Response res;
+  GenerationResponse g = response_for(Endpoint::kChatCompletions, stream, {true, true});
+  std::atomic<bool> gone{false};
+  g.client_gone = [&] { return gone.load(); };
+  respond_streaming(res, std::move(g));
+  std::string written;
+  stream->publish(text_update("Calling "));
+  EXPECT_TRUE(pull(res, written));
+  gone = true;
+  stream->publish(text_update("<tool_call>{\"name\": \"f\""));  // held until it closes: nothing to write
+  httplib::DataSink sink;
+  sink.write = [](const char*, size_t) { return true; };
+  sink.done = [] {};
+  bool kept_going = true;
+  for (int turn = 0; turn < 20 && kept_going; ++turn) kept_going = res.content_provider_(0, 0, sink);
+  EXPECT_FALSE(kept_going) << "the provider never gave up on a gone client";
+  EXPECT_TRUE(stream->cancelled());
 }
 
 TEST(GenerationResponse, AnEngineErrorKeepsItsMessageInAWholeAnswer) {
