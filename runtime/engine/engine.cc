@@ -73,7 +73,9 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
       for (int b = 1; b < rt.max_batch; b *= 2) sizes.push_back(b);
       sizes.push_back(rt.max_batch);
     }
-    model_->capture_graphs(sizes);
+    // No graphs on this backend (the CPU): the warm-up below, as without graphs. Capture warmed up each
+    // bucket's shape already where it did capture.
+    if (!model_->capture_graphs(sizes)) model_->warm_up(rt.max_batch);
   } else {
     model_->warm_up(rt.max_batch);
   }

@@ -43,6 +43,8 @@ void qk_norm_rope_kv(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_nor
     }
     const int64_t slot = meta.slot_mapping.ptr<int32_t>()[t];
     if (slot < 0) continue;  // padding row
+    TPS_CHECK(slot < cache.k.dim(0) * block_size, "KV slot ", slot, " of token ", t, " beyond the cache's ",
+              cache.k.dim(0), " blocks of ", block_size);
     const int64_t block = slot / block_size, offset = slot % block_size;
     for (int h = 0; h < num_kv_heads; ++h) {
       const int64_t cache_index = ((block * block_size + offset) * num_kv_heads + h) * d;
