@@ -14,9 +14,10 @@ double gib(size_t bytes) {
 
 }  // namespace
 
-int kv_block_cap(int max_seqs, int blocks_per_seq, int min_blocks, int extra_blocks) {
+int kv_block_cap(int max_seqs, int blocks_per_seq, int min_blocks, int block_size, int extra_blocks) {
   const int64_t cap = std::max<int64_t>(int64_t(max_seqs) * blocks_per_seq, min_blocks);
-  return static_cast<int>(std::min<int64_t>(cap, std::numeric_limits<int32_t>::max() - extra_blocks));
+  return static_cast<int>(
+      std::min<int64_t>(cap, std::numeric_limits<int32_t>::max() / block_size - extra_blocks));
 }
 
 int kv_blocks_to_allocate(const KvCacheSizing& s, std::optional<size_t> memory_left) {

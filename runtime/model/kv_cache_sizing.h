@@ -20,8 +20,9 @@ struct KvCacheSizing {
 };
 
 // KvCacheSizing::cap for max_seqs sequences of blocks_per_seq blocks (at least min_blocks), computed in 64
-// bits and held below INT32_MAX with room for the extra blocks (block ids are int32).
-int kv_block_cap(int max_seqs, int blocks_per_seq, int min_blocks, int extra_blocks = 1);
+// bits and held so that every slot of the cache and its extra blocks (block x block_size + offset, an int32
+// in the step's slot mapping) fits in an int32.
+int kv_block_cap(int max_seqs, int blocks_per_seq, int min_blocks, int block_size, int extra_blocks = 1);
 
 // The block count (without the extra blocks). memory_left: what the backend can still allocate (nullopt:
 // no fixed budget, e.g. host memory: the cap). Throws tpserve::Error naming the sizes and the settings to

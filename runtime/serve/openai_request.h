@@ -18,7 +18,7 @@ struct RequestLimits {
   const Tokenizer* tokenizer = nullptr;  // nullptr: prompts must be token ids
   std::string model_name;                // the one model served; other names get 404
   int32_t vocab_size = 0;                // of the model: prompt and stop ids must be below it
-  int64_t max_context_tokens = 0;        // prompt + generated: min(runtime.max_seq_len, KV cache capacity)
+  int64_t max_context_tokens = 0;        // prompt + generated: Scheduler::max_request_tokens()
   GenerationDefaults defaults;           // sampling defaults (generation_config.json)
   // The server's limits (server.* in the config); 0 = none beyond the context.
   int64_t max_prompt_tokens = 0;

@@ -55,11 +55,15 @@ TEST(KvCacheSizing, ARequestedCountIsKeptOrRefusedWhenItCannotFit) {
 }
 
 TEST(KvCacheSizing, TheCapDoesNotOverflow) {
-  EXPECT_EQ(kv_block_cap(8, 32, 32), 256);
-  EXPECT_EQ(kv_block_cap(1, 4, 10), 10);  // at least one max_seq_len sequence
-  // max_batch 4096 of 2^20 blocks (max_seq_len 4M, blocks of 4): 2^32 wrapped to 0 in int arithmetic.
-  EXPECT_EQ(kv_block_cap(4096, 1 << 20, 1 << 20), std::numeric_limits<int32_t>::max() - 1);
-  EXPECT_EQ(kv_block_cap(4096, 1 << 19, 1 << 19, 3), std::numeric_limits<int32_t>::max() - 3);
+  EXPECT_EQ(kv_block_cap(8, 32, 32, 16), 256);
+  EXPECT_EQ(kv_block_cap(1, 4, 10, 16), 10);  // at least one max_seq_len sequence
+  // max_batch 4096 of 2^20 blocks (max_seq_len 4M, blocks of 4): 2^32 wrapped to 0 in int arithmetic. Held
+  // so that the last slot of the cache and its padding block, an int32, does not wrap either.
+  const int32_t most = std::numeric_limits<int32_t>::max();
+  EXPECT_EQ(kv_block_cap(4096, 1 << 20, 1 << 20, 4), most / 4 - 1);
+  EXPECT_EQ(kv_block_cap(4096, 1 << 19, 1 << 19, 1, 3), most - 3);
+  const int cap = kv_block_cap(1 << 16, 1 << 16, 1, 16);
+  EXPECT_LE(int64_t(cap + 1) * 16 - 1, most);
 }
 
 TEST(KvCacheSizing, InconsistentInputsAreErrors) {
