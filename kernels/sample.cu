@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
       int32_t id = p.ids[list(0)];
       for (int r = 1; r < p.ranks; ++r)
         if (better(p.values[list(r)], p.ids[list(r)], v, id)) v = p.values[list(r)], id = p.ids[list(r)];
-      p.tokens[row] = id;  // a rejected greedy draft is never the best: the residual draw is the best too
+      p.tokens[row] = id;
       if (p.accept != nullptr) p.accept[row] = draft >= 0 && draft == id ? 1 : 0;
     }
     return;
@@ -120,21 +120,11 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
       keep = max(n, 1);
     }
     keep_s = keep;
-    if (p.accept != nullptr) {  // accept the draft with probability p(draft) under the kept distribution
-      double mass = 0.0, weight = 0.0;
-      for (int j = 0; j < keep; ++j) {
-        mass += terms[j];
-        if (merged_id[j] == draft) weight = terms[j];
-      }
-      const double u = uniform_open01(seed, counter, uint64_t(1) << 62);
-      p.accept[row] = draft >= 0 && u < weight / mass ? 1 : 0;
-    }
   }
   __syncthreads();
   double best = -INFINITY;
   int best_j = INT_MAX;
   for (int j = tid; j < keep_s; j += kThreads) {
-    if (merged_id[j] == draft) continue;  // the residual after a rejection: p without the draft
     const double gumbel = -log(-log(uniform_open01(seed, counter, static_cast<uint64_t>(merged_id[j]))));
     const double key = static_cast<double>(merged_v[j] / temp) + gumbel;
     if (key > best || (key == best && j < best_j)) best = key, best_j = j;
@@ -151,7 +141,11 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleParams p) 
     for (int w = 1; w < kThreads / kWarpSize; ++w)
       if (best_key_s[w] > best || (best_key_s[w] == best && best_j_s[w] < best_j))
         best = best_key_s[w], best_j = best_j_s[w];
-    p.tokens[row] = merged_id[best_j == INT_MAX ? 0 : best_j];
+    const int32_t token = merged_id[best_j == INT_MAX ? 0 : best_j];
+    p.tokens[row] = token;
+    // A draft is accepted iff the row's draw is it: with probability p(draft), and a rejected draft leaves
+    // the draw, p conditioned on another token (the residual). The CPU reference's verify_and_sample.
+    if (p.accept != nullptr) p.accept[row] = draft >= 0 && token == draft ? 1 : 0;
   }
 }
 

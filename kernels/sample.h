@@ -1,9 +1,9 @@
 // Token draw from the candidates of R ranks (backend.h: sample), exactly as the CPU reference: merge to the
 // best C, greedy = best; otherwise temperature, top-k, min-p and top-p within the C best, then a Gumbel-max
 // draw keyed by (seed, counter, token id) in double precision (common/counter_hash.h).
-// With `drafts` (speculative verification, backend.h: verify_and_sample) each row also decides whether its
-// draft is accepted (greedy: it is the best; sampling: a uniform draw below p(draft)) and draws from the
-// distribution without the draft (the residual); launch_verify_groups then walks each group's rows.
+// With `drafts` (speculative verification, backend.h: verify_and_sample) each row's draft is accepted iff the
+// row's draw is the draft (probability p(draft); a rejection leaves the draw, p without the draft: the
+// residual); launch_verify_groups then walks each group's rows.
 #pragma once
 
 #include <cstddef>

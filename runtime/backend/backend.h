@@ -229,10 +229,10 @@ class Backend {
                       const SamplingInputs& params, Tensor tokens /*[S] i32*/) = 0;
 
   // Speculative decoding. Per group g (sampled rows [group_start[g], group_start[g + 1]) of the candidate
-  // arrays, one sequence), accept drafts left to right -- the draft for the position after row r is
-  // row_tokens[r + 1] -- greedily (equal to the best candidate) or with probability p(draft) under the
-  // filtered distribution (rejection sampling against greedy drafts, uniform draw (seed, counter, 2^62));
-  // then emit one drawn token: from p without the rejected draft, or the bonus token after the last row.
+  // arrays, one sequence), every row draws its token as sample() would, and drafts are accepted left to
+  // right -- the draft for the position after row r is row_tokens[r + 1] -- while row r's draw equals it:
+  // rejection sampling against greedy drafts (acceptance p(draft); a rejection emits the draw, p without the
+  // draft), with the emitted tokens exactly the plain draws. The group's last row draws the bonus token.
   // emitted[r] is the token emitted at row r (-1 past a rejection); accepted[g] the drafts taken.
   virtual void verify_and_sample(Tensor values /*[P, R, C]*/, Tensor ids /*[P, R, C]*/,
                                  Tensor stats /*[P, R, 2]*/, const SamplingInputs& params,

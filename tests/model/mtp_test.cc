@@ -136,6 +136,29 @@ TEST(MtpHead, SeededSamplingIsReproducible) {
   EXPECT_EQ(b.engine->generate({1, 2, 3}, p, 32, true), ta);
 }
 
+// A draft is accepted iff the row's own draw is it, so speculation changes which steps emit a token, never
+// which token: seeded sampling with MTP (any k) gives exactly plain seeded sampling's tokens, and so does a
+// run whose drafts were dropped by a preemption.
+TEST(MtpHead, SeededSamplingGivesPlainSamplingsTokens) {
+  // A 32-token vocabulary, so that drafts are often likely (and often accepted) under sampling.
+  const std::string model = "model: {synthetic: {preset: tiny, seed: 9, vocab: 32, mtp: true}}";
+  std::vector<SamplingParams> params;
+  for (int64_t seed = 1; seed <= 8; ++seed) {
+    params.push_back({.temperature = 1.0f, .seed = seed});
+    params.push_back({.temperature = 0.8f, .top_k = 10, .top_p = 0.9f, .seed = 100 + seed});
+    params.push_back({.temperature = 1.3f, .min_p = 0.05f, .seed = 200 + seed});
+  }
+  EngineRun plain(make_config(model));
+  for (int k : {1, 2, 3}) {
+    EngineRun spec(make_config(model, mtp_overrides(k)));
+    for (const SamplingParams& p : params) {
+      const auto want = plain.engine->generate({1, 2, 3}, p, 40, true);
+      EXPECT_EQ(spec.engine->generate({1, 2, 3}, p, 40, true), want) << "k " << k << " seed " << p.seed;
+    }
+    EXPECT_GT(spec.engine->scheduler().speculative_metrics().drafts, 0);
+  }
+}
+
 // Histogram over the vocabulary of the tokens at positions 1 and 2 of n seeded samples (3 tokens each, all
 // requests in flight together).
 std::vector<int64_t> sampled_histogram(Engine& e, int n, int vocab, int64_t seed_base) {

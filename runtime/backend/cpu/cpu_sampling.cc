@@ -19,9 +19,6 @@ bool better(const Candidate& a, const Candidate& b) {
   return a.value > b.value || (a.value == b.value && a.id < b.id);
 }
 
-// Index of the uniform draw that decides a draft's acceptance (token ids never reach it).
-constexpr uint64_t kAcceptDraw = uint64_t(1) << 62;
-
 // One row's filtered distribution over the merged candidates of every rank.
 class RowDistribution {
  public:
@@ -79,30 +76,19 @@ class RowDistribution {
   bool greedy() const { return !(temp_ > 0.0f); }
   int32_t best() const { return merged_[0].id; }
 
-  // Probability of `token` under the filtered, renormalised distribution (greedy: 1 for the best).
-  double probability(int32_t token) const {
-    if (greedy()) return token == best() ? 1.0 : 0.0;
-    for (int64_t j = 0; j < keep_; ++j)
-      if (merged_[j].id == token) return weight(j) / kept_mass();
-    return 0.0;
-  }
-
-  // Gumbel-max draw over the kept tokens, optionally without one token (the residual after a rejection).
-  int32_t draw(int32_t excluded = -1) const {
-    if (greedy()) return excluded == best() && keep_ > 1 ? merged_[1].id : best();
+  // Gumbel-max draw over the kept tokens (greedy: the best).
+  int32_t draw() const {
+    if (greedy()) return best();
     double best_key = -INFINITY;
-    int32_t token = -1;
+    int32_t token = best();
     for (int64_t j = 0; j < keep_; ++j) {
-      if (merged_[j].id == excluded) continue;
       const double gumbel =
           -std::log(-std::log(uniform_open01(seed_, counter_, static_cast<uint64_t>(merged_[j].id))));
       const double key = merged_[j].value / temp_ + gumbel;
       if (key > best_key) best_key = key, token = merged_[j].id;
     }
-    return token >= 0 ? token : best();  // everything excluded: p(draft) was 1, so it cannot be rejected
+    return token;
   }
-
-  double accept_draw() const { return uniform_open01(seed_, counter_, kAcceptDraw); }
 
  private:
   double weight(int64_t j) const { return std::exp((merged_[j].value - max_) / temp_); }
@@ -156,21 +142,16 @@ void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingIn
   for (int64_t g = 0; g + 1 < group_start.dim(0); ++g) {
     int32_t taken = 0;
     for (int32_t r = start[g]; r < start[g + 1]; ++r) emitted.ptr<int32_t>()[r] = -1;
+    // Each row emits its own draw. The draft after it (a single token: the drafter is greedy) is accepted iff
+    // that draw is the draft: with probability p(draft); a rejection emits the draw, which is then p
+    // conditioned on not being the draft - the rejection sampler's residual max(p - q, 0). The group's last
+    // row draws the bonus token. So the tokens are the plain draws, and seeded decoding gives the same tokens
+    // with and without drafts (and after a preemption drops them).
     for (int32_t r = start[g]; r < start[g + 1]; ++r) {
-      const RowDistribution dist(values, ids, stats, params, r);
-      if (r + 1 == start[g + 1]) {  // no draft left: the bonus token
-        emitted.ptr<int32_t>()[r] = dist.draw();
-        break;
-      }
-      const int32_t draft = row_tokens.ptr<int32_t>()[r + 1];
-      const bool accept = dist.greedy() ? draft == dist.best() : dist.accept_draw() < dist.probability(draft);
-      if (accept) {
-        emitted.ptr<int32_t>()[r] = draft;
-        ++taken;
-        continue;
-      }
-      emitted.ptr<int32_t>()[r] = dist.draw(draft);  // from max(p - q, 0): p without the draft
-      break;
+      const int32_t drawn = RowDistribution(values, ids, stats, params, r).draw();
+      emitted.ptr<int32_t>()[r] = drawn;
+      if (r + 1 == start[g + 1] || drawn != row_tokens.ptr<int32_t>()[r + 1]) break;
+      ++taken;
     }
     accepted.ptr<int32_t>()[g] = taken;
   }
