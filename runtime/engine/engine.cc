@@ -84,7 +84,8 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
     SchedulerLimits limits{.max_batch = rt.max_batch,
                            .max_step_tokens = mo.max_tokens,
                            .max_seq_len = rt.max_seq_len,
-                           .max_blocks_per_seq = mo.max_blocks_per_seq};
+                           .max_blocks_per_seq = mo.max_blocks_per_seq,
+                           .max_prefill_step_tokens = rt.max_num_batched_tokens};
     std::vector<int32_t> eos = source_.generation.eos_token_ids;
     if (eos.empty()) eos = source_.spec.eos_token_ids;
     SpeculativeSettings speculative;

@@ -108,13 +108,18 @@ std::optional<StepBatch> Scheduler::schedule() {
 
   last_.clear();
   int budget = limits_.max_step_tokens;
+  // Tokens prefill chunks may still take: the step up to max_prefill_step_tokens, decode rows counted.
+  int prefill_budget =
+      limits_.max_prefill_step_tokens > 0 ? std::min(limits_.max_prefill_step_tokens, budget) : budget;
   const int lookahead = mtp_drafting() ? spec_.num_tokens : 0;  // MTP draft steps' KV
   // Running sequences first (decode, or the next chunk of a long prompt).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* s = running_[i].get();
     const int drafts = drafts_for(*s);
     const int left = static_cast<int>(s->tokens.size()) - s->num_cached;
-    const int n = drafts > 0 ? (drafts + 1 <= budget ? drafts + 1 : 0) : std::min(left, budget);
+    if (drafts == 0 && left > 1 && prefill_budget <= 0) continue;  // a prompt's next chunk waits a step
+    const int n = drafts > 0 ? (drafts + 1 <= budget ? drafts + 1 : 0)
+                             : std::min(left, left > 1 ? std::min(budget, prefill_budget) : budget);
     if (n == 0) break;
     while (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {
       const bool self = running_.back().get() == s;
@@ -124,11 +129,14 @@ std::optional<StepBatch> Scheduler::schedule() {
     if (i >= running_.size() || running_[i].get() != s) break;  // s itself was preempted
     last_.push_back({s, n, drafts > 0 || s->num_cached + n == static_cast<int>(s->tokens.size()), drafts});
     budget -= n;
+    prefill_budget -= n;
   }
   // Then admit waiting requests as prefills.
-  while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < limits_.max_batch) {
+  while (!waiting_.empty() && std::min(budget, prefill_budget) > 0 &&
+         static_cast<int>(running_.size()) < limits_.max_batch) {
     Sequence* s = waiting_.front().get();
-    const int n = std::min(static_cast<int>(s->tokens.size()) - s->num_cached, budget);
+    const int n =
+        std::min(static_cast<int>(s->tokens.size()) - s->num_cached, std::min(budget, prefill_budget));
     if (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) break;
     if (mtp_drafting()) {
       s->slot = free_slots_.back();
@@ -139,6 +147,7 @@ std::optional<StepBatch> Scheduler::schedule() {
     waiting_.pop_front();
     last_.push_back({s, n, s->num_cached + n == static_cast<int>(s->tokens.size()), 0});
     budget -= n;
+    prefill_budget -= n;
   }
   last_mix_ = {};
   if (last_.empty()) return std::nullopt;

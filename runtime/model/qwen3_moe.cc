@@ -36,6 +36,11 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   kv_heads_ = layout_.local_kv_heads(spec_);
   rope_ = {spec_.rope_theta, spec_.head_dim};
   candidates_ = std::min(options_.sampling_candidates, layout_.local_vocab(spec_));
+  if (layout_.tp_size > 1 && candidates_ < options_.sampling_candidates && candidates_ < spec_.vocab_size)
+    log_warn("runtime.sampling_candidates ", options_.sampling_candidates,
+             " exceeds this rank's vocabulary slice (", candidates_, " of ", spec_.vocab_size,
+             "): each rank's best ", candidates_, " are merged into ", candidates_,
+             ", so seeded draws differ from a single rank's");
   TPS_CHECK(comm_.size() == layout_.tp_size, "communicator of ", comm_.size(), " ranks for tp ",
             layout_.tp_size);
 
