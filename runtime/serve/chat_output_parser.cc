@@ -36,6 +36,18 @@ void ChatOutputParser::release(std::string& part, size_t n) {
   buffer_.erase(0, n);
 }
 
+bool ChatOutputParser::release_until(std::string& part, std::string_view tag, State next) {
+  const size_t at = buffer_.find(tag);
+  if (at == std::string::npos) {
+    release(part, buffer_.size() - partial_tag_suffix(buffer_, tag));
+    return false;
+  }
+  release(part, at);
+  buffer_.erase(0, tag.size());
+  state_ = next;
+  return true;
+}
+
 bool ChatOutputParser::parse_tool_call(std::string_view body, AnswerParts& out) {
   if (json_nesting_depth(body) > kMaxJsonDepth) return false;  // its dump below recurses once a level
   // ordered_json: the arguments keep the model's key order when written back.
@@ -67,17 +79,8 @@ bool ChatOutputParser::step(AnswerParts& out) {
         state_ = State::kContent;
       }
       return true;
-    case State::kReasoning: {
-      const size_t at = text.find(kThinkClose);
-      if (at == std::string_view::npos) {
-        release(out.reasoning, text.size() - partial_tag_suffix(text, kThinkClose));
-        return false;
-      }
-      release(out.reasoning, at);
-      buffer_.erase(0, kThinkClose.size());
-      state_ = State::kAfterReasoning;
-      return true;
-    }
+    case State::kReasoning:
+      return release_until(out.reasoning, kThinkClose, State::kAfterReasoning);
     case State::kAfterReasoning:
     case State::kAfterToolCall: {
       const bool after_reasoning = state_ == State::kAfterReasoning;
@@ -94,15 +97,7 @@ bool ChatOutputParser::step(AnswerParts& out) {
         release(out.content, text.size());
         return false;
       }
-      const size_t at = text.find(kCallOpen);
-      if (at == std::string_view::npos) {
-        release(out.content, text.size() - partial_tag_suffix(text, kCallOpen));
-        return false;
-      }
-      release(out.content, at);
-      buffer_.erase(0, kCallOpen.size());
-      state_ = State::kToolCall;
-      return true;
+      return release_until(out.content, kCallOpen, State::kToolCall);
     }
     case State::kToolCall: {
       const size_t at = text.find(kCallClose, scanned_);

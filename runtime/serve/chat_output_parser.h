@@ -47,6 +47,9 @@ class ChatOutputParser {
   bool step(AnswerParts& out);
   // buffer_[0, n) appended to `part`, and erased from buffer_.
   void release(std::string& part, size_t n);
+  // buffer_ up to `tag` appended to `part`, the tag consumed and the state set to `next`: true. No tag yet:
+  // all but what may still become it appended: false.
+  bool release_until(std::string& part, std::string_view tag, State next);
   // The tool call in `body` (the text between the tags), or false where it does not parse as one.
   bool parse_tool_call(std::string_view body, AnswerParts& out);
 
