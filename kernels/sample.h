@@ -22,7 +22,7 @@ struct SampleParams {
   const float* min_p = nullptr;        // [S] 0 = off
   const int64_t* seed = nullptr;       // [S]
   const int64_t* counter = nullptr;    // [S]
-  int32_t* tokens = nullptr;           // [S] the draw (without the row's draft when it has one)
+  int32_t* tokens = nullptr;           // [S] the draw (with drafts too: a rejected draft leaves it)
   const int32_t* drafts = nullptr;  // [S] draft proposed for the position after the row; -1: none (optional)
   int32_t* accept = nullptr;        // [S] 1 if the row's draft is accepted (with drafts)
   int ranks = 0;                    // R

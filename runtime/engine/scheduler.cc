@@ -108,9 +108,9 @@ std::optional<StepBatch> Scheduler::schedule() {
 
   last_.clear();
   int budget = limits_.max_step_tokens;
-  // Tokens prefill chunks may still take: the step up to max_prefill_step_tokens, decode rows counted.
-  int prefill_budget =
-      limits_.max_prefill_step_tokens > 0 ? std::min(limits_.max_prefill_step_tokens, budget) : budget;
+  // Tokens prefill chunks may still take this step (max_prefill_step_tokens in all; decode rows do not count
+  // against it, so that they never hold prompts back), within what is left of the step.
+  int prefill_budget = limits_.max_prefill_step_tokens > 0 ? limits_.max_prefill_step_tokens : budget;
   const int lookahead = mtp_drafting() ? spec_.num_tokens : 0;  // MTP draft steps' KV
   // Running sequences first (decode, or the next chunk of a long prompt).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -129,7 +129,7 @@ std::optional<StepBatch> Scheduler::schedule() {
     if (i >= running_.size() || running_[i].get() != s) break;  // s itself was preempted
     last_.push_back({s, n, drafts > 0 || s->num_cached + n == static_cast<int>(s->tokens.size()), drafts});
     budget -= n;
-    prefill_budget -= n;
+    if (drafts == 0 && left > 1) prefill_budget -= n;
   }
   // Then admit waiting requests as prefills.
   while (!waiting_.empty() && std::min(budget, prefill_budget) > 0 &&

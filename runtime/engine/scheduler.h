@@ -51,8 +51,8 @@ struct SchedulerLimits {
   int max_step_tokens = 512;  // tokens per step the model takes (decode rows + prefill chunks)
   int max_seq_len = 4096;     // prompt + generated
   int max_blocks_per_seq = 256;
-  // Prefill chunks fill a step up to this many tokens in all (runtime.max_num_batched_tokens); decode rows
-  // (1 + k a sequence under speculation) may take a step past it, up to max_step_tokens. 0: max_step_tokens.
+  // Prefill chunks take at most this many tokens of a step in all (runtime.max_num_batched_tokens), beside
+  // the decode rows (1 + k a sequence under speculation), within max_step_tokens. 0: max_step_tokens.
   int max_prefill_step_tokens = 0;
 };
 

@@ -137,8 +137,8 @@ TEST(MtpHead, SeededSamplingIsReproducible) {
 }
 
 // A draft is accepted iff the row's own draw is it, so speculation changes which steps emit a token, never
-// which token: seeded sampling with MTP (any k) gives exactly plain seeded sampling's tokens, and so does a
-// run whose drafts were dropped by a preemption.
+// which token: seeded sampling with MTP (any k) gives exactly plain seeded sampling's tokens (on the CPU
+// backend, where a verify row's logits are a plain row's).
 TEST(MtpHead, SeededSamplingGivesPlainSamplingsTokens) {
   // A 32-token vocabulary, so that drafts are often likely (and often accepted) under sampling.
   const std::string model = "model: {synthetic: {preset: tiny, seed: 9, vocab: 32, mtp: true}}";
@@ -157,6 +157,29 @@ TEST(MtpHead, SeededSamplingGivesPlainSamplingsTokens) {
     }
     EXPECT_GT(spec.engine->scheduler().speculative_metrics().drafts, 0);
   }
+}
+
+// ... and so do requests run together in a KV cache too small for them, whose preemptions drop drafts.
+TEST(MtpHead, SeededSamplingUnderPreemptionGivesPlainSamplingsTokens) {
+  const std::string model = "model: {synthetic: {preset: tiny, seed: 9, vocab: 32, mtp: true}}";
+  auto requests = [] {
+    std::vector<Request> r(4);
+    for (int i = 0; i < 4; ++i) {
+      r[i].prompt = {1, 2, 3 + i};
+      r[i].sampling = SamplingParams{.temperature = 1.0f, .seed = 40 + i};
+      r[i].max_tokens = 24;
+      r[i].ignore_eos = true;
+    }
+    return r;
+  };
+  const auto plain =
+      EngineRun(make_config(model, {"runtime.max_seq_len=64"})).engine->generate_together(requests());
+  std::vector<std::string> overrides = mtp_overrides(2);
+  overrides.push_back("runtime.max_seq_len=64");
+  overrides.push_back("runtime.num_kv_blocks=20");  // 80 tokens for 4 x (3 + 24 + 4)
+  EngineRun spec(make_config(model, overrides));
+  EXPECT_EQ(spec.engine->generate_together(requests()), plain);
+  EXPECT_GT(spec.engine->scheduler().preemptions(), 0);
 }
 
 // Histogram over the vocabulary of the tokens at positions 1 and 2 of n seeded samples (3 tokens each, all

@@ -57,7 +57,7 @@ struct Sampler {
   std::pair<std::vector<int32_t>, int> verify(const std::vector<float>& logits, int rows, int vocab,
                                               const SamplingParams& p, std::vector<int32_t> tokens) {
     row_tokens = std::move(tokens);
-    // Each row draws the token at its own position: counters differ per row.
+    // Every row draws with counter 0 here (the model gives each row its own position's counter).
     auto e = draw(logits, rows, vocab, p, 0);
     row_tokens.clear();
     return {e, last_accepted};

@@ -181,6 +181,35 @@ TEST(Scheduler, PrefillChunksKeepToMaxBatchedTokensWhenDecodeRowsMayExceedIt) {
   }
   EXPECT_EQ(max_tokens, 12);
   EXPECT_TRUE(decode_past_prefill_limit);
+
+  // Requests arriving one a step fill the batch (decode rows do not use up the prefill budget), and a long
+  // prompt behind more decode rows than the prefill budget still moves every step.
+  Scheduler a({.max_batch = 8,
+               .max_step_tokens = 24,
+               .max_seq_len = 256,
+               .max_blocks_per_seq = 64,
+               .max_prefill_step_tokens = 8},
+              1024, 4, {}, spec);
+  auto run_step = [&] {
+    auto step = a.schedule();
+    ASSERT_TRUE(step);
+    StepResult r;
+    for (size_t j = 0; j < step->sample_rows.size(); ++j) r.tokens.push_back(7);
+    r.accepted.assign(step->num_groups(), 0);
+    a.complete(r);
+  };
+  int most_running = 0;
+  for (int i = 1; i <= 7; ++i) {
+    a.add(request(i, 2, 40));
+    run_step();
+    most_running = std::max(most_running, a.num_running());
+  }
+  EXPECT_EQ(most_running, 7);
+  a.add(request(100, 60, 4));  // 7 decoders x 3 rows = 21 rows ahead of it, more than the 8 of prefill
+  for (int step_index = 0; step_index < 3; ++step_index) {
+    run_step();
+    EXPECT_EQ(a.last_step_mix().prefill_tokens, 24 - 21) << "step " << step_index;
+  }
 }
 
 TEST(Scheduler, StepMixTellsDecodeFromPrefill) {
