@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -11,16 +12,24 @@
 namespace tpserve::serve {
 namespace {
 
+using Streams = std::vector<std::shared_ptr<RequestStream>>;
+
 constexpr std::chrono::milliseconds kPollInterval{200};
+// With several choices, each turn looks at every stream without waiting, then waits this long on one.
+constexpr std::chrono::milliseconds kChoicePoll{5};
 
 nlohmann::ordered_json engine_error(const std::string& message) {
   return ApiError(500, message, "", "engine_error").body();
 }
 
+void cancel_all(const Streams& streams) {
+  for (const auto& stream : streams) stream->cancel();
+}
+
 // Calls on_written when the response object goes away (httplib destroys it after writing, or on failure).
-std::function<void(bool)> releaser(std::shared_ptr<RequestStream> stream, std::function<void()> on_written) {
-  return [stream = std::move(stream), on_written = std::move(on_written)](bool success) {
-    if (!success) stream->cancel();
+std::function<void(bool)> releaser(Streams streams, std::function<void()> on_written) {
+  return [streams = std::move(streams), on_written = std::move(on_written)](bool success) {
+    if (!success) cancel_all(streams);
     if (on_written) on_written();
   };
 }
@@ -30,75 +39,133 @@ std::string finish_reason_for(const std::string& engine_reason, int tool_calls) 
   return tool_calls > 0 && engine_reason == "stop" ? "tool_calls" : engine_reason;
 }
 
+// Watches a client between writes: true (and every stream cancelled) once it has gone, asked at most every
+// kPollInterval.
+struct GoneWatch {
+  std::function<bool()> client_gone;
+  std::chrono::steady_clock::time_point next_check = std::chrono::steady_clock::now() + kPollInterval;
+  bool gone(const Streams& streams) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!client_gone || now < next_check) return false;
+    next_check = now + kPollInterval;
+    if (!client_gone()) return false;
+    cancel_all(streams);
+    return true;
+  }
+};
+
 }  // namespace
 
 void respond_whole(httplib::Response& res, GenerationResponse g) {
-  StreamUpdate all;
-  auto next_check = std::chrono::steady_clock::now() + kPollInterval;
-  while (!all.finished) {
-    StreamUpdate u;
-    if (g.stream->next(u, kPollInterval)) all.merge(std::move(u));
-    if (g.client_gone && !g.stream->cancelled() && std::chrono::steady_clock::now() >= next_check) {
-      if (g.client_gone()) g.stream->cancel();  // nobody will read the answer: free the sequence now
-      next_check = std::chrono::steady_clock::now() + kPollInterval;
+  std::vector<StreamUpdate> all(g.streams.size());
+  GoneWatch watch{std::move(g.client_gone)};
+  auto finished = [&] {
+    return std::all_of(all.begin(), all.end(), [](const auto& u) { return u.finished; });
+  };
+  while (!finished()) {
+    for (size_t i = 0; i < g.streams.size(); ++i) {
+      if (all[i].finished) continue;
+      StreamUpdate u;  // the first unfinished choice waits; the others are only looked at
+      const auto wait = std::find_if(all.begin(), all.end(), [](const auto& a) { return !a.finished; }) ==
+                                all.begin() + static_cast<std::ptrdiff_t>(i)
+                            ? (g.streams.size() > 1 ? kChoicePoll : kPollInterval)
+                            : std::chrono::milliseconds(0);
+      if (g.streams[i]->next(u, wait)) all[i].merge(std::move(u));
     }
+    watch.gone(g.streams);  // nobody will read the answer: free the sequences now
   }
-  if (!all.error.empty()) {
+  for (const StreamUpdate& u : all) {
+    if (u.error.empty()) continue;
     // The body set directly: an error status with a content provider (and so an empty body) would have the
     // server's error handler write its generic body over it.
     res.status = 500;
-    res.set_content(engine_error(all.error).dump(), "application/json");
+    res.set_content(engine_error(u.error).dump(), "application/json");
+    cancel_all(g.streams);
     if (g.on_written) g.on_written();  // the request is over; nothing waits on the write
     return;
   }
-  const Usage usage{all.prompt_tokens, all.completion_tokens};
-  AnswerParts answer;
-  int tool_calls = 0;
-  if (g.chat_output.any()) {
-    ChatOutputParser parser(g.chat_output);
-    answer = parser.push(all.text);
-    answer.append(parser.finish());
-    tool_calls = parser.tool_calls();
-  } else {
-    answer.content = std::move(all.text);
+  Usage usage{all[0].prompt_tokens, 0};  // the prompt counts once, the choices' tokens all
+  std::vector<Choice> choices;
+  for (StreamUpdate& u : all) {
+    usage.completion_tokens += u.completion_tokens;
+    Choice c;
+    int tool_calls = 0;
+    if (g.chat_output.any()) {
+      ChatOutputParser parser(g.chat_output);
+      c.answer = parser.push(u.text);
+      c.answer.append(parser.finish());
+      tool_calls = parser.tool_calls();
+    } else {
+      c.answer.content = std::move(u.text);
+    }
+    c.token_ids = std::move(u.token_ids);
+    c.finish_reason = finish_reason_for(u.finish_reason, tool_calls);
+    choices.push_back(std::move(c));
   }
-  std::string body =
-      full_response(g.header, answer, all.token_ids, finish_reason_for(all.finish_reason, tool_calls), usage)
-          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  auto shared = std::make_shared<std::string>(std::move(body));
+  auto body = std::make_shared<std::string>(
+      full_response(g.header, choices, usage).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   res.set_content_provider(
-      shared->size(), "application/json",
-      [shared](size_t offset, size_t length, httplib::DataSink& sink) {
-        return sink.write(shared->data() + offset, length);
+      body->size(), "application/json",
+      [body](size_t offset, size_t length, httplib::DataSink& sink) {
+        return sink.write(body->data() + offset, length);
       },
-      releaser(g.stream, std::move(g.on_written)));
+      releaser(g.streams, std::move(g.on_written)));
 }
 
 void respond_streaming(httplib::Response& res, GenerationResponse g) {
+  struct ChoiceState {
+    std::shared_ptr<RequestStream> stream;
+    std::optional<ChatOutputParser> parser;  // chat answers parsed for reasoning or tool calls
+    bool first = true;
+    bool finished = false;
+    int prompt_tokens = 0, completion_tokens = 0;
+  };
   struct State {
     ResponseHeader header;
-    std::shared_ptr<RequestStream> stream;
-    bool include_usage;
-    std::optional<ChatOutputParser> parser;  // chat answers parsed for reasoning or tool calls
-    std::function<bool()> client_gone;
-    std::chrono::steady_clock::time_point next_check;
-    bool first = true;
+    Streams streams;
+    std::vector<ChoiceState> choices;
+    bool include_usage = false;
+    GoneWatch watch;
     bool done = false;
-    // On a turn that writes nothing (no step yet, or its text held back), whether the client has gone: a
-    // write would tell, but none may come for a while (a queued request, a long tool call being held).
-    bool gone_while_quiet() {
-      const auto now = std::chrono::steady_clock::now();
-      if (!client_gone || now < next_check) return false;
-      next_check = now + kPollInterval;
-      if (!client_gone()) return false;
-      stream->cancel();
-      return true;
+
+    // The SSE events of choice i's update u.
+    std::string events(int i, StreamUpdate& u) {
+      ChoiceState& c = choices[i];
+      std::string out;
+      AnswerParts piece;
+      if (c.parser) {
+        piece = c.parser->push(u.text);
+        if (u.finished) piece.append(c.parser->finish());
+      } else {
+        piece.content = std::move(u.text);
+      }
+      // A step whose text is all held back (a stop string's or a tag's possible start, an incomplete
+      // character) sends nothing, unless its token ids are asked for.
+      const bool new_ids = header.return_token_ids && !u.token_ids.empty();
+      if (!piece.empty() || new_ids || c.first)
+        out += sse_event(stream_chunk(header, i, piece, u.token_ids, c.first, std::nullopt));
+      c.first = false;
+      if (u.finished) {
+        const int tool_calls = c.parser ? c.parser->tool_calls() : 0;
+        out +=
+            sse_event(stream_chunk(header, i, {}, {}, false, finish_reason_for(u.finish_reason, tool_calls)));
+        c.finished = true;
+        c.prompt_tokens = u.prompt_tokens, c.completion_tokens = u.completion_tokens;
+      }
+      return out;
     }
   };
-  auto state = std::make_shared<State>(State{g.header, g.stream, g.include_usage, std::nullopt,
-                                             std::move(g.client_gone),
-                                             std::chrono::steady_clock::now() + kPollInterval});
-  if (g.chat_output.any()) state->parser.emplace(g.chat_output);
+  auto state = std::make_shared<State>();
+  state->header = g.header;
+  state->streams = g.streams;
+  state->include_usage = g.include_usage;
+  state->watch.client_gone = std::move(g.client_gone);
+  for (const auto& stream : g.streams) {
+    ChoiceState c;
+    c.stream = stream;
+    if (g.chat_output.any()) c.parser.emplace(g.chat_output);
+    state->choices.push_back(std::move(c));
+  }
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -108,47 +175,48 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
           sink.done();
           return true;
         }
-        StreamUpdate u;
-        if (!state->stream->next(u, kPollInterval)) return !state->gone_while_quiet();  // called again
         std::string out;
-        if (!u.error.empty()) {
-          out += sse_event(engine_error(u.error));
-        } else {
-          AnswerParts piece;
-          if (state->parser) {
-            piece = state->parser->push(u.text);
-            if (u.finished) piece.append(state->parser->finish());
-          } else {
-            piece.content = std::move(u.text);
+        bool waited = false, failed = false;
+        for (size_t i = 0; i < state->choices.size() && !failed; ++i) {
+          ChoiceState& c = state->choices[i];
+          if (c.finished) continue;
+          StreamUpdate u;  // the first unfinished choice waits; the others are only looked at
+          const auto wait = waited ? std::chrono::milliseconds(0)
+                                   : (state->choices.size() > 1 ? kChoicePoll : kPollInterval);
+          waited = true;
+          if (!c.stream->next(u, wait)) continue;
+          if (!u.error.empty()) {
+            out += sse_event(engine_error(u.error));
+            failed = true;
+            break;
           }
-          // A step whose text is all held back (a stop string's or a tag's possible start, an incomplete
-          // character) sends nothing, unless its token ids are asked for.
-          const bool new_ids = state->header.return_token_ids && !u.token_ids.empty();
-          if (!piece.empty() || new_ids || state->first)
-            out += sse_event(stream_chunk(state->header, piece, u.token_ids, state->first, std::nullopt));
-          state->first = false;
-          if (u.finished) {
-            const int tool_calls = state->parser ? state->parser->tool_calls() : 0;
-            out += sse_event(
-                stream_chunk(state->header, {}, {}, false, finish_reason_for(u.finish_reason, tool_calls)));
-            if (state->include_usage)
-              out += sse_event(usage_chunk(state->header, Usage{u.prompt_tokens, u.completion_tokens}));
-          }
+          out += state->events(static_cast<int>(i), u);
         }
-        if (u.finished) out += "data: [DONE]\n\n";
-        // Nothing to send is no write: an empty chunk would end the chunked body.
-        if (out.empty()) return !state->gone_while_quiet();
+        const bool all_finished = failed || std::all_of(state->choices.begin(), state->choices.end(),
+                                                        [](const ChoiceState& c) { return c.finished; });
+        if (all_finished) {
+          if (!failed && state->include_usage) {
+            Usage usage{state->choices[0].prompt_tokens, 0};  // the prompt counts once
+            for (const ChoiceState& c : state->choices) usage.completion_tokens += c.completion_tokens;
+            out += sse_event(usage_chunk(state->header, usage));
+          }
+          out += "data: [DONE]\n\n";
+        }
+        // Nothing to send is no write (an empty chunk would end the chunked body); a client seen gone then
+        // is dropped.
+        if (out.empty()) return !state->watch.gone(state->streams);
         if (!sink.write(out.data(), out.size())) {
-          state->stream->cancel();
+          cancel_all(state->streams);
           return false;
         }
-        if (u.finished) {
+        if (all_finished) {
+          if (failed) cancel_all(state->streams);
           state->done = true;
           sink.done();
         }
         return true;
       },
-      releaser(g.stream, std::move(g.on_written)));
+      releaser(g.streams, std::move(g.on_written)));
 }
 
 }  // namespace tpserve::serve

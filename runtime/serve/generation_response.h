@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "runtime/serve/chat_output_parser.h"
 #include "runtime/serve/openai_response.h"
@@ -18,7 +19,7 @@ namespace tpserve::serve {
 
 struct GenerationResponse {
   ResponseHeader header;
-  std::shared_ptr<RequestStream> stream;
+  std::vector<std::shared_ptr<RequestStream>> streams;  // one per choice (`n`), in order
   bool include_usage = false;
   // Chat answers: what the text is parsed for (reasoning, tool calls); nothing: the text is the content.
   ChatOutputOptions chat_output;
@@ -26,10 +27,11 @@ struct GenerationResponse {
   std::function<bool()> client_gone;  // whether the client has closed its connection (null: never asked)
 };
 
-// Blocks until the request finished, then sets the JSON body (500 with an error body if the engine failed).
-// A client that goes away meanwhile has its request cancelled (the engine aborts it at its next step).
+// Blocks until every choice finished, then sets the JSON body (500 with an error body if the engine failed).
+// A client that goes away meanwhile has its requests cancelled (the engine aborts them at its next step).
 void respond_whole(httplib::Response& res, GenerationResponse g);
-// Sets a chunked text/event-stream body fed by the request's stream.
+// Sets a chunked text/event-stream body fed by the choices' streams: each choice's chunks carry its index,
+// as they come; usage (asked for) and [DONE] once every choice has finished.
 void respond_streaming(httplib::Response& res, GenerationResponse g);
 
 }  // namespace tpserve::serve

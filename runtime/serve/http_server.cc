@@ -210,9 +210,17 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
   }
   g.on_written = [this] { response_done(); };
   g.client_gone = [] { return ConnectionServer::client_gone(); };
-  Submission submitted = loop_->submit(std::move(parsed.job));
-  g.stream = std::move(submitted.stream);
-  if (g.stream == nullptr) {
+  // One engine request per choice; refused as a whole when any is (those already queued are cancelled).
+  Submission submitted;
+  for (const int64_t seed : parsed.choice_seeds) {
+    GenerationJob job = parsed.job;
+    job.sampling.seed = seed;
+    submitted = loop_->submit(std::move(job));
+    if (submitted.stream == nullptr) break;
+    g.streams.push_back(std::move(submitted.stream));
+  }
+  if (g.streams.size() < parsed.choice_seeds.size()) {
+    for (const auto& stream : g.streams) stream->cancel();
     response_done();
     if (submitted.refusal == Submission::Refusal::kQueueFull) {
       res.set_header("Retry-After", "1");

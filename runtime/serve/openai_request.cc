@@ -107,11 +107,13 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
   s.min_p = static_cast<float>(f.number("min_p", 0, 1).value_or(limits.defaults.min_p));
   const auto seed =
       f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-  s.seed = seed ? *seed : fresh_seed();
-
-  if (f.integer("n", 1, 128).value_or(1) != 1)
-    bad_request("n", "only n = 1 is supported (send several requests for several completions)",
-                "unsupported_parameter");
+  const int n = static_cast<int>(f.integer("n", 1, kMaxChoices).value_or(1));
+  // Choice i draws with seed + i (wrapping), so that choice 0 is the n = 1 answer and every choice is
+  // reproducible; without a seed each choice gets a fresh one.
+  for (int i = 0; i < n; ++i)
+    out.choice_seeds.push_back(
+        seed ? static_cast<int64_t>(static_cast<uint64_t>(*seed) + static_cast<uint64_t>(i)) : fresh_seed());
+  s.seed = out.choice_seeds[0];
   out.job.stop = parse_stop(f, limits);
   if (const Json* ids = f.get("stop_token_ids")) {
     if (!ids->is_array())

@@ -1,6 +1,6 @@
 // Parsing and validation of OpenAI /v1/completions and /v1/chat/completions request bodies into a
 // GenerationJob. Every problem throws ApiError naming the field; unknown fields are ignored (as OpenAI
-// does); fields we cannot honour (n > 1, logprobs, echo, penalties, ...) are refused with a 400 that names
+// does); fields we cannot honour (logprobs, echo, penalties, ...) are refused with a 400 that names
 // them instead of being silently ignored. docs/serving.md lists every field.
 #pragma once
 
@@ -37,7 +37,12 @@ struct ParsedRequest {
   bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
   bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
   ChatOutputOptions chat_output;  // chat: what the answer's text is parsed for
+  // One seed per choice (`n` of them): the server runs `job` once per choice with its seed.
+  std::vector<int64_t> choice_seeds;
 };
+
+// Most choices (`n`) a request may ask for; each is a sequence of its own in the engine.
+inline constexpr int kMaxChoices = 16;
 
 // The served tokenizer, or a 400 tokenizer_unavailable naming `field` (hint: appended to the message).
 const Tokenizer& require_tokenizer(const RequestLimits& limits, const std::string& field,

@@ -84,28 +84,33 @@ std::string new_tool_call_id() {
   return "call_" + random_hex_id();
 }
 
-Json full_response(const ResponseHeader& h, const AnswerParts& answer, const std::vector<int32_t>& token_ids,
-                   const std::string& finish_reason, const Usage& usage) {
-  Json choice = {{"index", 0}};
-  if (h.endpoint == Endpoint::kChatCompletions) {
-    Json message = {{"role", "assistant"}};
-    put_chat_parts(message, answer, false, false);
-    choice["message"] = std::move(message);
-  } else {
-    choice["text"] = answer.content;
+Json full_response(const ResponseHeader& h, const std::vector<Choice>& choices, const Usage& usage) {
+  Json list = Json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& c = choices[i];
+    Json choice = {{"index", static_cast<int>(i)}};
+    if (h.endpoint == Endpoint::kChatCompletions) {
+      Json message = {{"role", "assistant"}};
+      put_chat_parts(message, c.answer, false, false);
+      choice["message"] = std::move(message);
+    } else {
+      choice["text"] = c.answer.content;
+    }
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = c.finish_reason;
+    if (h.return_token_ids) choice["token_ids"] = c.token_ids;
+    list.push_back(std::move(choice));
   }
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = finish_reason;
-  if (h.return_token_ids) choice["token_ids"] = token_ids;
   Json out = header_fields(h, false);
-  out["choices"] = Json::array({choice});
+  out["choices"] = std::move(list);
   out["usage"] = usage_json(usage);
   return out;
 }
 
-Json stream_chunk(const ResponseHeader& h, const AnswerParts& piece, const std::vector<int32_t>& token_ids,
-                  bool first, const std::optional<std::string>& finish_reason) {
-  Json choice = {{"index", 0}};
+Json stream_chunk(const ResponseHeader& h, int index, const AnswerParts& piece,
+                  const std::vector<int32_t>& token_ids, bool first,
+                  const std::optional<std::string>& finish_reason) {
+  Json choice = {{"index", index}};
   if (h.endpoint == Endpoint::kChatCompletions) {
     Json delta = Json::object();
     if (first) delta["role"] = "assistant";

@@ -52,15 +52,22 @@ std::string new_tool_call_id();
 // A fresh response id with the endpoint's prefix.
 ResponseHeader make_response_header(Endpoint endpoint, const std::string& model, bool return_token_ids);
 
-// A chat answer's message has content (null where it is empty and tool calls were made), reasoning_content
-// where there is reasoning, and tool_calls where there are tool calls; a completion's text is the content.
-nlohmann::ordered_json full_response(const ResponseHeader& h, const AnswerParts& answer,
-                                     const std::vector<int32_t>& token_ids, const std::string& finish_reason,
+// One choice of a whole answer (a request asks for `n`).
+struct Choice {
+  AnswerParts answer;
+  std::vector<int32_t> token_ids;
+  std::string finish_reason;
+};
+
+// The choices in order (index = position). A chat answer's message has content (null where it is empty and
+// tool calls were made), reasoning_content where there is reasoning, and tool_calls where there are tool
+// calls; a completion's text is the content.
+nlohmann::ordered_json full_response(const ResponseHeader& h, const std::vector<Choice>& choices,
                                      const Usage& usage);
 
-// One streaming chunk. The first chat chunk carries the role; finish_reason is set on the last. A chat
-// delta carries each part that is not empty; each tool call comes whole, in one delta.
-nlohmann::ordered_json stream_chunk(const ResponseHeader& h, const AnswerParts& piece,
+// One streaming chunk, of choice `index`. A choice's first chat chunk carries the role; finish_reason is set
+// on its last. A chat delta carries each part that is not empty; each tool call comes whole, in one delta.
+nlohmann::ordered_json stream_chunk(const ResponseHeader& h, int index, const AnswerParts& piece,
                                     const std::vector<int32_t>& token_ids, bool first,
                                     const std::optional<std::string>& finish_reason);
 

@@ -194,7 +194,7 @@ TEST(ChatOutput, MessageShapes) {
   AnswerParts answer;
   answer.reasoning = "think";
   answer.tool_calls.push_back({0, "call_1", "f", R"({"a":1})"});
-  const auto whole = full_response(chat_header(), answer, {}, "tool_calls", {3, 4});
+  const auto whole = full_response(chat_header(), {{answer, {}, "tool_calls"}}, {3, 4});
   const auto& message = whole["choices"][0]["message"];
   EXPECT_EQ(message["role"], "assistant");
   EXPECT_TRUE(message["content"].is_null());  // no text beside the tool calls
@@ -209,17 +209,17 @@ TEST(ChatOutput, MessageShapes) {
 
   AnswerParts text_only;
   text_only.content = "hi";
-  const auto plain = full_response(chat_header(), text_only, {}, "stop", {1, 1});
+  const auto plain = full_response(chat_header(), {{text_only, {}, "stop"}}, {1, 1});
   EXPECT_EQ(plain["choices"][0]["message"]["content"], "hi");
   EXPECT_FALSE(plain["choices"][0]["message"].contains("reasoning_content"));
   EXPECT_FALSE(plain["choices"][0]["message"].contains("tool_calls"));
-  EXPECT_EQ(full_response(chat_header(), {}, {}, "length", {1, 1})["choices"][0]["message"]["content"], "");
+  EXPECT_EQ(full_response(chat_header(), {{{}, {}, "length"}}, {1, 1})["choices"][0]["message"]["content"], "");
 }
 
 TEST(ChatOutput, DeltaShapes) {
   AnswerParts reasoning;
   reasoning.reasoning = "r";
-  const auto first = stream_chunk(chat_header(), reasoning, {}, true, std::nullopt);
+  const auto first = stream_chunk(chat_header(), 0, reasoning, {}, true, std::nullopt);
   const auto& delta = first["choices"][0]["delta"];
   EXPECT_EQ(delta["role"], "assistant");
   EXPECT_EQ(delta["content"], "");  // the first delta always has content
@@ -227,7 +227,7 @@ TEST(ChatOutput, DeltaShapes) {
 
   AnswerParts call;
   call.tool_calls.push_back({2, "call_x", "g", "{}"});
-  const auto later = stream_chunk(chat_header(), call, {}, false, std::nullopt);
+  const auto later = stream_chunk(chat_header(), 0, call, {}, false, std::nullopt);
   const auto& d = later["choices"][0]["delta"];
   EXPECT_FALSE(d.contains("content"));
   EXPECT_FALSE(d.contains("role"));
@@ -239,7 +239,7 @@ TEST(ChatOutput, DeltaShapes) {
   AnswerParts text;
   text.content = "t";
   const auto completion =
-      stream_chunk(make_response_header(Endpoint::kCompletions, "m", false), text, {}, false, std::nullopt);
+      stream_chunk(make_response_header(Endpoint::kCompletions, "m", false), 0, text, {}, false, std::nullopt);
   EXPECT_EQ(completion["choices"][0]["text"], "t");
 }
 

@@ -34,7 +34,7 @@ GenerationResponse response_for(Endpoint endpoint, std::shared_ptr<RequestStream
                                 ChatOutputOptions options) {
   GenerationResponse g;
   g.header = make_response_header(endpoint, "m", false);
-  g.stream = std::move(stream);
+  g.streams = {std::move(stream)};
   g.chat_output = options;
   return g;
 }

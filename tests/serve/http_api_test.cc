@@ -298,6 +298,69 @@ TEST(HttpApi, SpeculativeDecodingMetricsCountDraftsAndAcceptances) {
   EXPECT_LE(drafts + accepted, 24 - 2 + 2 * 2);
 }
 
+// n choices: one engine request each, seeded seed + i (choice 0 is the n = 1 answer), the prompt counted once
+// in usage; streamed, each choice's chunks carry its index and its text equals the whole answer's.
+TEST(HttpApi, SeveralChoicesWholeAndStreamed) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server;
+  const Json sampled = {{"temperature", 1.0}, {"seed", 11}, {"ignore_eos", true}};
+  auto one = [&](int64_t seed) {
+    Json extra = sampled;
+    extra["seed"] = seed;
+    return completion_text(post(server, "/v1/completions", completion("Once upon a time", 12, extra)));
+  };
+  Json extra = sampled;
+  extra["n"] = 3;
+  const Reply r = post(server, "/v1/completions", completion("Once upon a time", 12, extra));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  ASSERT_EQ(r.body["choices"].size(), 3u);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r.body["choices"][i]["index"], i);
+    EXPECT_EQ(r.body["choices"][i]["finish_reason"], "length");
+    texts.push_back(r.body["choices"][i]["text"].get<std::string>());
+    EXPECT_EQ(texts[i], one(11 + i)) << "choice " << i;
+  }
+  EXPECT_NE(texts[0], texts[1]);
+  const int prompt_tokens = static_cast<int>(server.tokenizer()->encode("Once upon a time").size());
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 3 * 12);
+
+  extra["stream"] = true;
+  extra["stream_options"] = {{"include_usage", true}};
+  const Stream s = post_stream(server, "/v1/completions", completion("Once upon a time", 12, extra));
+  ASSERT_EQ(s.status, 200) << s.raw;
+  EXPECT_TRUE(s.done);
+  std::vector<std::string> streamed(3);
+  std::vector<int> finishes(3, 0);
+  for (const Json& e : s.events) {
+    if (e["choices"].empty()) {
+      EXPECT_EQ(e["usage"]["completion_tokens"], 3 * 12);
+      EXPECT_EQ(&e, &s.events.back()) << "usage comes last";
+      continue;
+    }
+    const Json& c = e["choices"][0];
+    const int i = c["index"];
+    ASSERT_TRUE(i >= 0 && i < 3);
+    streamed[i] += c["text"].get<std::string>();
+    if (!c["finish_reason"].is_null()) ++finishes[i];
+  }
+  EXPECT_EQ(streamed, texts);
+  EXPECT_EQ(finishes, (std::vector<int>{1, 1, 1}));
+
+  // Chat: each choice a message of its own.
+  const Reply chat = post(server, "/v1/chat/completions",
+                          {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                           {"max_tokens", 5},
+                           {"n", 2},
+                           {"temperature", 1.0},
+                           {"seed", 3}});
+  ASSERT_EQ(chat.status, 200) << chat.raw;
+  ASSERT_EQ(chat.body["choices"].size(), 2u);
+  EXPECT_EQ(chat.body["choices"][1]["index"], 1);
+  EXPECT_EQ(chat.body["choices"][1]["message"]["role"], "assistant");
+}
+
 // With speculation and a KV cache smaller than max_seq_len, the context a request may fill (max_model_len,
 // and a request's default max_tokens) leaves the room the drafts of its last step need: such requests got a
 // 500 from the scheduler before.

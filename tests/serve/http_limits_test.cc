@@ -143,6 +143,19 @@ TEST(HttpLimits, AutoThreadsAnswerProbesWhileEveryRequestSlotIsHeld) {
   for (auto& socket : held) socket->close();
 }
 
+// A request of n choices takes n places in the queue; refused as a whole when they do not fit (the
+// choices already queued are cancelled), and serving goes on.
+TEST(HttpLimits, ChoicesCountInTheQueue) {
+  TestServer server({"runtime.max_batch=1", "server.max_queued_requests=2"}, /*with_tokenizer=*/false);
+  expect_refused(post(server, kC, ids_prompt(3, {{"n", 4}, {"max_tokens", 200}, {"ignore_eos", true}})), 503,
+                 "", "server_overloaded");
+  ASSERT_TRUE(wait_for_gauge(server, "num_requests_running", 0));
+  ASSERT_TRUE(wait_for_gauge(server, "num_requests_waiting", 0));
+  const Reply ok = post(server, kC, ids_prompt(3, {{"n", 2}}));
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+  EXPECT_EQ(ok.body["choices"].size(), 2u);
+}
+
 TEST(HttpLimits, ChatPromptsAndMaxCompletionTokensAreLimitedToo) {
   SKIP_WITHOUT_TOKENIZER();
   TestServer server({"server.max_prompt_tokens=20", "server.max_output_tokens=4"});

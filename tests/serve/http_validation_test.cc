@@ -93,7 +93,7 @@ std::vector<Case> cases() {
   for (const char* v : {"-0.01", "1.01", "\"0.1\""}) field("min_p", v);
   for (const char* v : {"1.5", "\"42\"", "9223372036854775808", "true"}) field("seed", v);
   for (const char* v : {"0", "-5", "1.5", "\"10\"", "[]", "2147483648"}) field("max_tokens", v);
-  for (const char* v : {"2", "0", "\"1\""}) field("n", v);
+  for (const char* v : {"17", "0", "\"1\"", "1.5"}) field("n", v);
   // stop / stop_token_ids / flags
   field("stop", "\"\"");
   field("stop", "5");
@@ -163,7 +163,7 @@ std::vector<Case> cases() {
   chat_field("max_completion_tokens", "1000");
   chat_field("temperature", "3");
   chat_field("top_k", "-3");
-  chat_field("n", "3");
+  chat_field("n", "100");
   chat_field("logprobs", "true");
   chat_field("top_logprobs", "5");
   chat_field("tools", "{}");
