@@ -36,6 +36,11 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
   TPS_CHECK(control.size() == data.size() && control.rank() == data.rank(),
             "control and data communicators disagree on the group");
   validate_layout(config_, comm_.size(), layout_facts(source_.spec));
+  if (comm_.rank() == 0 && config_.runtime.max_seq_len > source_.spec.max_position_embeddings)
+    log_warn("runtime.max_seq_len ", config_.runtime.max_seq_len,
+             " is beyond the model's max_position_embeddings ", source_.spec.max_position_embeddings,
+             ": positions past it are outside what the model was trained on "
+             "(no RoPE scaling is applied)");
   const ShardLayout layout = make_layout(config_.parallel, comm_.rank(), comm_.size());
   const bool mtp = config_.speculative.method == SpeculativeMethod::kMtp;
   ModelWeights weights = load_model_weights(source_.spec, layout, *source_.weights, *backend_, mtp);

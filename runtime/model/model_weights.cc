@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "runtime/model/weight_names.h"
+#include "runtime/weights/checkpoint.h"
 #include "runtime/weights/load_progress.h"
 
 namespace tpserve {
@@ -229,6 +230,12 @@ ModelWeights load_model_weights(const ModelSpec& s, const ShardLayout& lay, cons
     w.mtp.final_norm = ld.whole(m + "norm.weight");
   }
   w.bytes = ld.bytes();
+  if (lay.tp_rank == 0) {  // what the checkpoint holds beyond the model: said once, by rank 0
+    std::vector<std::string> names;
+    for (ExpertLayout layout : {ExpertLayout::kPerExpert, ExpertLayout::kFused})
+      for (const auto& t : expected_tensors(s, layout)) names.push_back(t.name);
+    warn_unexpected_tensors(source, names);
+  }
   log_info("loaded ", source.describe(), ": ", static_cast<double>(w.bytes) / 1e6,
            " MB of weights resident on this rank", " (tp ", lay.tp_rank, "/", lay.tp_size, ", ep ",
            lay.ep_rank, "/", lay.ep_size, ")");

@@ -26,7 +26,15 @@ int64_t fresh_seed() {
 }
 
 std::vector<int32_t> tokenize(const std::string& text, const std::string& path, const RequestLimits& limits) {
-  return require_tokenizer(limits, path, ": send token ids").encode(text);
+  std::vector<int32_t> ids = require_tokenizer(limits, path, ": send token ids").encode(text);
+  // A tokenizer larger than the model (a synthetic model with a small vocabulary, a mismatched
+  // model.tokenizer) gives ids the model has no embedding for.
+  for (const int32_t id : ids)
+    if (limits.vocab_size > 0 && id >= limits.vocab_size)
+      bad_request(path, "the tokenizer gives id " + std::to_string(id) +
+                            ", beyond the model's vocabulary of " + std::to_string(limits.vocab_size) +
+                            " tokens");
+  return ids;
 }
 
 // prompt: a string, a list of one string, a list of token ids, or a list of one list of token ids.

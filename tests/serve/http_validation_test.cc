@@ -195,6 +195,21 @@ std::vector<Case> cases() {
   return c;
 }
 
+// A tokenizer larger than the model's vocabulary: text whose ids the model has no embedding for is a 400
+// (they became zero embeddings before), token ids within it are served.
+TEST(HttpValidation, TextBeyondTheModelsVocabularyIsRefused) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server({"model.synthetic.vocab=256"});
+  const Reply r = post(server, "/v1/completions", Json{{"prompt", "Hello world"}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_EQ(r.body["error"]["param"], "prompt") << r.raw;
+  EXPECT_NE(r.raw.find("beyond the model's vocabulary of 256 tokens"), std::string::npos) << r.raw;
+  const Reply chat =
+      post(server, "/v1/chat/completions", Json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}});
+  EXPECT_EQ(chat.status, 400) << chat.raw;
+  EXPECT_EQ(post(server, "/v1/completions", Json{{"prompt", {1, 2, 3}}, {"max_tokens", 2}}).status, 200);
+}
+
 TEST(HttpValidation, JsonNestingDepthSkipsStrings) {
   EXPECT_EQ(json_nesting_depth(R"({"a": 1})"), 1);
   EXPECT_EQ(json_nesting_depth(R"({"a": [[1], {"b": [2]}]})"), 4);
