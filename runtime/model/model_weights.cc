@@ -47,6 +47,7 @@ class Loader {
   // Pieces concatenated along dim 0 into one tensor of `shape` (each piece's slice must be contiguous rows of
   // the result, i.e. the pieces' trailing extents match shape[1:]).
   Tensor load(const std::vector<int64_t>& shape, const std::vector<Piece>& pieces) {
+    for (const Piece& p : pieces) checked_shape(p.name);  // before the allocation a wrong config may inflate
     Tensor t = alloc(shape);
     fill(t, pieces);
     return t;
@@ -180,6 +181,15 @@ LayerWeights load_layer(const ModelSpec& s, const ShardLayout& lay, Loader& ld, 
   const int64_t experts = lay.local_experts(s), e0 = lay.first_expert(s);
   const int64_t full_i = s.moe_intermediate_size, i = lay.local_moe_intermediate(s);
   const int64_t i0 = lay.expert_parallel ? 0 : int64_t(lay.tp_rank) * i;
+  // The first local expert's tensors checked against config.json before allocating every expert's.
+  if (fused) {
+    ld.checked_shape(prefix + "mlp.experts.gate_up_proj");
+    ld.checked_shape(prefix + "mlp.experts.down_proj");
+  } else if (experts > 0) {
+    const std::string ep = prefix + "mlp.experts." + std::to_string(e0) + ".";
+    for (const char* name : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"})
+      ld.checked_shape(ep + name);
+  }
   w.gate_up = ld.alloc({experts, 2 * i, h});
   w.down = ld.alloc({experts, h, i});
   for (int64_t e = 0; e < experts; ++e) {

@@ -1,12 +1,13 @@
 // What loading a checkpoint says about a config that does not fit it (CPU backend, a transformers fixture
-// copied and edited): tensors the model does not use are named in a warning, and a max_seq_len beyond the
-// model's max_position_embeddings is warned about.
+// copied and edited): tensors the model does not use are named in a warning, a max_seq_len beyond the
+// model's max_position_embeddings is warned about, and sizes beyond the checkpoint's fail naming a tensor.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/error.h"
 #include "common/log.h"
 #include "tests/model/mtp_fixture.h"
 
@@ -60,6 +61,22 @@ TEST(LoadWarnings, MaxSeqLenBeyondTheModelsPositions) {
   EXPECT_NE(out.find("runtime.max_seq_len 128 is beyond the model's max_position_embeddings 64"),
             std::string::npos)
       << out;
+  std::filesystem::remove_all(dir);
+}
+
+// A config whose sizes do not match the checkpoint fails naming the tensor before anything of that size is
+// allocated (an expert size of 10^9 ended in a bare std::bad_alloc).
+TEST(LoadWarnings, AConfigTooLargeForTheCheckpointNamesTheTensor) {
+  const std::string dir =
+      edited_fixture("gqa4", [](nlohmann::json& c) { c["moe_intermediate_size"] = 1000000000; });
+  try {
+    EngineRun run(make_config("model: {path: " + dir + "}"));
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("mlp.experts."), std::string::npos) << what;
+    EXPECT_NE(what.find("config.json implies"), std::string::npos) << what;
+  }
   std::filesystem::remove_all(dir);
 }
 
