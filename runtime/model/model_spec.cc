@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,37 +25,57 @@ json read_json_file(const std::string& path) {
   }
 }
 
+// A value for a message: scalars as written, lists and objects by kind (a dump recurses once a level, and a
+// crafted file may nest deeply).
+std::string describe(const json& v) {
+  if (!v.is_structured()) return v.dump();
+  // One level deep (rope_scaling's {"rope_type": "yarn", "factor": 4.0}) is shown whole.
+  const bool flat = std::none_of(v.begin(), v.end(), [](const json& e) { return e.is_structured(); });
+  return flat ? v.dump() : v.is_array() ? "a list" : "an object";
+}
+
+// An integer value that fits in an int, else an error naming the field.
+int to_int(const json& v, const char* key, const std::string& src) {
+  TPS_CHECK(v.is_number_integer(), src, ": field '", key, "' must be an integer, got ", describe(v));
+  const int64_t x =
+      v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
+  TPS_CHECK(x >= INT32_MIN && x <= INT32_MAX, src, ": field '", key, "' is ", describe(v), ", out of range");
+  return static_cast<int>(x);
+}
+
 // Reads an integer field; `required` fields throw when absent.
 int get_int(const json& j, const char* key, const std::string& src, bool required, int fallback) {
   if (!j.contains(key) || j[key].is_null()) {
     TPS_CHECK(!required, src, ": missing required field '", key, "'");
     return fallback;
   }
-  TPS_CHECK(j[key].is_number_integer(), src, ": field '", key, "' must be an integer, got ", j[key].dump());
-  return j[key].get<int>();
+  return to_int(j[key], key, src);
 }
 
 double get_double(const json& j, const char* key, const std::string& src, double fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  TPS_CHECK(j[key].is_number(), src, ": field '", key, "' must be a number, got ", j[key].dump());
+  TPS_CHECK(j[key].is_number(), src, ": field '", key, "' must be a number, got ", describe(j[key]));
   return j[key].get<double>();
 }
 
 bool get_bool(const json& j, const char* key, const std::string& src, bool fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  TPS_CHECK(j[key].is_boolean(), src, ": field '", key, "' must be true or false, got ", j[key].dump());
+  TPS_CHECK(j[key].is_boolean(), src, ": field '", key, "' must be true or false, got ", describe(j[key]));
   return j[key].get<bool>();
+}
+
+std::string get_string(const json& j, const char* key, const std::string& src, const std::string& fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  TPS_CHECK(j[key].is_string(), src, ": field '", key, "' must be a string, got ", describe(j[key]));
+  return j[key].get<std::string>();
 }
 
 std::vector<int> get_int_or_list(const json& j, const char* key, const std::string& src) {
   std::vector<int> out;
   if (!j.contains(key) || j[key].is_null()) return out;
-  if (j[key].is_number_integer()) return {j[key].get<int>()};
+  if (j[key].is_number_integer()) return {to_int(j[key], key, src)};
   TPS_CHECK(j[key].is_array(), src, ": field '", key, "' must be an integer or a list of integers");
-  for (const auto& v : j[key]) {
-    TPS_CHECK(v.is_number_integer(), src, ": field '", key, "' must list integers, got ", v.dump());
-    out.push_back(v.get<int>());
-  }
+  for (const auto& v : j[key]) out.push_back(to_int(v, key, src));
   return out;
 }
 
@@ -94,7 +115,7 @@ std::string ModelSpec::summary() const {
 ModelSpec model_spec_from_json(const json& j, const std::string& src) {
   TPS_CHECK(j.is_object(), src, ": config.json must be a JSON object");
   ModelSpec s;
-  const std::string type = j.value("model_type", std::string());
+  const std::string type = get_string(j, "model_type", src, "");
   TPS_CHECK(type == "qwen3_moe", src, ": model_type '", type,
             "' is not supported (tpserve serves qwen3_moe; Qwen3MoeForCausalLM)");
   s.model_type = type;
@@ -126,15 +147,15 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
     const json& rp = j["rope_parameters"];
     s.rope_theta = get_double(rp, "rope_theta", src + " rope_parameters", s.rope_theta);
-    const std::string rope_type = rp.value("rope_type", std::string("default"));
+    const std::string rope_type = get_string(rp, "rope_type", src, "default");
     TPS_CHECK(rope_type == "default", src, ": rope_parameters.rope_type '", rope_type,
               "' is not supported (only plain RoPE: rope_type default)");
   }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    TPS_THROW(src, ": rope_scaling ", j["rope_scaling"].dump(),
+    TPS_THROW(src, ": rope_scaling ", describe(j["rope_scaling"]),
               " is not supported (only rope_scaling: null)");
   TPS_CHECK(!get_bool(j, "attention_bias", src, false), src, ": attention_bias true is not supported");
-  const std::string act = j.value("hidden_act", std::string("silu"));
+  const std::string act = get_string(j, "hidden_act", src, "silu");
   TPS_CHECK(act == "silu", src, ": hidden_act '", act, "' is not supported (silu only)");
   TPS_CHECK(!get_bool(j, "use_sliding_window", src, false), src,
             ": use_sliding_window true is not supported");

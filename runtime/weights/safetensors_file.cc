@@ -22,6 +22,14 @@ namespace {
 
 using json = nlohmann::json;
 
+// A header value for a message: whole where it is flat, by kind where it nests (a dump recurses once a level,
+// and a crafted header may nest deeply).
+std::string brief(const json& v) {
+  if (!v.is_structured()) return v.dump();
+  const bool flat = std::none_of(v.begin(), v.end(), [](const json& e) { return e.is_structured(); });
+  return flat ? v.dump() : std::string("a nested ") + v.type_name();
+}
+
 constexpr const char* kKnownDTypes = "BF16, F16, F32, F64, F8_E4M3, I64, I32, I16, I8, U8, BOOL";
 
 uint64_t read_le64(const std::byte* p) {
@@ -151,10 +159,10 @@ void SafetensorsFile::parse_header() {
     for (size_t i = 0; i < shape.size(); ++i) {
       uint64_t dim = 0;
       if (shape[i].is_number_integer() && !shape[i].is_number_unsigned() && shape[i].get<int64_t>() < 0) {
-        TPS_THROW(label, ": negative dimension ", shape[i].dump(), " in shape ", shape.dump());
+        TPS_THROW(label, ": negative dimension ", brief(shape[i]), " in shape ", brief(shape));
       }
       if (!non_negative_integer(shape[i], &dim) || dim > uint64_t{std::numeric_limits<int64_t>::max()}) {
-        TPS_THROW(label, ": shape ", shape.dump(), " has a dimension that is not a non-negative integer");
+        TPS_THROW(label, ": shape ", brief(shape), " has a dimension that is not a non-negative integer");
       }
       numel_overflow = numel_overflow || __builtin_mul_overflow(numel, dim, &numel);
       e.meta.shape.push_back(static_cast<int64_t>(dim));
@@ -164,7 +172,7 @@ void SafetensorsFile::parse_header() {
     if (!offsets.is_array() || offsets.size() != 2 || !non_negative_integer(offsets[0], &e.begin) ||
         !non_negative_integer(offsets[1], &e.end)) {
       TPS_THROW(label, ": 'data_offsets' must be [begin, end] with non-negative integers (got ",
-                offsets.dump(), ")");
+                brief(offsets), ")");
     }
     if (e.begin > e.end) TPS_THROW(label, ": data_offsets begin ", e.begin, " > end ", e.end);
     if (e.end > data_size) {
@@ -174,7 +182,7 @@ void SafetensorsFile::parse_header() {
     uint64_t expected_bytes = 0;
     if (numel_overflow || __builtin_mul_overflow(numel, dtype_size(e.meta.dtype), &expected_bytes) ||
         expected_bytes != e.end - e.begin) {
-      TPS_THROW(label, ": data_offsets span ", e.end - e.begin, " bytes but shape ", shape.dump(), " of ",
+      TPS_THROW(label, ": data_offsets span ", e.end - e.begin, " bytes but shape ", brief(shape), " of ",
                 dtype_name(e.meta.dtype), " needs ",
                 numel_overflow ? "more than 2^64" : std::to_string(expected_bytes), " bytes");
     }

@@ -78,6 +78,11 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenFile{"shape_float",
                    file_with(R"("w": {"dtype": "F32", "shape": [4.0], "data_offsets": [0, 16]})"),
                    "tensor 'w': shape [4.0] has a dimension that is not a non-negative integer"},
+        // 200,000 levels: the message names the shape by kind (printing it recursed to a crash).
+        BrokenFile{"shape_nested_deep",
+                   file_with(R"("w": {"dtype": "F32", "shape": [)" + std::string(200000, '[') +
+                             std::string(200000, ']') + R"(], "data_offsets": [0, 16]})"),
+                   "tensor 'w': shape a nested array has a dimension that is not a non-negative integer"},
         BrokenFile{"negative_dim",
                    file_with(R"("w": {"dtype": "F32", "shape": [-2, -2], "data_offsets": [0, 16]})"),
                    "tensor 'w': negative dimension -2 in shape [-2,-2]"},

@@ -1,0 +1,68 @@
+// config.json into a ModelSpec: a fixture's config parses; wrong types, null strings, integers beyond an int
+// and deeply nested values give errors naming the field (no exception from the JSON library, no crash).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "runtime/model/model_spec.h"
+#include "tests/model/model_test_util.h"
+
+namespace tpserve {
+namespace {
+
+nlohmann::json fixture_config_json() {
+  return nlohmann::json::parse(std::ifstream(testing_util::fixture_dir("gqa4") + "/config.json"));
+}
+
+std::string error_of(const nlohmann::json& config) {
+  try {
+    model_spec_from_json(config, "config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelSpecJson, AFixturesConfigParses) {
+  const ModelSpec s = model_spec_from_json(fixture_config_json(), "config.json");
+  EXPECT_EQ(s.model_type, "qwen3_moe");
+  EXPECT_GT(s.num_experts, 0);
+}
+
+TEST(ModelSpecJson, BadFieldsAreErrorsNamingThem) {
+  auto with = [](const char* key, nlohmann::json value) {
+    nlohmann::json c = fixture_config_json();
+    c[key] = std::move(value);
+    return c;
+  };
+  EXPECT_EQ(error_of(with("hidden_act", nullptr)), "");  // null is absent: silu
+  EXPECT_NE(error_of(with("hidden_act", 5)).find("field 'hidden_act' must be a string, got 5"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("model_type", nlohmann::json::array())).find("field 'model_type' must be a string"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("num_experts_per_tok", int64_t(1) << 40))
+                .find("'num_experts_per_tok' is 1099511627776, out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("eos_token_id", {1, int64_t(1) << 33}))
+                .find("'eos_token_id' is 8589934592, out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}})).find("\"yarn\""),
+            std::string::npos);
+  // 100,000 levels, built in place and moved, never copied (a copy recurses as deep as the value).
+  nlohmann::json deep;
+  nlohmann::json* innermost = &deep;
+  for (int i = 0; i < 100000; ++i) {
+    *innermost = nlohmann::json::array();
+    innermost->push_back(nullptr);
+    innermost = &(*innermost)[0];
+  }
+  EXPECT_NE(error_of(with("rope_scaling", std::move(deep))).find("rope_scaling a list is not supported"),
+            std::string::npos);
+  nlohmann::json rp = {{"rope_type", nullptr}};
+  EXPECT_EQ(error_of(with("rope_parameters", rp)), "");  // null rope_type: default
+}
+
+}  // namespace
+}  // namespace tpserve
