@@ -29,9 +29,10 @@ json read_json_file(const std::string& path) {
 // crafted file may nest deeply).
 std::string describe(const json& v) {
   if (!v.is_structured()) return v.dump();
-  // One level deep (rope_scaling's {"rope_type": "yarn", "factor": 4.0}) is shown whole.
+  // Small and one level deep (rope_scaling's {"rope_type": "yarn", "factor": 4.0}) is shown whole.
   const bool flat = std::none_of(v.begin(), v.end(), [](const json& e) { return e.is_structured(); });
-  return flat ? v.dump() : v.is_array() ? "a list" : "an object";
+  if (flat && v.size() <= 16) return v.dump();
+  return (v.is_array() ? "a list of " : "an object of ") + std::to_string(v.size());
 }
 
 // An integer value that fits in an int, else an error naming the field.
@@ -147,7 +148,7 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
     const json& rp = j["rope_parameters"];
     s.rope_theta = get_double(rp, "rope_theta", src + " rope_parameters", s.rope_theta);
-    const std::string rope_type = get_string(rp, "rope_type", src, "default");
+    const std::string rope_type = get_string(rp, "rope_type", src + " rope_parameters", "default");
     TPS_CHECK(rope_type == "default", src, ": rope_parameters.rope_type '", rope_type,
               "' is not supported (only plain RoPE: rope_type default)");
   }

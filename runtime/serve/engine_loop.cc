@@ -26,6 +26,7 @@ RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, con
   limits.max_output_tokens = server.max_output_tokens;
   limits.max_stop_sequences = server.max_stop_sequences;
   limits.max_stop_string_bytes = server.max_stop_string_bytes;
+  limits.max_queued_requests = server.max_queued_requests;
   limits.parse_reasoning = server.reasoning_parser == ReasoningParser::kQwen3;
   limits.parse_tool_calls = server.tool_call_parser == ToolCallParser::kHermes;
   return limits;

@@ -15,7 +15,8 @@ namespace {
 using Streams = std::vector<std::shared_ptr<RequestStream>>;
 
 constexpr std::chrono::milliseconds kPollInterval{200};
-// With several choices, each turn looks at every stream without waiting, then waits this long on one.
+// A stream of several choices waits this long on its first unfinished choice before looking at the others
+// (a chunk of another choice waits at most this).
 constexpr std::chrono::milliseconds kChoicePoll{5};
 
 nlohmann::ordered_json engine_error(const std::string& message) {
@@ -62,15 +63,18 @@ void respond_whole(httplib::Response& res, GenerationResponse g) {
   auto finished = [&] {
     return std::all_of(all.begin(), all.end(), [](const auto& u) { return u.finished; });
   };
-  while (!finished()) {
+  auto failed = [&] {
+    return std::any_of(all.begin(), all.end(), [](const auto& u) { return !u.error.empty(); });
+  };
+  while (!finished() && !failed()) {
+    // The first unfinished choice waits; the others are only looked at (their streams keep what comes).
+    bool waited = false;
     for (size_t i = 0; i < g.streams.size(); ++i) {
       if (all[i].finished) continue;
-      StreamUpdate u;  // the first unfinished choice waits; the others are only looked at
-      const auto wait = std::find_if(all.begin(), all.end(), [](const auto& a) { return !a.finished; }) ==
-                                all.begin() + static_cast<std::ptrdiff_t>(i)
-                            ? (g.streams.size() > 1 ? kChoicePoll : kPollInterval)
-                            : std::chrono::milliseconds(0);
-      if (g.streams[i]->next(u, wait)) all[i].merge(std::move(u));
+      StreamUpdate u;
+      if (g.streams[i]->next(u, waited ? std::chrono::milliseconds(0) : kPollInterval))
+        all[i].merge(std::move(u));
+      waited = true;
     }
     watch.gone(g.streams);  // nobody will read the answer: free the sequences now
   }
@@ -176,6 +180,14 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
           return true;
         }
         std::string out;
+        if (state->choices.size() > 1 && state->choices[0].first) {
+          // Every choice's first chunk (the role), in index order, before any text: clients build their
+          // choices list by index as chunks come (the openai SDK's stream helper requires it).
+          for (size_t i = 0; i < state->choices.size(); ++i) {
+            out += sse_event(stream_chunk(state->header, static_cast<int>(i), {}, {}, true, std::nullopt));
+            state->choices[i].first = false;
+          }
+        }
         bool waited = false, failed = false;
         for (size_t i = 0; i < state->choices.size() && !failed; ++i) {
           ChoiceState& c = state->choices[i];

@@ -116,6 +116,12 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
   const auto seed =
       f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   const int n = static_cast<int>(f.integer("n", 1, kMaxChoices).value_or(1));
+  if (limits.max_queued_requests > 0 && n > limits.max_queued_requests)
+    bad_request("n",
+                "each choice takes a place in the queue, which holds " +
+                    std::to_string(limits.max_queued_requests) + " (server.max_queued_requests); got " +
+                    std::to_string(n),
+                "limit_exceeded");
   // Choice i draws with seed + i (wrapping), so that choice 0 is the n = 1 answer and every choice is
   // reproducible; without a seed each choice gets a fresh one.
   for (int i = 0; i < n; ++i)

@@ -25,6 +25,7 @@ struct RequestLimits {
   int64_t max_output_tokens = 0;
   int max_stop_sequences = 0;  // entries of stop and of stop_token_ids, each
   int max_stop_string_bytes = 0;
+  int max_queued_requests = 0;  // server.max_queued_requests: n choices take n places in the queue
   // Chat answers: a leading <think> block parsed out as reasoning_content (server.reasoning_parser), and
   // <tool_call> blocks as tool_calls where the request offers tools (server.tool_call_parser).
   bool parse_reasoning = false;

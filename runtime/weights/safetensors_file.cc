@@ -27,7 +27,8 @@ using json = nlohmann::json;
 std::string brief(const json& v) {
   if (!v.is_structured()) return v.dump();
   const bool flat = std::none_of(v.begin(), v.end(), [](const json& e) { return e.is_structured(); });
-  return flat ? v.dump() : std::string("a nested ") + v.type_name();
+  if (flat && v.size() <= 16) return v.dump();
+  return std::string(flat ? "a long " : "a nested ") + v.type_name();
 }
 
 constexpr const char* kKnownDTypes = "BF16, F16, F32, F64, F8_E4M3, I64, I32, I16, I8, U8, BOOL";

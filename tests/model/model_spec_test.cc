@@ -58,7 +58,7 @@ TEST(ModelSpecJson, BadFieldsAreErrorsNamingThem) {
     innermost->push_back(nullptr);
     innermost = &(*innermost)[0];
   }
-  EXPECT_NE(error_of(with("rope_scaling", std::move(deep))).find("rope_scaling a list is not supported"),
+  EXPECT_NE(error_of(with("rope_scaling", std::move(deep))).find("rope_scaling a list of 1 is not supported"),
             std::string::npos);
   nlohmann::json rp = {{"rope_type", nullptr}};
   EXPECT_EQ(error_of(with("rope_parameters", rp)), "");  // null rope_type: default

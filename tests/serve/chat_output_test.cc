@@ -213,7 +213,8 @@ TEST(ChatOutput, MessageShapes) {
   EXPECT_EQ(plain["choices"][0]["message"]["content"], "hi");
   EXPECT_FALSE(plain["choices"][0]["message"].contains("reasoning_content"));
   EXPECT_FALSE(plain["choices"][0]["message"].contains("tool_calls"));
-  EXPECT_EQ(full_response(chat_header(), {{{}, {}, "length"}}, {1, 1})["choices"][0]["message"]["content"], "");
+  EXPECT_EQ(full_response(chat_header(), {{{}, {}, "length"}}, {1, 1})["choices"][0]["message"]["content"],
+            "");
 }
 
 TEST(ChatOutput, DeltaShapes) {
@@ -238,8 +239,8 @@ TEST(ChatOutput, DeltaShapes) {
 
   AnswerParts text;
   text.content = "t";
-  const auto completion =
-      stream_chunk(make_response_header(Endpoint::kCompletions, "m", false), 0, text, {}, false, std::nullopt);
+  const auto completion = stream_chunk(make_response_header(Endpoint::kCompletions, "m", false), 0, text, {},
+                                       false, std::nullopt);
   EXPECT_EQ(completion["choices"][0]["text"], "t");
 }
 

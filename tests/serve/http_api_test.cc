@@ -331,6 +331,12 @@ TEST(HttpApi, SeveralChoicesWholeAndStreamed) {
   const Stream s = post_stream(server, "/v1/completions", completion("Once upon a time", 12, extra));
   ASSERT_EQ(s.status, 200) << s.raw;
   EXPECT_TRUE(s.done);
+  // Every choice's first chunk comes before any text, in index order (clients index choices as they come).
+  ASSERT_GE(s.events.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(s.events[i]["choices"][0]["index"], i);
+    EXPECT_EQ(s.events[i]["choices"][0]["text"], "");
+  }
   std::vector<std::string> streamed(3);
   std::vector<int> finishes(3, 0);
   for (const Json& e : s.events) {

@@ -143,14 +143,28 @@ TEST(HttpLimits, AutoThreadsAnswerProbesWhileEveryRequestSlotIsHeld) {
   for (auto& socket : held) socket->close();
 }
 
-// A request of n choices takes n places in the queue; refused as a whole when they do not fit (the
-// choices already queued are cancelled), and serving goes on.
+// A request of n choices takes n places in the queue: more than the queue holds is a 400; choices that do not
+// all fit beside what already waits are refused as a whole (those already queued are cancelled), and serving
+// goes on.
 TEST(HttpLimits, ChoicesCountInTheQueue) {
-  TestServer server({"runtime.max_batch=1", "server.max_queued_requests=2"}, /*with_tokenizer=*/false);
-  expect_refused(post(server, kC, ids_prompt(3, {{"n", 4}, {"max_tokens", 200}, {"ignore_eos", true}})), 503,
-                 "", "server_overloaded");
+  TestServer server({"runtime.max_batch=1", "runtime.max_seq_len=4096", "server.max_queued_requests=2"},
+                    /*with_tokenizer=*/false);
+  expect_refused(post(server, kC, ids_prompt(3, {{"n", 3}})), 400, "n", "limit_exceeded");
+  const std::string long_body =
+      ids_prompt(3, {{"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}}).dump();
+  std::vector<std::unique_ptr<RawSocket>> held;  // one running, one waiting
+  for (const char* gauge : {"num_requests_running", "num_requests_waiting"}) {
+    held.push_back(std::make_unique<RawSocket>(server.port()));
+    ASSERT_TRUE(held.back()->send(
+        "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
+        std::to_string(long_body.size()) + "\r\n\r\n" + long_body));
+    ASSERT_TRUE(wait_for_gauge(server, gauge, 1));
+  }
+  // Two choices, one place left: refused, and its first choice taken back out of the queue.
+  expect_refused(post(server, kC, ids_prompt(3, {{"n", 2}})), 503, "", "server_overloaded");
+  ASSERT_TRUE(wait_for_gauge(server, "num_requests_waiting", 1));
+  for (auto& socket : held) socket->close();
   ASSERT_TRUE(wait_for_gauge(server, "num_requests_running", 0));
-  ASSERT_TRUE(wait_for_gauge(server, "num_requests_waiting", 0));
   const Reply ok = post(server, kC, ids_prompt(3, {{"n", 2}}));
   EXPECT_EQ(ok.status, 200) << ok.raw;
   EXPECT_EQ(ok.body["choices"].size(), 2u);
