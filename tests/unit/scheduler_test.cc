@@ -143,29 +143,33 @@ TEST(Scheduler, MaxRequestTokensIsWhatAddTakes) {
   EXPECT_THROW(small.add(request(5, 10, 11)), Error);
 }
 
+// Completes a step of `s` answering every sampled row with token 7 and rejecting every draft.
+void complete_rejecting_drafts(Scheduler& s, const StepBatch& step) {
+  StepResult r;
+  for (size_t i = 0; i < step.sample_rows.size(); ++i) r.tokens.push_back(7);
+  r.accepted.assign(step.num_groups(), 0);
+  s.complete(r);
+}
+
 // Under speculation the model takes max_batch x (1 + k) rows a step even where runtime.max_num_batched_tokens
-// is smaller; prefill chunks still fill a step only up to the latter.
+// is smaller; prefill chunks take at most the latter's tokens of a step.
 TEST(Scheduler, PrefillChunksKeepToMaxBatchedTokensWhenDecodeRowsMayExceedIt) {
   SpeculativeSettings spec;
   spec.num_tokens = 2;
   spec.script = [](int64_t, const std::vector<int32_t>&, int k) { return std::vector<int32_t>(k, 7); };
-  Scheduler s({.max_batch = 4,
-               .max_step_tokens = 12,
-               .max_seq_len = 128,
-               .max_blocks_per_seq = 32,
-               .max_prefill_step_tokens = 8},
-              256, 4, {}, spec);
+  // Steps of up to 4 x 3 decode rows, prefill chunks of up to 8 tokens.
+  const SchedulerLimits limits{.max_batch = 4,
+                               .max_step_tokens = 12,
+                               .max_seq_len = 128,
+                               .max_blocks_per_seq = 32,
+                               .max_prefill_step_tokens = 8};
+  Scheduler s(limits, 256, 4, {}, spec);
   s.add(request(1, 30, 4));
   auto b = s.schedule();
   ASSERT_TRUE(b);
   EXPECT_EQ(b->num_tokens(), 8);  // not 12
   // Four sequences decoding with 2 drafts each: 12 rows, past the 8 of a prefill step.
-  Scheduler d({.max_batch = 4,
-               .max_step_tokens = 12,
-               .max_seq_len = 128,
-               .max_blocks_per_seq = 32,
-               .max_prefill_step_tokens = 8},
-              256, 4, {}, spec);
+  Scheduler d(limits, 256, 4, {}, spec);
   for (int i = 1; i <= 4; ++i) d.add(request(i, 2, 8));
   int max_tokens = 0;
   bool decode_past_prefill_limit = false;
@@ -174,10 +178,7 @@ TEST(Scheduler, PrefillChunksKeepToMaxBatchedTokensWhenDecodeRowsMayExceedIt) {
     ASSERT_TRUE(step);
     max_tokens = std::max(max_tokens, step->num_tokens());
     decode_past_prefill_limit |= step->num_tokens() > 8 && d.last_step_mix().prefill_seqs == 0;
-    StepResult r;
-    for (size_t i = 0; i < step->sample_rows.size(); ++i) r.tokens.push_back(7);
-    r.accepted.assign(step->num_groups(), 0);
-    d.complete(r);
+    complete_rejecting_drafts(d, *step);
   }
   EXPECT_EQ(max_tokens, 12);
   EXPECT_TRUE(decode_past_prefill_limit);
@@ -193,10 +194,7 @@ TEST(Scheduler, PrefillChunksKeepToMaxBatchedTokensWhenDecodeRowsMayExceedIt) {
   auto run_step = [&] {
     auto step = a.schedule();
     ASSERT_TRUE(step);
-    StepResult r;
-    for (size_t j = 0; j < step->sample_rows.size(); ++j) r.tokens.push_back(7);
-    r.accepted.assign(step->num_groups(), 0);
-    a.complete(r);
+    complete_rejecting_drafts(a, *step);
   };
   int most_running = 0;
   for (int i = 1; i <= 7; ++i) {
