@@ -62,6 +62,13 @@ struct PagedAttentionParams {
   // A tile of up to this many ranges is merged by its last block alone; more in two levels (groups of
   // kAttentionMergeGroup ranges, then the groups). At least kAttentionMergeGroup.
   int merge_one_level_max = 2 * kAttentionMergeGroup;
+  // Block order (split decode): false, a tile's ranges are consecutive blocks (blockIdx.x = token tile x S +
+  // range); true, ranges outermost (range r of every tile, then r + 1), so that the first ranges, which every
+  // context has, are dispatched first. A step planned for a long context has many more blocks than a short
+  // one uses (the others exit after their PDL wait); under PDL only the blocks that find room beside the QKV
+  // projection's start before it ends (e.g. 76 of 172 at one token and max_seq_len 8192: 43 ranges of 4 KV
+  // heads), and with tiles in a row the later KV heads' working blocks are not among them. The same results.
+  bool ranges_outermost = false;
   float scale = 1.0f;  // softmax scale (head_dim^-0.5)
   // The split decode path on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA cores.
   bool tensor_cores = false;

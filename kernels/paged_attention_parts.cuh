@@ -62,10 +62,18 @@ void with_head_dim(int head_dim, F&& f) {
 template <int kRows, bool kSplit>
 __device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* limit_s) {
   const int tid = threadIdx.x;
-  b.seq = blockIdx.y, b.kv_head = blockIdx.z;
+  if (p.ranges_outermost) {  // the grid's linear index: range, then token tile, sequence, KV head
+    const int tiles = gridDim.x / p.num_splits, per_range = tiles * gridDim.y * gridDim.z;
+    int i = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    b.split = i / per_range, i %= per_range;
+    b.kv_head = i % gridDim.z, i /= gridDim.z;
+    b.seq = i % gridDim.y, b.tile = i / gridDim.y;
+  } else {
+    b.seq = blockIdx.y, b.kv_head = blockIdx.z;
+    b.tile = blockIdx.x / p.num_splits, b.split = blockIdx.x % p.num_splits;
+  }
   b.group = p.num_q_heads / p.num_kv_heads;
   const int tokens_per_block = kRows / b.group;
-  b.tile = blockIdx.x / p.num_splits, b.split = blockIdx.x % p.num_splits;
   b.q_begin = p.query_start[b.seq];
   const int q_len = p.query_start[b.seq + 1] - b.q_begin;
   b.t0 = b.tile * tokens_per_block;

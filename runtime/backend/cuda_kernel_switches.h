@@ -53,6 +53,10 @@ struct CudaKernelSwitches {
   // With the folded prologue and attention_inputs_before_wait, the first K/V tile of each block's context
   // range is copied before the PDL wait as well (PagedAttentionParams::kv_before_wait); false: after it.
   bool attention_kv_before_wait = true;
+  // Split decode attention's blocks with the context ranges outermost
+  // (PagedAttentionParams::ranges_outermost): the ranges every context has are dispatched first; false: a
+  // tile's ranges in a row (the same results).
+  bool attention_ranges_outermost = false;
   // A step's MoE with one token skips moe_align: each of its k distinct experts is its own work item.
   bool moe_one_token_direct = true;
   // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm): one
@@ -128,6 +132,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_fused_prologue", switches.attention_fused_prologue);
   visit("attention_inputs_before_wait", switches.attention_inputs_before_wait);
   visit("attention_kv_before_wait", switches.attention_kv_before_wait);
+  visit("attention_ranges_outermost", switches.attention_ranges_outermost);
   visit("moe_one_token_direct", switches.moe_one_token_direct);
   visit("moe_fused_norm", switches.moe_fused_norm);
   visit("attention_split_keys", switches.attention_split_keys, 16, 4096);

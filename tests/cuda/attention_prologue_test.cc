@@ -22,12 +22,14 @@ struct PrologueResult {
 // The op on a random cache and random qkv (the same values for every `fused`): eagerly, then captured in a
 // graph and replayed (which appends the same k and v again). planned_context as in attention_test.cc;
 // no_slot_seq: that sequence's token has slot -1 (nothing appended); inputs_before_wait and
-// kv_before_wait: runtime.attention_inputs_before_wait and runtime.attention_kv_before_wait.
+// kv_before_wait: runtime.attention_inputs_before_wait and runtime.attention_kv_before_wait;
+// ranges_outermost: runtime.attention_ranges_outermost.
 PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, int planned_context,
-                            int no_slot_seq = -1, bool inputs_before_wait = true,
-                            bool kv_before_wait = true) {
+                            int no_slot_seq = -1, bool inputs_before_wait = true, bool kv_before_wait = true,
+                            bool ranges_outermost = false) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.attention_tensor_cores = true;
+  options.kernels.attention_ranges_outermost = ranges_outermost;
   options.kernels.attention_inputs_before_wait = inputs_before_wait;
   options.kernels.attention_kv_before_wait = kv_before_wait;
   options.kernels.attention_split_keys = split_keys;
@@ -124,6 +126,24 @@ TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
       expect_same_bits(what + ", K/V after the wait", run_prologue(c, fused, 32, 0, no_slot, true, false),
                        early);
     }
+}
+
+// The blocks in range-outermost order: the same bits, fused or not, planned for the step's context and for a
+// longer one, with and without a token lacking a slot.
+TEST_P(AttentionPrologueTest, RangesOutermostGiveTheSameBits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const AttentionCase& c = GetParam();
+  const int last_seq = static_cast<int>(c.query_lens.size()) - 1;
+  for (bool fused : {true, false})
+    for (int planned : {0, 40960})
+      for (int no_slot : {-1, last_seq}) {
+        const std::string what = describe(c) + (fused ? ", fused" : ", two launches") + ", planned for " +
+                                 std::to_string(planned) +
+                                 (no_slot < 0 ? "" : ", last sequence without a slot");
+        expect_same_bits(what + ", ranges outermost",
+                         run_prologue(c, fused, 32, planned, no_slot, true, true, true),
+                         run_prologue(c, fused, 32, planned, no_slot));
+      }
 }
 
 // A token without a cache slot (slot -1): nothing is appended, and its own key is what the cache holds, as

@@ -78,8 +78,9 @@ struct AttentionRun {
 // below are the multiples of split_keys the comments count); tiles of up to one_level_max ranges merged in
 // one block (runtime.attention_merge_one_level_max).
 CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32, int growth = 0,
-                                     int one_level_max = 16) {
+                                     int one_level_max = 16, bool ranges_outermost = false) {
   CudaBackendOptions options = test_backend_options();
+  options.kernels.attention_ranges_outermost = ranges_outermost;
   options.kernels.attention_tensor_cores = tensor_cores;
   options.kernels.attention_split_keys = split_keys;
   options.kernels.attention_split_growth = growth;
@@ -117,6 +118,27 @@ TEST_P(PagedAttentionTest, MatchesCpu) {
 TEST_P(PagedAttentionTest, MatchesCpuWhenPlannedForALongerContext) {
   TPS_REQUIRE_CUDA_DEVICE();
   expect_attention_matches_cpu(GetParam(), 40960);
+}
+
+// The blocks in range-outermost order (runtime.attention_ranges_outermost): the same bits as tile by tile, on
+// both kernels, planned for the step's context and for a longer one (most blocks past every context).
+TEST_P(PagedAttentionTest, RangesOutermostGiveTheSameBits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (bool tensor_cores : {false, true})
+    for (int planned : {0, 40960}) {
+      std::vector<float> ref, out[2];
+      for (bool outermost : {false, true}) {
+        Backends b(attention_options(tensor_cores, 32, 4, 16, outermost));
+        AttentionRun run(b, GetParam(), planned, &ref);
+        b.poison(run.out.gpu);
+        run.launch_gpu(b);
+        out[outermost] = b.floats(run.out.gpu);
+      }
+      const std::string what = describe(GetParam()) + (tensor_cores ? ", tensor cores" : ", CUDA cores") +
+                               ", planned for " + std::to_string(planned);
+      expect_close(what + ": ranges outermost against tile by tile", out[0], out[1], {0.0f, 0.0f});
+      expect_close(what + ": against the CPU", ref, out[1], {1e-2f * rms(ref) + 1e-6f, 1e-2f});
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(
