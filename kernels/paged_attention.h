@@ -62,8 +62,9 @@ struct PagedAttentionParams {
   // A tile of up to this many ranges is merged by its last block alone; more in two levels (groups of
   // kAttentionMergeGroup ranges, then the groups). At least kAttentionMergeGroup.
   int merge_one_level_max = 2 * kAttentionMergeGroup;
-  // Block order (split decode): false, a tile's ranges are consecutive blocks (blockIdx.x = token tile x S +
-  // range); true, ranges outermost (range r of every tile, then r + 1), so that the first ranges, which every
+  // Block order of the split decode kernels (attention_block_place): false, a tile's ranges are consecutive
+  // blocks (blockIdx.x = token tile x S + range); true, ranges outermost (range r of every tile, then r + 1;
+  // prefill keeps its order), so that the first ranges, which every
   // context has, are dispatched first. A step planned for a long context has many more blocks than a short
   // one uses (the others exit after their PDL wait); under PDL only the blocks that find room beside the QKV
   // projection's start before it ends (e.g. 76 of 172 at one token and max_seq_len 8192: 43 ranges of 4 KV
@@ -122,6 +123,29 @@ __host__ __device__ inline int attention_keys_per_split(int kv_len, int num_spli
   }
   keys = (keys + q - 1) / q * q;
   return keys > q ? keys : q;  // never 0 (an empty context), which callers divide by
+}
+
+// A decode block's place in the grid (token tiles x num_splits, sequences, KV heads): its token tile,
+// sequence, KV head and context range, from its block index. Tile by tile (blockIdx.x = tile x num_splits +
+// range), or with the ranges outermost in the grid's linear order, x fastest (PagedAttentionParams::
+// ranges_outermost: range r of every tile, sequence and KV head, KV head fastest, before range r + 1).
+struct AttentionBlockPlace {
+  int tile = 0, seq = 0, kv_head = 0, split = 0;
+};
+__host__ __device__ inline AttentionBlockPlace attention_block_place(int bx, int by, int bz, int gx, int gy,
+                                                                     int gz, int num_splits,
+                                                                     bool ranges_outermost) {
+  AttentionBlockPlace at;
+  if (!ranges_outermost) {
+    at.seq = by, at.kv_head = bz, at.tile = bx / num_splits, at.split = bx % num_splits;
+    return at;
+  }
+  const int per_range = gx / num_splits * gy * gz;
+  int i = bx + gx * (by + gy * bz);
+  at.split = i / per_range, i %= per_range;
+  at.kv_head = i % gz, i /= gz;
+  at.seq = i % gy, at.tile = i / gy;
+  return at;
 }
 
 // The split for decode: up to one wave of blocks, `blocks_per_sm` on each of `num_sms` SMs

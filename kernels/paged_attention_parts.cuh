@@ -62,16 +62,10 @@ void with_head_dim(int head_dim, F&& f) {
 template <int kRows, bool kSplit>
 __device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* limit_s) {
   const int tid = threadIdx.x;
-  if (p.ranges_outermost) {  // the grid's linear index: range, then token tile, sequence, KV head
-    const int tiles = gridDim.x / p.num_splits, per_range = tiles * gridDim.y * gridDim.z;
-    int i = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    b.split = i / per_range, i %= per_range;
-    b.kv_head = i % gridDim.z, i /= gridDim.z;
-    b.seq = i % gridDim.y, b.tile = i / gridDim.y;
-  } else {
-    b.seq = blockIdx.y, b.kv_head = blockIdx.z;
-    b.tile = blockIdx.x / p.num_splits, b.split = blockIdx.x % p.num_splits;
-  }
+  const AttentionBlockPlace at =
+      attention_block_place(blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z, p.num_splits,
+                            kSplit && p.ranges_outermost);
+  b.tile = at.tile, b.seq = at.seq, b.kv_head = at.kv_head, b.split = at.split;
   b.group = p.num_q_heads / p.num_kv_heads;
   const int tokens_per_block = kRows / b.group;
   b.q_begin = p.query_start[b.seq];

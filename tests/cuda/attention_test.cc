@@ -214,6 +214,36 @@ TEST(AttentionSplitPlan, RangesFollowSplitKeys) {
   EXPECT_EQ(kernels::attention_keys_per_split(5000, 4, 96, 0), 1344);  // 1250 keys a range, rounded up to 96s
 }
 
+// Both block orders place every (token tile, sequence, KV head, range) of the grid exactly once; with the
+// ranges outermost, the grid's linear order (x fastest, as blocks are dispatched) runs range by range.
+TEST(AttentionBlockPlace, EachPlaceOnceAndRangesOutermostInOrder) {
+  for (int tiles : {1, 3})
+    for (int splits : {1, 2, 7})
+      for (int seqs : {1, 3})
+        for (int heads : {1, 4})
+          for (bool outermost : {false, true}) {
+            const int gx = tiles * splits, total = gx * seqs * heads;
+            std::vector<int> seen(total, 0);
+            int last_split = 0;
+            for (int i = 0; i < total; ++i) {
+              const auto at = kernels::attention_block_place(i % gx, i / gx % seqs, i / gx / seqs, gx, seqs,
+                                                             heads, splits, outermost);
+              ASSERT_TRUE(at.tile >= 0 && at.tile < tiles && at.seq >= 0 && at.seq < seqs &&
+                          at.kv_head >= 0 && at.kv_head < heads && at.split >= 0 && at.split < splits);
+              ++seen[((at.tile * seqs + at.seq) * heads + at.kv_head) * splits + at.split];
+              if (outermost) {
+                EXPECT_GE(at.split, last_split) << "block " << i;
+                last_split = at.split;
+              } else {
+                EXPECT_EQ(at.split, i % gx % splits);
+              }
+            }
+            for (int n : seen)
+              EXPECT_EQ(n, 1) << tiles << " tiles, " << splits << " ranges, " << seqs << " seqs, " << heads
+                              << " heads, outermost " << outermost;
+          }
+}
+
 // runtime.attention_split_growth: ranges of at least sqrt(growth x context) keys, so a long context runs as
 // about sqrt(context / growth) ranges; short contexts keep their ranges of split_keys.
 TEST(AttentionSplitPlan, LongContextsTakeFewerLongerRanges) {
