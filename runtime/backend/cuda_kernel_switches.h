@@ -53,10 +53,11 @@ struct CudaKernelSwitches {
   // With the folded prologue and attention_inputs_before_wait, the first K/V tile of each block's context
   // range is copied before the PDL wait as well (PagedAttentionParams::kv_before_wait); false: after it.
   bool attention_kv_before_wait = true;
-  // Split decode attention's blocks with the context ranges outermost
-  // (PagedAttentionParams::ranges_outermost): the ranges every context has are dispatched first; false: a
-  // tile's ranges in a row (the same results).
-  bool attention_ranges_outermost = false;
+  // Decode steps of up to this many tokens order split attention's blocks with the context ranges outermost
+  // (PagedAttentionParams::ranges_outermost): the ranges every context has are dispatched first; larger
+  // steps, and all with 0, keep a tile's ranges in a row (the same results). Measured on an H200: -0.55% on
+  // the step at c = 1, +0.33% at c = 16 (docs/PERF.md, twenty-fourth session).
+  int attention_ranges_outermost_max_tokens = 1;
   // A step's MoE with one token skips moe_align: each of its k distinct experts is its own work item.
   bool moe_one_token_direct = true;
   // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm): one
@@ -132,7 +133,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_fused_prologue", switches.attention_fused_prologue);
   visit("attention_inputs_before_wait", switches.attention_inputs_before_wait);
   visit("attention_kv_before_wait", switches.attention_kv_before_wait);
-  visit("attention_ranges_outermost", switches.attention_ranges_outermost);
+  visit("attention_ranges_outermost_max_tokens", switches.attention_ranges_outermost_max_tokens, 0, 4096);
   visit("moe_one_token_direct", switches.moe_one_token_direct);
   visit("moe_fused_norm", switches.moe_fused_norm);
   visit("attention_split_keys", switches.attention_split_keys, 16, 4096);

@@ -23,13 +23,13 @@ struct PrologueResult {
 // graph and replayed (which appends the same k and v again). planned_context as in attention_test.cc;
 // no_slot_seq: that sequence's token has slot -1 (nothing appended); inputs_before_wait and
 // kv_before_wait: runtime.attention_inputs_before_wait and runtime.attention_kv_before_wait;
-// ranges_outermost: runtime.attention_ranges_outermost.
+// ranges_outermost: runtime.attention_ranges_outermost_max_tokens at its largest (else 0).
 PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, int planned_context,
                             int no_slot_seq = -1, bool inputs_before_wait = true, bool kv_before_wait = true,
                             bool ranges_outermost = false) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.attention_tensor_cores = true;
-  options.kernels.attention_ranges_outermost = ranges_outermost;
+  options.kernels.attention_ranges_outermost_max_tokens = ranges_outermost ? 4096 : 0;
   options.kernels.attention_inputs_before_wait = inputs_before_wait;
   options.kernels.attention_kv_before_wait = kv_before_wait;
   options.kernels.attention_split_keys = split_keys;

@@ -80,7 +80,7 @@ struct AttentionRun {
 CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32, int growth = 0,
                                      int one_level_max = 16, bool ranges_outermost = false) {
   CudaBackendOptions options = test_backend_options();
-  options.kernels.attention_ranges_outermost = ranges_outermost;
+  options.kernels.attention_ranges_outermost_max_tokens = ranges_outermost ? 4096 : 0;
   options.kernels.attention_tensor_cores = tensor_cores;
   options.kernels.attention_split_keys = split_keys;
   options.kernels.attention_split_growth = growth;
@@ -120,8 +120,9 @@ TEST_P(PagedAttentionTest, MatchesCpuWhenPlannedForALongerContext) {
   expect_attention_matches_cpu(GetParam(), 40960);
 }
 
-// The blocks in range-outermost order (runtime.attention_ranges_outermost): the same bits as tile by tile, on
-// both kernels, planned for the step's context and for a longer one (most blocks past every context).
+// The blocks in range-outermost order (runtime.attention_ranges_outermost_max_tokens): the same bits as tile
+// by tile, on both kernels, planned for the step's context and for a longer one (most blocks past every
+// context).
 TEST_P(PagedAttentionTest, RangesOutermostGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   for (int planned : {0, 40960}) {

@@ -101,7 +101,6 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
   p.tensor_cores = options_.kernels.attention_tensor_cores;
   p.inputs_before_wait = options_.kernels.attention_inputs_before_wait;
   p.kv_before_wait = options_.kernels.attention_kv_before_wait;
-  p.ranges_outermost = options_.kernels.attention_ranges_outermost;
   p.split_keys = options_.kernels.attention_split_keys;
   p.split_growth = options_.kernels.attention_split_growth;
   p.merge_one_level_max = options_.kernels.attention_merge_one_level_max;
@@ -112,6 +111,7 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
 }
 
 void CudaBackend::launch_attention(kernels::PagedAttentionParams& p, const AttentionMeta& meta, int tokens) {
+  p.ranges_outermost = tokens <= options_.kernels.attention_ranges_outermost_max_tokens;
   kernels::plan_decode_splits(p, meta.max_context_len, tokens, num_sms_,
                               scratch_->bytes() - 2 * DeviceArena::kAlignment,
                               attention_blocks_per_sm_[head_dim_slot(p.head_dim)]);
