@@ -44,8 +44,15 @@ class Section {
       ok_ = false;
       return;
     }
+    std::vector<std::string> seen;
     for (const auto& kv : node_) {
       const std::string key = kv.first.Scalar();
+      // yaml-cpp keeps a repeated key and answers lookups with its first value: the later one would be lost.
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+        problems_.push_back(child_path(path_, key) + ": given more than once");
+        continue;
+      }
+      seen.push_back(key);
       if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
       std::string msg = child_path(path_, key) + ": unknown key";
       const std::string guess = did_you_mean(key, keys);
@@ -57,11 +64,21 @@ class Section {
   }
 
   bool present(const std::string& key) const { return ok_ && node_[key].IsDefined() && !node_[key].IsNull(); }
+  // A scalar key given a value. `key:` with nothing after it (YAML null, also `--set key=`) is a problem
+  // rather than the default: it is a value left out, not one asked for. (Sections may be null: defaults.)
+  bool value_given(const std::string& key) {
+    if (!ok_ || !node_[key].IsDefined()) return false;
+    if (node_[key].IsNull()) {
+      problems_.push_back(path(key) + ": no value given (leave the key out for its default)");
+      return false;
+    }
+    return true;
+  }
   YAML::Node node(const std::string& key) const { return ok_ ? node_[key] : YAML::Node(); }
   std::string path(const std::string& key) const { return child_path(path_, key); }
 
   void integer(const std::string& key, int& out, long lo, long hi) {
-    if (!present(key)) return;
+    if (!value_given(key)) return;
     const YAML::Node v = node_[key];
     long value = 0;
     if (!parse_integer(v, value)) {
@@ -76,7 +93,7 @@ class Section {
   }
 
   void unsigned64(const std::string& key, uint64_t& out) {
-    if (!present(key)) return;
+    if (!value_given(key)) return;
     const YAML::Node v = node_[key];
     long value = 0;
     if (!parse_integer(v, value) || value < 0) {
@@ -87,7 +104,7 @@ class Section {
   }
 
   void real(const std::string& key, double& out, double lo, double hi, bool lo_open) {
-    if (!present(key)) return;
+    if (!value_given(key)) return;
     const YAML::Node v = node_[key];
     double value = 0;
     const std::string range = std::string(lo_open ? "(" : "[") + format(lo) + ", " + format(hi) + "]";
@@ -106,7 +123,7 @@ class Section {
   }
 
   void boolean(const std::string& key, bool& out) {
-    if (!present(key)) return;
+    if (!value_given(key)) return;
     const YAML::Node v = node_[key];
     const std::string s = v.IsScalar() ? v.Scalar() : "";
     if (s == "true")
@@ -118,7 +135,7 @@ class Section {
   }
 
   void text(const std::string& key, std::string& out, bool allow_empty = true) {
-    if (!present(key)) return;
+    if (!value_given(key)) return;
     const YAML::Node v = node_[key];
     if (!v.IsScalar() || (!allow_empty && v.Scalar().empty())) {
       bad(key, v, allow_empty ? "a string" : "a non-empty string");
@@ -129,7 +146,7 @@ class Section {
 
   template <typename Enum>
   void choice(const std::string& key, Enum& out, const std::vector<std::pair<std::string, Enum>>& options) {
-    if (!present(key)) return;
+    if (!value_given(key)) return;
     const YAML::Node v = node_[key];
     std::vector<std::string> names;
     for (const auto& [name, value] : options) {
@@ -346,9 +363,10 @@ void read_server(const YAML::Node& root, Config& c, Problems& p) {
                             {{"none", ReasoningParser::kNone}, {"qwen3", ReasoningParser::kQwen3}});
   s.choice<ToolCallParser>("tool_call_parser", v.tool_call_parser,
                            {{"none", ToolCallParser::kNone}, {"hermes", ToolCallParser::kHermes}});
-  s.real("idle_timeout_s", v.idle_timeout_s, 0, 86400, true);
-  s.real("request_timeout_s", v.request_timeout_s, 0, 86400, true);
-  s.real("write_timeout_s", v.write_timeout_s, 0, 86400, true);
+  // The HTTP server's timeouts are whole milliseconds (at least one: zero would time every connection out).
+  s.real("idle_timeout_s", v.idle_timeout_s, 0.001, 86400, false);
+  s.real("request_timeout_s", v.request_timeout_s, 0.001, 86400, false);
+  s.real("write_timeout_s", v.write_timeout_s, 0.001, 86400, false);
   if (v.threads == 0)  // auto (read_runtime ran first)
     v.threads = static_cast<int>(std::min<int64_t>(
         kMaxServerThreads, int64_t(c.runtime.max_batch) + v.max_queued_requests + kAutoThreadsSpare));
@@ -436,7 +454,11 @@ Config parse_config(const std::string& text, const std::string& source,
                     const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1)
+      throw ConfigError({source + ": " + std::to_string(documents.size()) +
+                         " YAML documents (separated by ---); a config is one document"});
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     throw ConfigError({source + ": YAML syntax error at line " + std::to_string(e.mark.line + 1) +
                        ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg});

@@ -56,6 +56,16 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"unknown_no_guess", M + "server: {zzzzzz: 1}\n",
                   "server.zzzzzz: unknown key; allowed keys"},
         Malformed{"missing_model", "runtime: {max_batch: 2}\n", "model: missing model.path"},
+        Malformed{"key_twice", M + "runtime:\n  max_batch: 8\n  max_batch: 32\n",
+                  "runtime.max_batch: given more than once"},
+        Malformed{"section_twice", M + "runtime: {max_batch: 8}\nruntime: {max_seq_len: 100}\n",
+                  "runtime: given more than once"},
+        Malformed{"two_documents", M + "---\nruntime: {max_batch: 2}\n", "2 YAML documents"},
+        Malformed{"null_scalar", M + "runtime:\n  max_batch:   # 64\n", "runtime.max_batch: no value given"},
+        Malformed{"null_real", M + "runtime: {gpu_memory_fraction: }\n",
+                  "runtime.gpu_memory_fraction: no value given"},
+        Malformed{"timeout_below_a_millisecond", M + "server: {idle_timeout_s: 1e-300}\n",
+                  "server.idle_timeout_s: got '1e-300', expected a number in [0.001, 86400]"},
         Malformed{"both_path_and_synthetic", "model: {path: /x, synthetic: {preset: tiny}}\n", "not both"},
         Malformed{"bad_preset", "model: {synthetic: {preset: huge}}\n", "model.synthetic.preset: got 'huge'"},
         Malformed{"negative_seed", "model: {synthetic: {seed: -4}}\n", "model.synthetic.seed: got '-4'"},
@@ -133,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"stop_sequences_zero", M + "server: {max_stop_sequences: 0}\n",
                   "server.max_stop_sequences: got '0'"},
         Malformed{"idle_timeout_zero", M + "server: {idle_timeout_s: 0}\n",
-                  "server.idle_timeout_s: got '0', expected a number in (0, 86400]"},
+                  "server.idle_timeout_s: got '0', expected a number in [0.001, 86400]"},
         Malformed{"request_timeout_list", M + "server: {request_timeout_s: [1]}\n",
                   "server.request_timeout_s: got a list"},
         Malformed{"reasoning_parser_bad", M + "server: {reasoning_parser: deepseek}\n",
@@ -197,6 +207,16 @@ TEST(Config, ServerLimitsDefaultsAndOverrides) {
   // A key given with --set is refused like one in the file.
   EXPECT_NE(error_of(M, {"server.api_key=sk-123"}).find("server.api_key: a key is never written"),
             std::string::npos);
+}
+
+TEST(Config, SetWithoutAValueIsRefusedButANullSectionMeansDefaults) {
+  const std::string msg = error_of(M + "runtime: {max_batch: 8}\n", {"runtime.max_batch="});
+  EXPECT_NE(msg.find("runtime.max_batch: no value given"), std::string::npos) << msg;
+  // README's switch from a synthetic model to a checkpoint: model.synthetic=null removes the section.
+  const Config c = parse_config(M, "x", {"model.synthetic=null", "model.path=/tmp/ckpt"});
+  EXPECT_EQ(c.model.path, "/tmp/ckpt");
+  EXPECT_FALSE(c.model.synthetic.has_value());
+  EXPECT_EQ(parse_config(M + "parallel:\nlogging: ~\n", "x").parallel.tp, 1);
 }
 
 TEST(Config, ReportsEveryProblemNotOnlyTheFirst) {
