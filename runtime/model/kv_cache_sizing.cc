@@ -27,6 +27,16 @@ int kv_blocks_to_allocate(const KvCacheSizing& s, std::optional<size_t> memory_l
   const size_t usable =
       memory_left ? (*memory_left > s.reserve_bytes ? *memory_left - s.reserve_bytes : 0) : 0;
   const int64_t fit = memory_left ? static_cast<int64_t>(usable / s.bytes_per_block) - s.extra_blocks : s.cap;
+  if (!memory_left && s.host_available) {
+    // Host memory: the cache is what the settings ask for, so a cache that cannot fit names them.
+    const int count = s.requested > 0 ? s.requested : s.cap;
+    const size_t need = (size_t(count) + s.extra_blocks) * s.bytes_per_block;
+    TPS_CHECK(
+        need <= *s.host_available, "KV cache: ", count, " blocks (",
+        s.requested > 0 ? "runtime.num_kv_blocks" : "runtime.max_batch x runtime.max_seq_len", ") need ",
+        gib(need), " GiB of host memory but ", gib(*s.host_available),
+        " GiB are available: lower runtime.max_seq_len or runtime.max_batch, or set runtime.num_kv_blocks");
+  }
   if (s.requested > 0) {
     // A fixed count: only a count that cannot fit at all is refused here (no reserve).
     const size_t need = (size_t(s.requested) + s.extra_blocks) * s.bytes_per_block;

@@ -17,6 +17,10 @@ struct KvCacheSizing {
   int min_blocks = 0;          // one sequence of max_seq_len
   size_t reserve_bytes = 0;    // left free (allocation alignment, later small allocations)
   int extra_blocks = 1;        // allocated beyond the count (the graph padding block)
+  // Without a backend budget (host memory): what the host has available (MemAvailable), so that a cache
+  // larger than that is refused naming the settings rather than ending in bad_alloc or the OOM killer.
+  // nullopt: unknown, not checked.
+  std::optional<size_t> host_available;
 };
 
 // KvCacheSizing::cap for max_seqs sequences of blocks_per_seq blocks (at least min_blocks), computed in 64
@@ -25,8 +29,9 @@ struct KvCacheSizing {
 int kv_block_cap(int max_seqs, int blocks_per_seq, int min_blocks, int block_size, int extra_blocks = 1);
 
 // The block count (without the extra blocks). memory_left: what the backend can still allocate (nullopt:
-// no fixed budget, e.g. host memory: the cap). Throws tpserve::Error naming the sizes and the settings to
-// change when the cache cannot hold one max_seq_len sequence, or a requested count does not fit.
+// no fixed budget, e.g. host memory: the cap, or the requested count, if host_available holds it). Throws
+// tpserve::Error naming the sizes and the settings to change when the cache cannot hold one max_seq_len
+// sequence, or a requested count does not fit.
 int kv_blocks_to_allocate(const KvCacheSizing& s, std::optional<size_t> memory_left);
 
 }  // namespace tpserve

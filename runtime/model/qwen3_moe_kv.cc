@@ -2,6 +2,7 @@
 // local KV heads, head_dim]; block `num_kv_blocks` is the padding block that graph padding rows write.
 #include <algorithm>
 
+#include "common/host_memory.h"
 #include "common/log.h"
 #include "runtime/model/kv_cache_sizing.h"
 #include "runtime/model/qwen3_moe.h"
@@ -21,6 +22,7 @@ void Qwen3MoeModel::allocate_kv_cache() {
   // Each tensor may lose an alignment's worth; keep a little for allocations made after the model's.
   sizing.reserve_bytes = size_t(32) << 20;
   sizing.reserve_bytes += size_t(2) * caches * 4096;
+  sizing.host_available = available_host_memory();
 
   // Every rank computes what fits in its memory; the plan names blocks, so all take the smallest count.
   const int P = comm_.size();

@@ -54,6 +54,35 @@ TEST(KvCacheSizing, ARequestedCountIsKeptOrRefusedWhenItCannotFit) {
   }
 }
 
+// Host memory (no backend budget): the cap, or the requested count, with its padding block must fit in what
+// the host has available; else the error names the settings.
+TEST(KvCacheSizing, HostMemoryTooSmallForTheCacheNamesTheSettings) {
+  KvCacheSizing s = sizing(0);
+  s.host_available = 65'000;  // the cap's 64 blocks and the padding block
+  EXPECT_EQ(kv_blocks_to_allocate(s, std::nullopt), 64);
+  s.host_available = 64'999;
+  try {
+    kv_blocks_to_allocate(s, std::nullopt);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("64 blocks (runtime.max_batch x runtime.max_seq_len)"), std::string::npos) << what;
+    EXPECT_NE(what.find("of host memory"), std::string::npos) << what;
+  }
+  s = sizing(5);
+  s.host_available = 5'999;
+  try {
+    kv_blocks_to_allocate(s, std::nullopt);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("5 blocks (runtime.num_kv_blocks)"), std::string::npos) << e.what();
+  }
+  s.host_available = 6'000;
+  EXPECT_EQ(kv_blocks_to_allocate(s, std::nullopt), 5);
+  s.host_available = 1;  // a backend budget decides instead
+  EXPECT_EQ(kv_blocks_to_allocate(s, 1'000'000), 5);
+}
+
 TEST(KvCacheSizing, TheCapDoesNotOverflow) {
   EXPECT_EQ(kv_block_cap(8, 32, 32, 16), 256);
   EXPECT_EQ(kv_block_cap(1, 4, 10, 16), 10);  // at least one max_seq_len sequence
