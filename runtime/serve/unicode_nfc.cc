@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -99,11 +101,24 @@ std::string to_nfc(std::string_view utf8) {
   // 2. Canonical ordering: stable sort of every run of non-starters by combining class.
   std::vector<int> ccc(chars.size());
   for (size_t i = 0; i < chars.size(); ++i) ccc[i] = canonical_combining_class(chars[i]);
-  for (size_t i = 1; i < chars.size(); ++i) {
-    for (size_t j = i; j > 0 && ccc[j] != 0 && ccc[j - 1] > ccc[j]; --j) {
-      std::swap(chars[j], chars[j - 1]);
-      std::swap(ccc[j], ccc[j - 1]);
+  // A run is sorted as a whole (O(n log n)): swapping neighbours into place is quadratic in the run's
+  // length, and a request can be one run of a million alternating marks.
+  std::vector<std::pair<int, char32_t>> run;
+  for (size_t begin = 0; begin < chars.size();) {
+    if (ccc[begin] == 0) {
+      ++begin;
+      continue;
     }
+    size_t end = begin;
+    while (end < chars.size() && ccc[end] != 0) ++end;
+    if (end - begin > 1) {
+      run.clear();
+      for (size_t i = begin; i < end; ++i) run.emplace_back(ccc[i], chars[i]);
+      std::stable_sort(run.begin(), run.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (size_t i = begin; i < end; ++i) std::tie(ccc[i], chars[i]) = run[i - begin];
+    }
+    begin = end;
   }
 
   // 3. Canonical composition (UAX #15): a character composes with the last starter unless a character in
