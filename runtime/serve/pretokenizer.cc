@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <memory>
+#include <string>
 
 #include "common/error.h"
 
@@ -20,15 +21,50 @@ pcre2_code* as_code(void* p) {
   return static_cast<pcre2_code*>(p);
 }
 
+// Unicode's White_Space (PropList.txt), as the inside of a character class.
+constexpr const char* kWhiteSpace =
+    "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
 }  // namespace
 
-Pretokenizer::Pretokenizer(const std::string& pattern) {
+std::string with_unicode_whitespace(const std::string& pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char e = pattern[++i];
+      if (e == 's')
+        out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+      else if (e == 'S' && !in_class)
+        out += "[^" + std::string(kWhiteSpace) + "]";
+      else
+        out += {c, e};
+      continue;
+    }
+    out += c;
+    if (!in_class && c == '[') {
+      in_class = true;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];  // a literal ] first
+    } else if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const size_t end = pattern.find(":]", i + 2);  // a POSIX class such as [:alpha:]
+      if (end != std::string::npos) out.append(pattern, i + 1, end + 2 - (i + 1)), i = end + 1;
+    } else if (in_class && c == ']') {
+      in_class = false;
+    }
+  }
+  return out;
+}
+
+Pretokenizer::Pretokenizer(const std::string& original) {
+  const std::string pattern = with_unicode_whitespace(original);
   int error = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
   TPS_CHECK(code != nullptr, "tokenizer pre-tokenizer regex does not compile at offset ", offset, ": ",
-            pcre2_message(error), " (pattern: ", pattern, ")");
+            pcre2_message(error), " (pattern: ", original, ")");
   code_ = code;
   jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
 }

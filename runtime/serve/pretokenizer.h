@@ -10,6 +10,12 @@
 
 namespace tpserve::serve {
 
+// The pattern with \s and \S as Unicode's White_Space property, which the tokenizers Hugging Face uses
+// (Oniguruma in Rust, JavaScript's regex) follow: PCRE2's \s in UCP mode also matches U+180E MONGOLIAN VOWEL
+// SEPARATOR (whitespace before Unicode 6.3), which splits text differently and gives other token ids. Other
+// escapes, character classes and their nesting are copied as they are; \S inside a class is kept.
+std::string with_unicode_whitespace(const std::string& pattern);
+
 class Pretokenizer {
  public:
   // Throws tpserve::Error naming the pattern and PCRE2's message when it does not compile.

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "runtime/serve/incremental_detokenizer.h"
+#include "runtime/serve/pretokenizer.h"
 #include "runtime/serve/tokenizer_path.h"
 #include "runtime/serve/utf8.h"
 #include "tests/serve/qwen3_tokenizer.h"
@@ -34,6 +35,35 @@ TEST(Qwen3Tokenizer, ReferenceVectors) {
   EXPECT_EQ(tok->encode("Hello, world!"), (std::vector<int32_t>{9707, 11, 1879, 0}));
   EXPECT_EQ(tok->encode("<|im_start|>hello<|im_end|>"), (std::vector<int32_t>{151644, 14990, 151645}));
   EXPECT_EQ(tok->decode({9707, 11, 1879, 0}), "Hello, world!");
+}
+
+// U+180E MONGOLIAN VOWEL SEPARATOR is not whitespace since Unicode 6.3 (a format character), for Hugging
+// Face's tokenizers too; PCRE2's \s still matched it. Ids from tokenizers.js 0.2.0.
+TEST(Qwen3Tokenizer, MongolianVowelSeparatorIsNotWhitespace) {
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  EXPECT_EQ(show(tok->encode("a \u180e!")), show({64, 86089, 254, 236, 0}));
+}
+
+std::vector<std::string> pieces(const Pretokenizer& p, std::string_view text) {
+  std::vector<std::string_view> views;
+  p.split(text, views);
+  return {views.begin(), views.end()};
+}
+
+TEST(Pretokenizer, WhitespaceIsUnicodesWhiteSpaceProperty) {
+  for (const char* pattern : {"\\s+|\\S+", "[^\\s]+|[\\s]+"}) {
+    const Pretokenizer p(pattern);
+    EXPECT_EQ(pieces(p, "a\u180eb"), std::vector<std::string>{"a\u180eb"}) << pattern;
+    EXPECT_EQ(pieces(p, "a\u2003b\u3000c"), (std::vector<std::string>{"a", "\u2003", "b", "\u3000", "c"}))
+        << pattern;
+    EXPECT_EQ(pieces(p, "a\t\r\n\u0085b"), (std::vector<std::string>{"a", "\t\r\n\u0085", "b"})) << pattern;
+  }
+  // Escapes other than \s and \S, a literal ] first in a class, and POSIX classes are left as they are.
+  const std::string ws = with_unicode_whitespace("\\s");
+  EXPECT_EQ(
+      with_unicode_whitespace("\\\\s\\p{L}[]\\s][[:alpha:]\\s]"),
+      "\\\\s\\p{L}[]" + ws.substr(1, ws.size() - 2) + "][[:alpha:]" + ws.substr(1, ws.size() - 2) + "]");
+  EXPECT_EQ(with_unicode_whitespace("[\\S]"), "[\\S]");
 }
 
 TEST(Qwen3Tokenizer, EncodeMatchesTokenizersJsOnTheGoldenCorpus) {
