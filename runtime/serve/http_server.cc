@@ -3,9 +3,12 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <optional>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -61,6 +64,20 @@ std::string status_text(int status) {
   }
 }
 
+// Request bodies are JSON: a Content-Type of application/json (any parameters) or none. Anything else gets a
+// 415 before the body is read; a form encoding (curl -d's default) would otherwise be parsed by httplib as
+// form fields, and refused with a 413 beyond 8 KiB whatever server.max_body_bytes says.
+std::optional<ApiError> unsupported_media_type(const std::string& content_type) {
+  std::string media = content_type.substr(0, content_type.find(';'));
+  media.erase(0, media.find_first_not_of(" \t"));
+  media.erase(media.find_last_not_of(" \t") + 1);
+  std::transform(media.begin(), media.end(), media.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (media.empty() || media == "application/json") return std::nullopt;
+  return ApiError(
+      415, "request bodies are JSON: send `Content-Type: application/json` (got `" + content_type + "`)", "",
+      "unsupported_media_type");
+}
+
 }  // namespace
 
 HttpServer::HttpServer(ServerConfig config, ServerMetrics& metrics, std::string api_key)
@@ -92,22 +109,30 @@ HttpServer::~HttpServer() {
 
 void HttpServer::routes() {
   httplib::Server& s = *server_;
-  // Authentication, before anything else is read (the body included): only /health is open to all.
+  // Before the body is read: authentication (only /health is open to all), then the body's media type.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (api_key_.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    const std::string authorization = req.get_header_value("Authorization");
-    if (authorization_matches(authorization, api_key_)) return httplib::Server::HandlerResponse::Unhandled;
-    metrics_.count_refusal("unauthorized");
-    res.set_header("WWW-Authenticate", "Bearer");
+    std::optional<ApiError> refusal;
+    if (!api_key_.empty() && req.path != "/health") {
+      const std::string authorization = req.get_header_value("Authorization");
+      if (!authorization_matches(authorization, api_key_)) {
+        metrics_.count_refusal("unauthorized");
+        res.set_header("WWW-Authenticate", "Bearer");
+        refusal = authorization.empty()
+                      ? ApiError(401,
+                                 "missing API key: this server needs an `Authorization: "
+                                 "Bearer <key>` header",
+                                 "", "missing_api_key")
+                      : ApiError(401, "invalid API key (expected `Authorization: Bearer <key>`)", "",
+                                 "invalid_api_key");
+      }
+    }
+    if (!refusal && req.method == "POST" && allowed_methods(req.path).find("POST") != std::string::npos)
+      refusal = unsupported_media_type(req.get_header_value("Content-Type"));
+    if (!refusal) return httplib::Server::HandlerResponse::Unhandled;
     // The body was not read: the connection cannot carry another request.
     res.set_header("Connection", "close");
     ConnectionServer::close_after_answer();
-    send_error(
-        res, authorization.empty()
-                 ? ApiError(401, "missing API key: this server needs an `Authorization: Bearer <key>` header",
-                            "", "missing_api_key")
-                 : ApiError(401, "invalid API key (expected `Authorization: Bearer <key>`)", "",
-                            "invalid_api_key"));
+    send_error(res, *refusal);
     return httplib::Server::HandlerResponse::Handled;
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {

@@ -4,6 +4,7 @@
 
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/json_fields.h"
+#include "tests/serve/raw_socket.h"
 #include "tests/serve/test_server.h"
 
 namespace tpserve::serve::testing {
@@ -256,6 +257,36 @@ TEST(HttpValidation, MalformedRequestsGetAnErrorNamingTheField) {
   const Reply ok = post(server, kC, {{"prompt", "Hi"}, {"max_tokens", 4}, {"temperature", 0}});
   EXPECT_EQ(ok.status, 200) << ok.raw;
   std::cout << "checked " << all.size() + 1 << " malformed requests\n";
+}
+
+// Bodies are JSON: application/json (with parameters, any case) or no Content-Type are read; a form encoding
+// (curl -d's default) or another type gets a 415 before the body is read, at any size (httplib refused form
+// bodies beyond 8 KiB with a 413 that quoted server.max_body_bytes).
+TEST(HttpValidation, BodiesOtherThanJsonGet415) {
+  SKIP_WITHOUT_TOKENIZER();
+  TestServer server;
+  const std::string body = Json{{"prompt", "Hi"}, {"max_tokens", 2}, {"temperature", 0}}.dump();
+  const std::string padded =
+      Json{{"prompt", "Hi"}, {"max_tokens", 2}, {"user", std::string(9000, 'u')}}.dump();
+  for (const std::string type : {"application/x-www-form-urlencoded", "text/plain", "multipart/form-data"}) {
+    for (const std::string& b : {body, padded}) {
+      const Reply r = send(server, "POST", kC, b, type);
+      EXPECT_EQ(r.status, 415) << type << ": " << r.raw;
+      EXPECT_EQ(r.body["error"]["code"], "unsupported_media_type") << r.raw;
+      EXPECT_NE(r.body["error"]["message"].get<std::string>().find(type), std::string::npos) << r.raw;
+    }
+  }
+  EXPECT_EQ(send(server, "POST", "/tokenize", R"({"prompt": "Hi"})", "text/plain").status, 415);
+  for (const std::string type : {"application/json; charset=utf-8", "Application/JSON"})
+    EXPECT_EQ(send(server, "POST", kC, padded, type).status, 200) << type;
+  // Without a Content-Type (httplib's client always sends one).
+  RawSocket raw(server.port());
+  ASSERT_TRUE(
+      raw.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body));
+  const std::string answer = raw.read_until_closed(std::chrono::seconds(30));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  EXPECT_EQ(send(server, "POST", "/v1/nothing", body, "text/plain").status, 404);  // no route first
 }
 
 TEST(HttpValidation, UnknownFieldsAreIgnoredAndNeutralValuesAccepted) {
