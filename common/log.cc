@@ -54,7 +54,8 @@ void apply_log_level_env() {
   if (env == nullptr || *env == '\0') return;
   if (auto level = parse_log_level(env)) {
     set_log_level(*level);
-  } else {
+  } else if (static std::atomic<bool> warned{false};
+             !warned.exchange(true)) {  // called again after the config
     log_warn("TPSERVE_LOG_LEVEL='", env, "' is not one of debug|info|warn|error|off; ignored");
   }
 }

@@ -16,6 +16,7 @@
 #include "bench/common/tool_main.h"
 #include "bench/op_chain/case_runner.h"
 #include "bench/op_chain/chain_report.h"
+#include "common/cli_validators.h"
 #include "common/cuda_check.h"
 #include "common/log.h"
 #include "kernels/launch.h"
@@ -73,7 +74,9 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option("--device", o.device, "CUDA device index")->capture_default_str();
-  app.add_option("--seed", o.seed, "seed of the random weights and inputs")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the random weights and inputs")
+      ->capture_default_str()
+      ->check(tpserve::non_negative_integer());
   app.add_option("--json", o.json_path, "write every round's timing, the graphs' counts and the summary");
   try {
     app.parse(argc, argv);

@@ -16,6 +16,7 @@
 #include "bench/tp_decode/decode_sweep.h"
 #include "bench/tp_decode/sweep_report.h"
 #include "bench/tp_decode/sweep_summary.h"
+#include "common/cli_validators.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "parallel/mpi_session.h"
@@ -50,7 +51,9 @@ int run(int argc, char** argv) {
   app.add_option("--rounds", o.rounds, "rounds per concurrency (each runs every arm once)")
       ->capture_default_str();
   app.add_option("--arm", arms, "name:key=value[,key=value]: one arm of the comparison (repeatable)");
-  app.add_option("--seed", o.seed, "prompt seed")->capture_default_str();
+  app.add_option("--seed", o.seed, "prompt seed")
+      ->capture_default_str()
+      ->check(tpserve::non_negative_integer());
   app.add_option("--hbm-gbps", hbm_gbps,
                  "memory bandwidth for the floor (default: measured where the backend can)");
   app.add_flag("--one-engine-at-a-time", o.one_engine_at_a_time,
@@ -75,6 +78,9 @@ int run(int argc, char** argv) {
     finalize_options(o);
     // Every arm's config is checked before MPI starts, so a typo fails fast with the config's message.
     for (const auto& arm : o.arms) tpserve::set_log_level(load_arm_config(o, arm).logging.level);
+    // The output files can be written: a long sweep's samples are not lost at its end.
+    for (const std::string* path : {&o.json_path, &o.csv_path, &o.plot_path})
+      TPS_CHECK(path->empty() || std::ofstream(*path, std::ios::app).good(), "cannot write ", *path);
   } catch (const tpserve::Error& e) {
     std::fprintf(stderr, "tp_decode: %s\n", e.what());
     return kExitUsage;

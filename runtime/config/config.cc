@@ -44,9 +44,10 @@ const char* tool_call_parser_name(ToolCallParser v) {
   return v == ToolCallParser::kNone ? "none" : "hermes";
 }
 
-void validate_layout(const Config& config, int world_size, const LayoutFacts& facts) {
-  std::vector<std::string> p;
-  const auto& par = config.parallel;
+namespace {
+
+// parallel.* against the number of processes mpirun started.
+void add_world_size_problems(const ParallelConfig& par, int world_size, std::vector<std::string>& p) {
   const std::string world = std::to_string(world_size);
   if (par.tp != world_size)
     p.push_back("parallel.tp: got " + std::to_string(par.tp) + " but the job has " + world +
@@ -56,6 +57,20 @@ void validate_layout(const Config& config, int world_size, const LayoutFacts& fa
                 "), got " + std::to_string(par.ep));
   if (par.ep != 1 && par.ep != world_size)
     p.push_back("parallel.ep: got " + std::to_string(par.ep) + ", expected 1 or the world size " + world);
+}
+
+}  // namespace
+
+void validate_world_size(const Config& config, int world_size) {
+  std::vector<std::string> p;
+  add_world_size_problems(config.parallel, world_size, p);
+  if (!p.empty()) throw ConfigError(std::move(p));
+}
+
+void validate_layout(const Config& config, int world_size, const LayoutFacts& facts) {
+  std::vector<std::string> p;
+  const auto& par = config.parallel;
+  add_world_size_problems(par, world_size, p);
   if (facts.num_attention_heads > 0 && facts.num_attention_heads % par.tp != 0)
     p.push_back("parallel.tp: " + std::to_string(par.tp) +
                 " does not divide num_attention_heads=" + std::to_string(facts.num_attention_heads));

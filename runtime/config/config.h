@@ -152,6 +152,10 @@ struct LayoutFacts {
   bool has_mtp = false;
 };
 
+// parallel.tp and parallel.ep against the number of processes, before anything is built on them; throws
+// ConfigError (exit 2 on every rank, as every rank sees the same).
+void validate_world_size(const Config& config, int world_size);
+
 // Cross-field checks that need the world size and the model; throws ConfigError listing every problem.
 void validate_layout(const Config& config, int world_size, const LayoutFacts& facts);
 

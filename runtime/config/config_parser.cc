@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -486,6 +487,9 @@ Config parse_config(const std::string& text, const std::string& source,
 }
 
 Config load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError({path + ": is a directory; --config takes a YAML file (e.g. configs/tiny.yaml)"});
   std::ifstream in(path);
   if (!in) throw ConfigError({path + ": cannot open config file"});
   std::stringstream buffer;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "common/mpi_check.h"
 #include "parallel/mpi_communicator.h"
 #if TPSERVE_HAVE_CUDA
 #include "parallel/nccl_communicator.h"
@@ -36,6 +37,9 @@ std::unique_ptr<parallel::OneShotAllReduce> one_shot_for(AllReduceImpl impl, int
 }  // namespace
 
 RuntimeSetup::RuntimeSetup(const Config& config) : config_(config) {
+  int world_size = 0;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  validate_world_size(config, world_size);
   topology_ = parallel::discover_topology(config.parallel.tp, config.parallel.ep);
   log_info("topology: ", topology_.describe());
   world_ = topology_.world_size > 1 ? parallel::make_mpi_communicator(MPI_COMM_WORLD)

@@ -18,6 +18,10 @@ expect_run(0 "max_batch: 3" ${TPSERVE} --config ${SOURCE_DIR}/configs/tiny.yaml 
 expect_run(2 "runtime.max_batch: got '0'" ${TPSERVE} --config ${SOURCE_DIR}/configs/tiny.yaml --set runtime.max_batch=0 --check-config)
 expect_run(2 "cannot open config file" ${TPSERVE} --config /nonexistent.yaml --check-config)
 expect_run(2 "--config is required" ${TPSERVE} --check-config)
+expect_run(2 "is a directory" ${TPSERVE} --config ${SOURCE_DIR}/configs --check-config)
+# More TP ranks than processes: a config error on every rank, before any model is built.
+expect_run(2 "tp must equal the number of processes" ${TPSERVE} --config ${SOURCE_DIR}/configs/tiny.yaml
+           --set parallel.tp=2 --set runtime.backend=cpu generate --prompt-ids 1,2)
 
 # runtime.backend auto (tiny.yaml's): CUDA in a CUDA build on a host where nvidia-smi lists a GPU (and
 # CUDA_VISIBLE_DEVICES hides none of them all), else the CPU reference backend; either way the choice is
