@@ -55,9 +55,9 @@ struct CudaKernelSwitches {
   bool attention_kv_before_wait = true;
   // Decode steps of up to this many tokens order split attention's blocks with the context ranges outermost
   // (PagedAttentionParams::ranges_outermost): the ranges every context has are dispatched first; larger
-  // steps, and all with 0, keep a tile's ranges in a row (the same results). Measured on an H200: -0.55% on
-  // the step at c = 1, +0.33% at c = 16 (docs/PERF.md, twenty-fourth session).
-  int attention_ranges_outermost_max_tokens = 1;
+  // steps, and all with 0, keep a tile's ranges in a row (the same results). Measured on an H200 at c = 1:
+  // -0.55% (twenty-fourth session), then +0.03% for one token against none (twenty-fifth): noise, so off.
+  int attention_ranges_outermost_max_tokens = 0;
   // A step's MoE with one token skips moe_align: each of its k distinct experts is its own work item.
   bool moe_one_token_direct = true;
   // The MoE combine runs inside the residual add + RMSNorm after it (Backend::moe_experts_add_rmsnorm): one

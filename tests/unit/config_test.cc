@@ -312,10 +312,10 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
                    .runtime.kernels.attention_kv_before_wait);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_fused_prologue=false"})
                    .runtime.kernels.attention_fused_prologue);
-  EXPECT_EQ(c.runtime.kernels.attention_ranges_outermost_max_tokens, 1);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_ranges_outermost_max_tokens=0"})
+  EXPECT_EQ(c.runtime.kernels.attention_ranges_outermost_max_tokens, 0);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_ranges_outermost_max_tokens=1"})
                 .runtime.kernels.attention_ranges_outermost_max_tokens,
-            0);
+            1);
   EXPECT_THROW(parse_config(M, "x", {"runtime.attention_ranges_outermost_max_tokens=-1"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.moe_one_token_direct);
   EXPECT_TRUE(c.runtime.kernels.moe_fused_norm);
