@@ -85,8 +85,11 @@ void check_stop_string(const Json& stop, const std::string& item, const RequestL
 std::vector<std::string> parse_stop(const JsonFields& f, const RequestLimits& limits) {
   const Json* stop = f.get("stop");
   if (stop == nullptr) return {};
+  // Stop strings are matched in the generated text, which a server without a tokenizer does not have.
+  const char* hint = ": stop strings are matched in the generated text; send stop_token_ids instead";
   if (stop->is_string()) {
     check_stop_string(*stop, "stop", limits);
+    require_tokenizer(limits, "stop", hint);
     return {stop->get<std::string>()};
   }
   if (!stop->is_array())
@@ -99,6 +102,7 @@ std::vector<std::string> parse_stop(const JsonFields& f, const RequestLimits& li
     if (!(*stop)[i].is_string())
       bad_request(item, "expected a string, got " + describe_json((*stop)[i]), "invalid_type");
     check_stop_string((*stop)[i], item, limits);
+    require_tokenizer(limits, item, hint);
     out.push_back((*stop)[i].get<std::string>());
   }
   return out;

@@ -452,6 +452,16 @@ TEST(HttpApi, WithoutTokenizerServesTokenIds) {
       post(server, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
   EXPECT_EQ(chat.status, 400);
   EXPECT_EQ(chat.body["error"]["param"], "messages");
+  // Stop strings match text, which this server does not make: refused rather than never matched.
+  for (const Json& stop : {Json("abc"), Json::array({"abc"})}) {
+    const Reply r = post(server, "/v1/completions", {{"prompt", {9707, 11}}, {"stop", stop}});
+    EXPECT_EQ(r.status, 400) << r.raw;
+    EXPECT_EQ(r.body["error"]["code"], "tokenizer_unavailable") << r.raw;
+    EXPECT_NE(r.body["error"]["message"].get<std::string>().find("stop_token_ids"), std::string::npos)
+        << r.raw;
+  }
+  const Reply no_stops = post(server, "/v1/completions", {{"prompt", {9707, 11}}, {"stop", Json::array()}});
+  EXPECT_EQ(no_stops.status, 200) << no_stops.raw;
 }
 
 }  // namespace
