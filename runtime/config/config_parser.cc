@@ -393,12 +393,20 @@ void apply_override(YAML::Node& root, const std::string& assignment, Problems& p
   }
   const std::string path = assignment.substr(0, eq);
   YAML::Node value;
+  const std::string text = assignment.substr(eq + 1);
   try {
-    value = YAML::Load(assignment.substr(eq + 1));
+    value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     p.push_back("--set " + path + ": value is not valid YAML: " + e.msg);
     return;
   }
+  // A command line has no comments: "team model #2" is the whole string, not "team model" (YAML's comment
+  // is a # at the start or after a space, outside quotes).
+  const size_t hash = text.find(" #");
+  const bool quoted = !text.empty() && (text[0] == '\'' || text[0] == '"');
+  if ((value.IsScalar() || value.IsNull()) && !quoted &&
+      (hash != std::string::npos || text.rfind('#', 0) == 0))
+    value = YAML::Node(text);
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string part; std::getline(ss, part, '.');) {

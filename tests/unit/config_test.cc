@@ -209,6 +209,15 @@ TEST(Config, ServerLimitsDefaultsAndOverrides) {
             std::string::npos);
 }
 
+TEST(Config, SetValuesHaveNoComments) {
+  EXPECT_EQ(parse_config(M, "x", {"model.served_name=team model #2"}).model.served_name, "team model #2");
+  EXPECT_NE(error_of(M, {"runtime.max_batch=8 # eight"}).find("runtime.max_batch: got '8 # eight'"),
+            std::string::npos);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.max_batch=8"}).runtime.max_batch, 8);
+  EXPECT_EQ(parse_config(M, "x", {"model.served_name='#quoted'"}).model.served_name, "#quoted");
+  EXPECT_EQ(parse_config(M, "x", {"model.served_name=#1"}).model.served_name, "#1");
+}
+
 TEST(Config, SetWithoutAValueIsRefusedButANullSectionMeansDefaults) {
   const std::string msg = error_of(M + "runtime: {max_batch: 8}\n", {"runtime.max_batch="});
   EXPECT_NE(msg.find("runtime.max_batch: no value given"), std::string::npos) << msg;
