@@ -33,7 +33,11 @@ RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, con
 }
 
 EngineLoop::EngineLoop(Engine& engine, const Tokenizer* tokenizer, ServerMetrics& metrics, int max_waiting)
-    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), max_waiting_(max_waiting) {}
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      max_waiting_(max_waiting),
+      free_batch_places_(engine.scheduler().limits().max_batch) {}
 
 Submission EngineLoop::submit(GenerationJob job) {
   auto stream = std::make_shared<RequestStream>();
@@ -42,7 +46,9 @@ Submission EngineLoop::submit(GenerationJob job) {
     if (draining_) return {nullptr, Submission::Refusal::kDraining};
     // waiting_ is the scheduler's queue at the last step plus what was submitted since (refresh_gauges
     // recounts both under this lock), so the check and the increment are one step for every submitter.
-    if (max_waiting_ > 0 && waiting_.load() >= max_waiting_)
+    // Submissions that the next step will take into free places of the batch do not wait: a burst into an
+    // idle server is not refused.
+    if (max_waiting_ > 0 && waiting_.load() >= max_waiting_ + free_batch_places_)
       return {nullptr, Submission::Refusal::kQueueFull};
     incoming_.push_back({next_id_++, std::move(job), stream});
     waiting_.fetch_add(1);
@@ -68,6 +74,8 @@ void EngineLoop::refresh_gauges() {
   std::lock_guard<std::mutex> lock(mutex_);
   running_ = s.num_running();
   waiting_ = s.num_waiting() + static_cast<int>(incoming_.size());
+  // A queue in the scheduler beside free places means the KV cache holds no more: none free then.
+  free_batch_places_ = s.num_waiting() > 0 ? 0 : std::max(0, s.limits().max_batch - s.num_running());
   kv_usage_ = s.kv_usage();
   preemptions_ = s.preemptions();
 }

@@ -39,8 +39,8 @@ struct Submission {
 class EngineLoop {
  public:
   // tokenizer may be null (token ids only: text stays empty). max_waiting: jobs waiting to be scheduled
-  // (submitted or queued in the scheduler, preempted ones included) beyond which submit() refuses; 0 = no
-  // limit.
+  // (submitted or queued in the scheduler, preempted ones included, less the batch's free places) beyond
+  // which submit() refuses; 0 = no limit.
   EngineLoop(Engine& engine, const Tokenizer* tokenizer, ServerMetrics& metrics, int max_waiting = 0);
 
   // Thread-safe. Refused once draining, or when max_waiting jobs already wait (the caller answers 503).
@@ -90,6 +90,7 @@ class EngineLoop {
 
   std::unordered_map<int64_t, Active> active_;  // the loop thread's own
   std::atomic<int> running_{0}, waiting_{0};
+  int free_batch_places_ = 0;  // under mutex_: places of the batch the next step can fill (refresh_gauges)
   std::atomic<double> kv_usage_{0};
   std::atomic<int64_t> preemptions_{0};
 };

@@ -116,6 +116,37 @@ TEST(HttpLimits, AFullQueueGets503AndServingGoesOn) {
       1);
 }
 
+// A burst into an idle server: the jobs the next step takes into free places of the batch do not count as
+// waiting (max_batch 4 + 2 queued are accepted before the loop has run a step; the seventh is refused), and
+// every accepted job runs to its end.
+TEST(HttpLimits, FreePlacesOfTheBatchDoNotCountAsQueued) {
+  auto comm = parallel::make_single_rank_communicator();
+  Engine engine(load_config_file(std::string(TPSERVE_SOURCE_DIR) + "/configs/tiny.yaml",
+                                 {"runtime.backend=cpu", "runtime.max_batch=4"}),
+                *comm, make_cpu_backend());
+  ServerMetrics metrics;
+  EngineLoop loop(engine, nullptr, metrics, /*max_waiting=*/2);
+  std::vector<std::shared_ptr<RequestStream>> accepted;
+  for (int i = 0; i < 6; ++i) {
+    GenerationJob job;
+    job.prompt = {1, 2, 3};
+    job.max_tokens = 2;
+    const Submission s = loop.submit(std::move(job));
+    ASSERT_EQ(s.refusal, Submission::Refusal::kNone) << "job " << i;
+    accepted.push_back(s.stream);
+  }
+  GenerationJob one_more;
+  one_more.prompt = {1, 2, 3};
+  EXPECT_EQ(loop.submit(std::move(one_more)).refusal, Submission::Refusal::kQueueFull);
+  loop.drain();
+  loop.run();  // admits the six, runs them to their end, then returns (draining)
+  for (const auto& stream : accepted) {
+    bool finished = false;
+    for (StreamUpdate u; !finished && stream->next(u, std::chrono::milliseconds(0));) finished = u.finished;
+    EXPECT_TRUE(finished);
+  }
+}
+
 // server.threads auto (0) leaves threads beyond every running and waiting request: with both full, a probe
 // and a refusal are still answered at once (a fixed number of threads below them made /health wait for a
 // generation to end, and made server_overloaded unreachable).
