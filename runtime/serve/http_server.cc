@@ -136,13 +136,13 @@ void HttpServer::routes() {
     return httplib::Server::HandlerResponse::Handled;
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const State state = state_.load();
-    res.status = state == State::kReady ? 200 : 503;
-    const char* status = state == State::kReady ? "ok" : state == State::kLoading ? "loading" : "draining";
+    const bool draining = draining_.load(), loaded = loaded_.load();
+    res.status = loaded && !draining ? 200 : 503;
+    const char* status = draining ? "draining" : loaded ? "ok" : "loading";
     res.set_content(nlohmann::json{{"status", status}}.dump(), kJson);
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const SchedulerGauges gauges = state_.load() == State::kLoading ? SchedulerGauges{} : loop_->gauges();
+    const SchedulerGauges gauges = loaded_.load() ? loop_->gauges() : SchedulerGauges{};
     res.set_content(metrics_.render(gauges, server_->open_connections()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -214,14 +214,12 @@ void HttpServer::routes() {
 }
 
 void HttpServer::require_loaded() const {
-  if (state_.load() == State::kLoading)
-    throw ApiError(503, "the model is still loading", "", "model_loading");
+  if (!loaded_.load()) throw ApiError(503, "the model is still loading", "", "model_loading");
 }
 
 void HttpServer::generation(const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (draining_.load()) throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
   require_loaded();
-  if (state_.load() == State::kDraining)
-    throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
   ParsedRequest parsed =
       chat ? parse_chat_request(req.body, limits_) : parse_completion_request(req.body, limits_);
   GenerationResponse g;
@@ -303,12 +301,11 @@ void HttpServer::set_ready(EngineLoop* loop, RequestLimits limits, int64_t max_m
   loop_ = loop;
   limits_ = std::move(limits);
   max_model_len_ = max_model_len;
-  state_.store(State::kReady);
+  loaded_.store(true);  // after the fields above: a thread that sees it loaded sees them
 }
 
 void HttpServer::begin_drain() {
-  State expected = State::kReady;
-  state_.compare_exchange_strong(expected, State::kDraining);
+  draining_.store(true);
 }
 
 void HttpServer::stop() {

@@ -43,7 +43,8 @@ class HttpServer {
   int port() const { return port_; }
   // The model is loaded: serve generation through the loop with these limits.
   void set_ready(EngineLoop* loop, RequestLimits limits, int64_t max_model_len);
-  // Refuse new generation requests (503) and report draining on /health.
+  // Refuse new generation requests (503) and report draining on /health; also while loading (a signal
+  // then), for good: set_ready afterwards does not undo it.
   void begin_drain();
   // Waits until every accepted generation response has been written out (or the timeout passed).
   bool wait_responses_done(std::chrono::milliseconds timeout);
@@ -51,7 +52,6 @@ class HttpServer {
   void stop();
 
  private:
-  enum class State { kLoading, kReady, kDraining };
   void routes();
   void generation(const httplib::Request& req, httplib::Response& res, bool chat);
   // Throws the 503 model_loading error until the engine is ready.
@@ -65,7 +65,8 @@ class HttpServer {
   std::thread thread_;
   std::atomic<bool> listener_returned_{false};
   int port_ = 0;
-  std::atomic<State> state_{State::kLoading};
+  std::atomic<bool> loaded_{false};    // set_ready ran: loop_, limits_ and max_model_len_ are set
+  std::atomic<bool> draining_{false};  // begin_drain ran
   EngineLoop* loop_ = nullptr;
   RequestLimits limits_;
   int64_t max_model_len_ = 0;

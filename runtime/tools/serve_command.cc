@@ -4,6 +4,7 @@
 // SIGTERM/SIGINT on rank 0: refuse new requests (503), finish the running ones, release the followers,
 // exit 0 on every rank. Followers ignore those signals and stop when rank 0 says so.
 #include <chrono>
+#include <exception>
 #include <memory>
 
 #include "common/log.h"
@@ -32,6 +33,29 @@ std::unique_ptr<serve::Tokenizer> load_tokenizer(const Config& config) {
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s)");
   return tokenizer;
 }
+
+// Declared after everything the HTTP server and the signal action use (the tokenizer, engine and loop), so
+// that its destructor runs before theirs: the signal action no longer reaches the loop, and on a failure
+// (the loop rethrows an engine error) the server refuses new requests and its workers are joined while
+// what they use still exists. A clean return stops the server itself.
+class ServingTeardown {
+ public:
+  ServingTeardown(serve::TerminationSignals& signals, serve::HttpServer& http)
+      : signals_(signals), http_(http) {}
+  ~ServingTeardown() {
+    signals_.on_first_signal([http = &http_] { http->begin_drain(); });
+    if (std::uncaught_exceptions() > 0) {
+      http_.begin_drain();
+      http_.stop();
+    }
+  }
+  ServingTeardown(const ServingTeardown&) = delete;
+  ServingTeardown& operator=(const ServingTeardown&) = delete;
+
+ private:
+  serve::TerminationSignals& signals_;
+  serve::HttpServer& http_;
+};
 
 }  // namespace
 
@@ -64,9 +88,13 @@ int run_serve(const Config& config) {
     http.begin_drain();
     loop.drain();
   });
-  log_info("serving model '", limits.model_name, "' on http://", config.server.host, ":", http.port(),
-           " (context ", limits.max_context_tokens, " tokens, max_batch ", config.runtime.max_batch, "; ",
-           api_key.key.empty() ? std::string("no API key") : "API key from " + api_key.source, ")");
+  const ServingTeardown teardown(signals, http);
+  if (signals.received())
+    log_info("a signal came while the model loaded: not serving; stopping");
+  else
+    log_info("serving model '", limits.model_name, "' on http://", config.server.host, ":", http.port(),
+             " (context ", limits.max_context_tokens, " tokens, max_batch ", config.runtime.max_batch, "; ",
+             api_key.key.empty() ? std::string("no API key") : "API key from " + api_key.source, ")");
 
   loop.run();  // returns after a signal, once every admitted request has finished
   if (!http.wait_responses_done(std::chrono::seconds(10)))

@@ -384,6 +384,37 @@ TEST(HttpApi, SpeculationWithASmallCacheFillsTheContextItAnnounces) {
             400);
 }
 
+// A signal while the model loads: /health says draining (it stayed "loading"), /metrics answers without a
+// loop (it would read a null one), generation is refused as shutting down, and the model becoming ready
+// afterwards does not undo the drain.
+TEST(HttpApi, DrainWhileLoadingStaysDraining) {
+  ServerMetrics metrics;
+  HttpServer http(local_server_config(4), metrics);
+  http.start();
+  httplib::Client cli("127.0.0.1", http.port());
+  http.begin_drain();
+  auto health = cli.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_NE(health->body.find("draining"), std::string::npos) << health->body;
+  EXPECT_EQ(cli.Get("/metrics")->status, 200);
+  auto refused = cli.Post("/v1/completions", R"({"prompt": [1, 2]})", "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(Json::parse(refused->body)["error"]["code"], "server_shutting_down");
+
+  auto comm = parallel::make_single_rank_communicator();
+  Engine engine(
+      load_config_file(std::string(TPSERVE_SOURCE_DIR) + "/configs/tiny.yaml", {"runtime.backend=cpu"}),
+      *comm, make_cpu_backend());
+  EngineLoop loop(engine, nullptr, metrics);
+  http.set_ready(&loop, request_limits_for(engine, nullptr, ServerConfig{}), 512);
+  health = cli.Get("/health");
+  EXPECT_EQ(health->status, 503);
+  EXPECT_NE(health->body.find("draining"), std::string::npos) << health->body;
+  EXPECT_EQ(cli.Get("/metrics")->status, 200);
+  http.stop();
+}
+
 TEST(HttpApi, HealthIsUnavailableWhileLoadingAndDraining) {
   ServerMetrics metrics;
   HttpServer http(local_server_config(4), metrics);
