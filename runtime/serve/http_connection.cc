@@ -40,13 +40,21 @@ HttpConnection::~HttpConnection() {
   if (open_count_ != nullptr) open_count_->fetch_sub(1);
 }
 
-bool HttpConnection::peer_closed() const {
+bool HttpConnection::closed_with_nothing_to_read() const {
   if (!read_ahead_.empty()) return false;
   char byte;
   const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n > 0) return false;
   if (n == 0) return true;
   return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+bool HttpConnection::peer_closed() const {
+  // POLLRDHUP: the peer's FIN has arrived, whether or not bytes it sent before it (a stray CRLF, a
+  // pipelined request) are still unread; peeking at the next byte would see those bytes instead.
+  pollfd p{fd_, POLLRDHUP, 0};
+  const int rc = ::poll(&p, 1, 0);
+  return rc > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 void HttpConnection::send_final(const std::string& bytes) {

@@ -27,8 +27,10 @@ class HttpConnection {
   int fd() const { return fd_; }
   // Bytes received but not consumed yet (the start of a pipelined next request).
   std::string& read_ahead() { return read_ahead_; }
-  // Nonblocking: whether the peer has closed its side (or the socket failed).
+  // Nonblocking: whether the peer has closed its side (or the socket failed), bytes still unread or not.
   bool peer_closed() const;
+  // Nonblocking: closed (or failed) with no byte left to read: nothing more to answer on it.
+  bool closed_with_nothing_to_read() const;
   // Counts a request on this connection; returns how many there were.
   int count_request() { return ++requests_; }
   // Sends what fits into the socket buffer now (nonblocking), then closes the sending side.

@@ -125,7 +125,7 @@ void IdleConnections::poll_once(std::vector<Entry>& held) {
     if (fds[i + 1].revents != 0) {
       if (e.lingering)
         keep = discard_input(e.connection->fd()) && after < e.deadline;
-      else if (!e.connection->peer_closed())
+      else if (!e.connection->closed_with_nothing_to_read())
         on_request_(std::move(e.connection));  // bytes of a request: a worker takes it from here
     } else {
       keep = after < e.deadline;

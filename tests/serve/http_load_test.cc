@@ -131,7 +131,11 @@ TEST(HttpLoad, ClientDisconnectFreesItsSequence) {
   EXPECT_EQ(post(server, "/v1/completions", greedy("Still there?", 4, false)).status, 200);
 }
 
-TEST(HttpLoad, NonStreamingClientDisconnectFreesItsSequence) {
+// Also when bytes follow the request (a stray CRLF, a pipelined request): the hang-up is seen, not only an
+// empty socket (those requests ran to their end).
+class NonStreamingDisconnect : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NonStreamingDisconnect, FreesItsSequence) {
   SKIP_WITHOUT_TOKENIZER();
   TestServer server;
   constexpr int kMaxTokens = 480;
@@ -141,7 +145,7 @@ TEST(HttpLoad, NonStreamingClientDisconnectFreesItsSequence) {
     ASSERT_TRUE(
         client.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                     "application/json\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n" + body));
+                    std::to_string(body.size()) + "\r\n\r\n" + body + GetParam()));
     const auto running_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (gauge(server, "num_requests_running") != 1 && std::chrono::steady_clock::now() < running_by)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -157,6 +161,15 @@ TEST(HttpLoad, NonStreamingClientDisconnectFreesItsSequence) {
             0);
   EXPECT_EQ(post(server, "/v1/completions", greedy("Still there?", 4, false)).status, 200);
 }
+
+INSTANTIATE_TEST_SUITE_P(HttpLoad, NonStreamingDisconnect,
+                         ::testing::Values("", "\r\n", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return std::string(info.index == 0   ? "Nothing"
+                                              : info.index == 1 ? "Crlf"
+                                                                : "Pipelined") +
+                                  "AfterTheRequest";
+                         });
 
 TEST(HttpLoad, KvCacheExhaustionQueuesAndCompletesEveryRequest) {
   SKIP_WITHOUT_TOKENIZER();
