@@ -128,7 +128,10 @@ std::string format_summary_table(const SweepSummary& sum) {
                 "median diff ms", "rel %", "sign held");
   out += line;
   for (const PairSummary& p : sum.pairs) {
-    const std::string held = std::to_string(p.step_ms.sign_held) + "/" + std::to_string(p.step_ms.rounds);
+    // One round has no spread to hold a sign against.
+    const std::string held =
+        p.step_ms.rounds < 2 ? std::string("n/a")
+                             : std::to_string(p.step_ms.sign_held) + "/" + std::to_string(p.step_ms.rounds);
     std::snprintf(line, sizeof(line), "%-12s %-12s %5d %8d %14s %9s %10s\n", p.a.c_str(), p.b.c_str(),
                   p.concurrency, p.step_ms.rounds, format_or_na(p.step_ms.median, 4).c_str(),
                   format_or_na(p.step_ms.relative() * 100, 2).c_str(), held.c_str());

@@ -5,13 +5,19 @@
 //   mpirun -np 2 build/bench/tp_decode --config configs/qwen3-30b-a3b-tp2.yaml --concurrency 1,2,4,8
 //       --arm graphs:cuda_graph.enabled=true --arm eager:cuda_graph.enabled=false --json out.json --plot
 //       out.svg
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include "runtime/tools/main_guard.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include "bench/tp_decode/decode_sweep.h"
 #include "bench/tp_decode/sweep_report.h"
@@ -26,12 +32,31 @@ namespace {
 
 constexpr int kExitUsage = 2;
 
+// Written whole to path.tmp, then renamed: a sweep that fails leaves no half or empty file under the name.
 void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  TPS_CHECK(out.good(), "cannot write ", path);
-  out << text;
-  TPS_CHECK(out.good(), "error writing ", path);
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary);
+    TPS_CHECK(out.good(), "cannot write ", temporary);
+    out << text;
+    out.close();
+    TPS_CHECK(out.good(), "error writing ", temporary);
+  }
+  TPS_CHECK(std::rename(temporary.c_str(), path.c_str()) == 0, "cannot rename ", temporary, " to ", path,
+            ": ", std::strerror(errno));
   std::fprintf(stderr, "[tp_decode] wrote %s\n", path.c_str());
+}
+
+// Whether `path` could be written at the end of the sweep (its folder exists and is writable, and so is the
+// file where it exists), without creating anything now.
+void check_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  std::error_code ec;
+  TPS_CHECK(fs::is_directory(folder, ec), "cannot write ", path, ": no folder ", folder.string());
+  TPS_CHECK(::access(folder.c_str(), W_OK) == 0, "cannot write ", path, ": folder ", folder.string(),
+            " is not writable");
+  TPS_CHECK(!fs::exists(path, ec) || ::access(path.c_str(), W_OK) == 0, "cannot write ", path);
 }
 
 int run(int argc, char** argv) {
@@ -72,15 +97,35 @@ int run(int argc, char** argv) {
   }
   try {
     o.concurrency = parse_concurrency_list(concurrency);
+    const bool concurrency_given = app.count("--concurrency") > 0;
     for (const auto& a : arms) o.arms.push_back(parse_arm(a));
     if (hbm_gbps != 0) o.hbm_gbps = hbm_gbps;
     o.warmup = !no_warmup;
     finalize_options(o);
     // Every arm's config is checked before MPI starts, so a typo fails fast with the config's message.
-    for (const auto& arm : o.arms) tpserve::set_log_level(load_arm_config(o, arm).logging.level);
+    // A concurrency above an arm's max_batch would mix steps of max_batch and of the rest in one median: an
+    // error when asked for, and the default list stops at the smallest max_batch.
+    int max_batch = std::numeric_limits<int>::max();
+    for (const auto& arm : o.arms) {
+      const tpserve::Config config = load_arm_config(o, arm);
+      tpserve::set_log_level(config.logging.level);
+      max_batch = std::min(max_batch, config.runtime.max_batch);
+      for (int c : o.concurrency)
+        TPS_CHECK(!concurrency_given || c <= config.runtime.max_batch, "--concurrency ", c, " is above arm ",
+                  arm.name, "'s runtime.max_batch ", config.runtime.max_batch,
+                  ": its steps would not all hold c sequences (raise it with --set runtime.max_batch=", c,
+                  ")");
+    }
+    if (!concurrency_given) std::erase_if(o.concurrency, [&](int c) { return c > max_batch; });
+    TPS_CHECK(!o.concurrency.empty(), "--concurrency: no level within runtime.max_batch ", max_batch);
+    if (o.rounds % 2 != 0 && o.arms.size() > 1)
+      std::fprintf(stderr,
+                   "tp_decode: warning: --rounds %d is odd: the arm that runs first in a round does so once "
+                   "more than the other, which biases their paired difference; an even count balances it\n",
+                   o.rounds);
     // The output files can be written: a long sweep's samples are not lost at its end.
     for (const std::string* path : {&o.json_path, &o.csv_path, &o.plot_path})
-      TPS_CHECK(path->empty() || std::ofstream(*path, std::ios::app).good(), "cannot write ", *path);
+      if (!path->empty()) check_writable(*path);
   } catch (const tpserve::Error& e) {
     std::fprintf(stderr, "tp_decode: %s\n", e.what());
     return kExitUsage;

@@ -433,6 +433,7 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
   const int bucket = want_logits ? -1 : graph_bucket(batch);
   const StepShape shape = upload(bucket >= 0 ? pad_to(batch, bucket) : batch);
   last_tokens_ = shape.tokens;
+  last_real_tokens_ = batch.num_tokens();
   if (bucket >= 0) {
     graphs_.at(bucket)->replay();
     ++graph_replays_;
@@ -483,20 +484,24 @@ int64_t Qwen3MoeModel::routing_width(int64_t tokens) const {
 RoutingStats Qwen3MoeModel::last_step_routing() const {
   TPS_CHECK(options_.record_routing, "routing statistics need ModelOptions::record_routing");
   RoutingStats stats;
-  stats.tokens = last_tokens_;
+  stats.tokens = last_real_tokens_;
   stats.experts_hit.resize(spec_.num_layers);
   // Under all-to-all dispatch the recorded ids are this rank's local experts (-1 marks unused rows).
   const int32_t offset = layout_.all_to_all ? layout_.first_expert(spec_) : 0;
   // What each layer's row holds after a step of T rows (a replayed graph: its bucket's, padding included).
+  // Padding rows come after the step's own and route too; without all-to-all a row's k ids lie in order,
+  // so only the step's own are counted. (All-to-all records what each rank received, padding included.)
   const int64_t length = routing_width(last_tokens_);
+  const int64_t counted =
+      layout_.all_to_all ? length : int64_t(last_real_tokens_) * std::max(spec_.num_experts_per_tok, 1);
   std::vector<int32_t> ids(static_cast<size_t>(length));
   std::vector<char> hit(static_cast<size_t>(std::max(spec_.num_experts, 1)));
   for (int l = 0; l < spec_.num_layers; ++l) {
     if (!weights_.layers[l].moe || ids.empty()) continue;
     backend_.copy_to_host(ids.data(), routing_ids_.rows(l, l + 1).view({length}));
     std::fill(hit.begin(), hit.end(), 0);
-    for (int32_t id : ids)
-      if (id >= 0) hit.at(static_cast<size_t>(id + offset)) = 1;
+    for (int64_t i = 0; i < counted; ++i)
+      if (ids[i] >= 0) hit.at(static_cast<size_t>(ids[i] + offset)) = 1;
     for (size_t e = 0; e < hit.size(); ++e)
       if (hit[e]) stats.experts_hit[l].push_back(static_cast<int32_t>(e));
   }

@@ -171,7 +171,8 @@ class Qwen3MoeModel {
   std::map<int, std::unique_ptr<StepGraph>> graphs_;
   int64_t graph_replays_ = 0;
   double last_enqueue_s_ = 0;
-  int last_tokens_ = 0;  // rows of the last forward (a replayed graph's: its bucket's)
+  int last_tokens_ = 0;       // rows of the last forward (a replayed graph's: its bucket's)
+  int last_real_tokens_ = 0;  // of them, the step's own (the rest are graph padding)
 };
 
 }  // namespace tpserve
