@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/bench_kernels.h"
+#include "bench/common/sample_stats.h"
 #include "bench/common/tool_main.h"
 #include "common/cuda_check.h"
 #include "kernels/gemv.h"
@@ -87,8 +88,8 @@ class Bench {
       us[c] = ms * 1e3 / chain;
     }
     for (auto& e : events) CUDA_CHECK(cudaEventDestroy(e));
-    std::sort(us.begin(), us.end());
-    Result r{name, us[us.size() / 2], us.front(), bytes};
+    // median() of an even count: the mean of the middle two (the upper one was taken before).
+    Result r{name, tpserve::bench::median(us), *std::min_element(us.begin(), us.end()), bytes};
     std::fprintf(stderr, "  %-44s %9.2f us\n", name.c_str(), r.median_us);
     results_.push_back(r);
     return r;
