@@ -1,6 +1,9 @@
 #include "parallel/mpi_communicator.h"
 
+#include <algorithm>
+#include <chrono>
 #include <exception>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -30,6 +33,24 @@ MPI_Datatype mpi_type(DType t) {
 
 // MPI counts are int: large messages are sent in chunks.
 constexpr size_t kMaxChunk = size_t(1) << 30;
+
+// Polls `request` to completion: at full speed for the first kSpin (a decode step's broadcasts follow each
+// other within it, so no latency is added there), then sleeping between polls, 20 us doubling up to 1 ms
+// (an idle follower wakes at most 1 ms late, on the first step after the pause).
+constexpr auto kSpin = std::chrono::milliseconds(2);
+constexpr auto kLongestPause = std::chrono::microseconds(1000);
+void wait_with_backoff(MPI_Request& request) {
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (std::chrono::steady_clock::now() - start < kSpin) continue;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kLongestPause);
+  }
+}
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -71,10 +92,16 @@ class MpiCommunicator final : public Communicator {
     MPI_CHECK(MPI_Alltoall(send, static_cast<int>(count), mpi_type(dtype), recv, static_cast<int>(count),
                            mpi_type(dtype), comm_));
   }
+  // Nonblocking on every rank (a nonblocking collective matches only nonblocking ones), waited for with
+  // wait_with_backoff: a follower rank waits here for rank 0's next step, which may be seconds away when the
+  // server is idle, and MPI_Bcast's own wait spins a core all that time.
   void broadcast(void* data, size_t bytes, int root) override {
-    for (size_t off = 0; off < bytes; off += kMaxChunk)
-      MPI_CHECK(MPI_Bcast(static_cast<char*>(data) + off, static_cast<int>(std::min(kMaxChunk, bytes - off)),
-                          MPI_BYTE, root, comm_));
+    for (size_t off = 0; off < bytes; off += kMaxChunk) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      MPI_CHECK(MPI_Ibcast(static_cast<char*>(data) + off, static_cast<int>(std::min(kMaxChunk, bytes - off)),
+                           MPI_BYTE, root, comm_, &request));
+      wait_with_backoff(request);
+    }
   }
   void barrier() override { MPI_CHECK(MPI_Barrier(comm_)); }
 
