@@ -217,8 +217,17 @@ void HttpServer::require_loaded() const {
   if (!loaded_.load()) throw ApiError(503, "the model is still loading", "", "model_loading");
 }
 
+// 503 while draining: the connection closes after it (a keep-alive client would otherwise send its next
+// request to a server about to stop), and the client may retry elsewhere or after a restart.
+[[noreturn]] static void refuse_shutting_down(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  res.set_header("Retry-After", "1");
+  ConnectionServer::close_after_answer();
+  throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
+}
+
 void HttpServer::generation(const httplib::Request& req, httplib::Response& res, bool chat) {
-  if (draining_.load()) throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
+  if (draining_.load()) refuse_shutting_down(res);
   require_loaded();
   ParsedRequest parsed =
       chat ? parse_chat_request(req.body, limits_) : parse_completion_request(req.body, limits_);
@@ -252,7 +261,7 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
                          " requests are already waiting (server.max_queued_requests); retry later",
                      "", "server_overloaded");
     }
-    throw ApiError(503, "the server is shutting down", "", "server_shutting_down");
+    refuse_shutting_down(res);
   }
   if (parsed.stream)
     respond_streaming(res, std::move(g));

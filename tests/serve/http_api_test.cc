@@ -448,6 +448,8 @@ TEST(HttpApi, HealthIsUnavailableWhileLoadingAndDraining) {
   auto late = cli.Post("/v1/completions", R"({"prompt": [1, 2]})", "application/json");
   EXPECT_EQ(late->status, 503);
   EXPECT_EQ(Json::parse(late->body)["error"]["code"], "server_shutting_down");
+  EXPECT_EQ(late->get_header_value("Connection"), "close");  // a keep-alive client learns to go elsewhere
+  EXPECT_EQ(late->get_header_value("Retry-After"), "1");
   http.stop();
 }
 
