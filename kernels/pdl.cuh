@@ -17,7 +17,8 @@
 // project's shared REFERENCE.md, "NCCL 2.28 and CUDA notes".)
 //
 // Both compile to nothing below SM90, where the host never sets the attribute for `auto` (kernels/policy.h);
-// `on` below SM90 is honoured by the host and is harmless here (no overlap, see DESIGN.md).
+// `on` on a device below SM90 is honoured by the host and is harmless there (no overlap, see DESIGN.md); `on`
+// for code compiled below SM90 running on an SM90+ device is refused (it would not wait).
 #pragma once
 
 #include <cuda_runtime.h>

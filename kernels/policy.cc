@@ -73,7 +73,14 @@ PdlDecision decide_pdl(Site site, const PdlSettings& settings, int device_sm, in
     case PdlMode::kOff:
       return {false, false, mode_text};
     case PdlMode::kOn:
-      if (device_sm < 90 || kernel_sm < 90)
+      // An SM90+ device honours the edge, but code compiled below SM90 has no griddepcontrol.wait (it
+      // compiles to nothing, kernels/pdl.cuh): the dependent would read its predecessor's output unflushed.
+      if (device_sm >= 90 && kernel_sm < 90)
+        return {false, true,
+                mode_text + " refused: the kernel's code is for sm_" + std::to_string(kernel_sm) +
+                    " (no PDL wait in it), and device sm_" + std::to_string(device_sm) +
+                    " would start its dependents early; build for sm_90 to use PDL"};
+      if (device_sm < 90)
         return {true, true,
                 mode_text + " honoured below SM90 (device sm_" + std::to_string(device_sm) + ", kernel sm_" +
                     std::to_string(kernel_sm) +

@@ -64,7 +64,9 @@ bool pdl_kill_switch_from_env();
 
 struct PdlDecision {
   bool enabled = false;
-  bool warn = false;  // `on` below SM90: honoured, but the caller logs why it is costly
+  // The caller logs the reason: `on` below SM90 (honoured, but costly), or `on` refused for a kernel
+  // compiled below SM90 on an SM90+ device (it would not wait).
+  bool warn = false;
   std::string reason;
 };
 

@@ -54,6 +54,14 @@ TEST(LaunchPolicy, AutoNeedsKernelCompiledForSm90) {
   EXPECT_FALSE(d.enabled);
   EXPECT_NE(d.reason.find("kernel compiled for sm_80"), std::string::npos) << d.reason;
   EXPECT_TRUE(decide_pdl(Site::kGemv, s, 100, 90, true).enabled);
+  // `on` does not force it there either: the sm_80 code has no wait, and the H100 would start the
+  // dependent early (refused with a warning). On an sm_80 device it is honoured (no overlap there).
+  s.default_mode = PdlMode::kOn;
+  const PdlDecision on = decide_pdl(Site::kGemv, s, 90, 80, true);
+  EXPECT_FALSE(on.enabled);
+  EXPECT_TRUE(on.warn);
+  EXPECT_NE(on.reason.find("refused"), std::string::npos) << on.reason;
+  EXPECT_TRUE(decide_pdl(Site::kGemv, s, 80, 80, true).enabled);
 }
 
 TEST(LaunchPolicy, SiteOverrideBeatsDefault) {
