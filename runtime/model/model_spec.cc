@@ -144,17 +144,33 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
   s.num_nextn_predict_layers = get_int(j, "num_nextn_predict_layers", src, false, 0);
 
   // rope_theta (+ rope_scaling) on the hub; rope_parameters {rope_theta, rope_type} in transformers 5.x.
+  // The kind is rope_type, or the legacy "type" (transformers reads both); only plain RoPE is implemented,
+  // so any other kind is refused rather than run as plain RoPE with wrong positions.
+  auto rope_kind = [&](const json& o, const std::string& where) {
+    std::string kind = get_string(o, "rope_type", where, "");
+    if (kind.empty()) kind = get_string(o, "type", where, "default");
+    return kind;
+  };
   s.rope_theta = get_double(j, "rope_theta", src, 10000.0);
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
     const json& rp = j["rope_parameters"];
-    s.rope_theta = get_double(rp, "rope_theta", src + " rope_parameters", s.rope_theta);
-    const std::string rope_type = get_string(rp, "rope_type", src + " rope_parameters", "default");
-    TPS_CHECK(rope_type == "default", src, ": rope_parameters.rope_type '", rope_type,
+    const std::string where = src + " rope_parameters";
+    for (const auto& [key, value] : rp.items())
+      TPS_CHECK(
+          !value.is_object(), src, ": rope_parameters.", key,
+          " is a mapping (RoPE per layer type) and is not supported (one rope_parameters for all layers)");
+    s.rope_theta = get_double(rp, "rope_theta", where, s.rope_theta);
+    const std::string rope_type = rope_kind(rp, where);
+    TPS_CHECK(rope_type == "default", src, ": rope_parameters type '", rope_type,
               "' is not supported (only plain RoPE: rope_type default)");
   }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    TPS_THROW(src, ": rope_scaling ", describe(j["rope_scaling"]),
-              " is not supported (only rope_scaling: null)");
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    const json& rs = j["rope_scaling"];
+    // A rope_scaling that names plain RoPE changes nothing (transformers runs it as rope_scaling: null).
+    if (!rs.is_object() || rope_kind(rs, src + " rope_scaling") != "default")
+      TPS_THROW(src, ": rope_scaling ", describe(rs),
+                " is not supported (only plain RoPE: null or rope_type default)");
+  }
   TPS_CHECK(!get_bool(j, "attention_bias", src, false), src, ": attention_bias true is not supported");
   const std::string act = get_string(j, "hidden_act", src, "silu");
   TPS_CHECK(act == "silu", src, ": hidden_act '", act, "' is not supported (silu only)");

@@ -62,6 +62,18 @@ TEST(ModelSpecJson, BadFieldsAreErrorsNamingThem) {
             std::string::npos);
   nlohmann::json rp = {{"rope_type", nullptr}};
   EXPECT_EQ(error_of(with("rope_parameters", rp)), "");  // null rope_type: default
+  // The legacy key "type" names the kind too (it was ignored: YaRN ran as plain RoPE).
+  EXPECT_NE(error_of(with("rope_parameters", {{"type", "yarn"}, {"factor", 4.0}, {"rope_theta", 1e6}}))
+                .find("rope_parameters type 'yarn' is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("rope_scaling", {{"type", "linear"}, {"factor", 2.0}})).find("\"linear\""),
+            std::string::npos);
+  EXPECT_NE(error_of(with("rope_parameters", {{"full_attention", {{"rope_type", "default"}}}}))
+                .find("rope_parameters.full_attention is a mapping"),
+            std::string::npos);
+  // Plain RoPE named in rope_scaling changes nothing: accepted.
+  EXPECT_EQ(error_of(with("rope_scaling", {{"rope_type", "default"}})), "");
+  EXPECT_EQ(error_of(with("rope_scaling", {{"type", "default"}})), "");
 }
 
 }  // namespace
