@@ -92,14 +92,14 @@ int64_t ModelSpec::num_parameters() const {
   const int64_t h = hidden_size;
   const int64_t attn = h * (q_size() + 2 * kv_size()) + int64_t(q_size()) * h + 2 * head_dim + 2 * h;
   int64_t total = int64_t(vocab_size) * h * (tie_word_embeddings ? 1 : 2) + h;
-  auto layer_params = [&](int l) {
-    const int64_t mlp = is_moe_layer(l)
-                            ? int64_t(num_experts) * 3 * h * moe_intermediate_size + h * num_experts
+  auto layer_params = [&](bool moe) {
+    const int64_t mlp = moe ? int64_t(num_experts) * 3 * h * moe_intermediate_size + h * num_experts
                             : 3 * h * int64_t(intermediate_size);
     return attn + mlp;
   };
-  for (int l = 0; l < num_layers; ++l) total += layer_params(l);
-  if (num_nextn_predict_layers > 0) total += 2 * h * h + 3 * h + layer_params(num_layers - 1);
+  for (int l = 0; l < num_layers; ++l) total += layer_params(is_moe_layer(l));
+  // The MTP layer is MoE whenever the model has experts (weight_names.cc), whatever its last layer is.
+  if (num_nextn_predict_layers > 0) total += 2 * h * h + 3 * h + layer_params(num_experts > 0);
   return total;
 }
 

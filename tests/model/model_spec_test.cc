@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "runtime/model/model_spec.h"
+#include "runtime/model/weight_names.h"
 #include "tests/model/model_test_util.h"
 
 namespace tpserve {
@@ -74,6 +75,23 @@ TEST(ModelSpecJson, BadFieldsAreErrorsNamingThem) {
   // Plain RoPE named in rope_scaling changes nothing: accepted.
   EXPECT_EQ(error_of(with("rope_scaling", {{"rope_type", "default"}})), "");
   EXPECT_EQ(error_of(with("rope_scaling", {{"type", "default"}})), "");
+}
+
+// num_parameters() is the sum of the checkpoint's tensors, also where the last layer is dense and there is an
+// MTP head (always MoE when the model has experts: it was counted as the last layer's kind).
+TEST(ModelSpec, ParameterCountIsTheSumOfTheTensors) {
+  for (bool dense_last : {false, true}) {
+    ModelSpec s = preset_model_spec("tiny", 0, 0);
+    s.num_nextn_predict_layers = 1;
+    if (dense_last) s.mlp_only_layers = {s.num_layers - 1};
+    int64_t sum = 0;
+    for (const ExpectedTensor& t : expected_tensors(s, ExpertLayout::kPerExpert)) {
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      sum += n;
+    }
+    EXPECT_EQ(s.num_parameters(), sum) << (dense_last ? "dense last layer" : "MoE last layer");
+  }
 }
 
 }  // namespace
