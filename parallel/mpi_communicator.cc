@@ -35,10 +35,11 @@ MPI_Datatype mpi_type(DType t) {
 constexpr size_t kMaxChunk = size_t(1) << 30;
 
 // Polls `request` to completion: at full speed for the first kSpin (a decode step's broadcasts follow each
-// other within it, so no latency is added there), then sleeping between polls, 20 us doubling up to 1 ms
-// (an idle follower wakes at most 1 ms late, on the first step after the pause).
+// other within it, so no latency is added there), then sleeping between polls, 20 us doubling up to 200 us
+// (after a pause, the first step reaches a follower up to about 200 us late for each level of the
+// broadcast's tree, whose inner ranks forward it from their own polls).
 constexpr auto kSpin = std::chrono::milliseconds(2);
-constexpr auto kLongestPause = std::chrono::microseconds(1000);
+constexpr auto kLongestPause = std::chrono::microseconds(200);
 void wait_with_backoff(MPI_Request& request) {
   const auto start = std::chrono::steady_clock::now();
   auto pause = std::chrono::microseconds(20);

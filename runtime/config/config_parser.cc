@@ -275,7 +275,7 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
 void read_cuda_graph(const YAML::Node& root, Config& c, Problems& p) {
   Section s(root["cuda_graph"], "cuda_graph", p, {"enabled", "capture_sizes"});
   s.boolean("enabled", c.cuda_graph.enabled);
-  if (!s.present("capture_sizes")) return;
+  if (!s.value_given("capture_sizes")) return;
   const YAML::Node list = s.node("capture_sizes");
   if (!list.IsSequence() || list.size() == 0) {
     s.bad("capture_sizes", list, "a non-empty list of batch sizes, e.g. [1, 2, 4, 8]");
@@ -309,7 +309,7 @@ void read_launch(const YAML::Node& root, Config& c, Problems& p) {
   Section sites(pdl.node("sites"), "launch.pdl.sites", p, names);
   for (const auto& name : names) {
     kernels::PdlMode mode{};
-    if (!sites.present(name)) continue;
+    if (!sites.value_given(name)) continue;
     const size_t before = p.size();
     sites.choice<kernels::PdlMode>(name, mode, modes);
     if (p.size() == before) c.launch.pdl.sites[static_cast<int>(*kernels::site_from_name(name))] = mode;

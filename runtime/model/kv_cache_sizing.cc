@@ -34,8 +34,9 @@ int kv_blocks_to_allocate(const KvCacheSizing& s, std::optional<size_t> memory_l
     TPS_CHECK(
         need <= *s.host_available, "KV cache: ", count, " blocks (",
         s.requested > 0 ? "runtime.num_kv_blocks" : "runtime.max_batch x runtime.max_seq_len", ") need ",
-        gib(need), " GiB of host memory but ", gib(*s.host_available),
-        " GiB are available: lower runtime.max_seq_len or runtime.max_batch, or set runtime.num_kv_blocks");
+        gib(need), " GiB of host memory but ", gib(*s.host_available), " GiB are available to this rank: ",
+        s.requested > 0 ? "lower runtime.num_kv_blocks"
+                        : "lower runtime.max_seq_len or runtime.max_batch, or set runtime.num_kv_blocks");
   }
   if (s.requested > 0) {
     // A fixed count: only a count that cannot fit at all is refused here (no reserve).

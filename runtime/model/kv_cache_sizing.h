@@ -17,7 +17,8 @@ struct KvCacheSizing {
   int min_blocks = 0;          // one sequence of max_seq_len
   size_t reserve_bytes = 0;    // left free (allocation alignment, later small allocations)
   int extra_blocks = 1;        // allocated beyond the count (the graph padding block)
-  // Without a backend budget (host memory): what the host has available (MemAvailable), so that a cache
+  // Without a backend budget (host memory): this rank's share of what the host has available (MemAvailable
+  // over the ranks), so that a cache
   // larger than that is refused naming the settings rather than ending in bad_alloc or the OOM killer.
   // nullopt: unknown, not checked.
   std::optional<size_t> host_available;

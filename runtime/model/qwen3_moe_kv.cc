@@ -22,7 +22,8 @@ void Qwen3MoeModel::allocate_kv_cache() {
   // Each tensor may lose an alignment's worth; keep a little for allocations made after the model's.
   sizing.reserve_bytes = size_t(32) << 20;
   sizing.reserve_bytes += size_t(2) * caches * 4096;
-  sizing.host_available = available_host_memory();
+  // Host memory: ranks on one host share it (the CPU backend's multi-rank runs are one host): a rank's share.
+  if (const auto host = available_host_memory()) sizing.host_available = *host / size_t(comm_.size());
 
   // Every rank computes what fits in its memory; the plan names blocks, so all take the smallest count.
   const int P = comm_.size();

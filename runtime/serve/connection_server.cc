@@ -160,7 +160,14 @@ void ConnectionServer::serve(std::unique_ptr<HttpConnection> connection) {
       answer_and_close(std::move(connection), 408, request_timeout_message(), "request_timeout");
     return;
   }
-  if (!ok || client_closes || last || stream.close_requested()) return;  // the connection closes here
+  if (stream.close_requested()) {
+    // Answered before its body was read (401, 415): closing now, with the body still arriving, would reset
+    // the connection and the client could lose the answer. End our side and read the rest away first.
+    connection->end_writing();
+    idle_.linger(std::move(connection));
+    return;
+  }
+  if (!ok || client_closes || last) return;  // the connection closes here
   if (!connection->read_ahead().empty()) {
     enqueue_ready(std::move(connection));  // the next request is already here
     return;

@@ -57,6 +57,10 @@ bool HttpConnection::peer_closed() const {
   return rc > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
+void HttpConnection::end_writing() {
+  ::shutdown(fd_, SHUT_WR);
+}
+
 void HttpConnection::send_final(const std::string& bytes) {
   (void)::send(fd_, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   ::shutdown(fd_, SHUT_WR);

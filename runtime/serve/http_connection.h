@@ -29,6 +29,8 @@ class HttpConnection {
   std::string& read_ahead() { return read_ahead_; }
   // Nonblocking: whether the peer has closed its side (or the socket failed), bytes still unread or not.
   bool peer_closed() const;
+  // Shuts the sending side (the client sees the end of the answer) and keeps reading possible.
+  void end_writing();
   // Nonblocking: closed (or failed) with no byte left to read: nothing more to answer on it.
   bool closed_with_nothing_to_read() const;
   // Counts a request on this connection; returns how many there were.

@@ -32,6 +32,13 @@ std::string with_unicode_whitespace(const std::string& pattern) {
   bool in_class = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size() && pattern[i + 1] == 'Q') {  // \Q...\E: literal text, as it is
+      const size_t end = pattern.find("\\E", i + 2);
+      const size_t stop = end == std::string::npos ? pattern.size() : end + 2;
+      out.append(pattern, i, stop - i);
+      i = stop - 1;
+      continue;
+    }
     if (c == '\\' && i + 1 < pattern.size()) {
       const char e = pattern[++i];
       if (e == 's')

@@ -10,10 +10,11 @@
 
 namespace tpserve::serve {
 
-// The pattern with \s and \S as Unicode's White_Space property, which the tokenizers Hugging Face uses
-// (Oniguruma in Rust, JavaScript's regex) follow: PCRE2's \s in UCP mode also matches U+180E MONGOLIAN VOWEL
-// SEPARATOR (whitespace before Unicode 6.3), which splits text differently and gives other token ids. Other
-// escapes, character classes and their nesting are copied as they are; \S inside a class is kept.
+// The pattern with \s and \S as Unicode's White_Space property, as Hugging Face's tokenizers read them:
+// PCRE2's \s in UCP mode also matches U+180E MONGOLIAN VOWEL SEPARATOR (whitespace before Unicode 6.3),
+// which split text differently from tokenizers.js and gave other token ids. (JavaScript's \s also matches
+// U+FEFF, which White_Space does not: not followed here.) Other escapes, \Q...\E, character classes and
+// their nesting are copied as they are; \S inside a class is kept.
 std::string with_unicode_whitespace(const std::string& pattern);
 
 class Pretokenizer {

@@ -43,7 +43,7 @@ class ServingTeardown {
   ServingTeardown(serve::TerminationSignals& signals, serve::HttpServer& http)
       : signals_(signals), http_(http) {}
   ~ServingTeardown() {
-    signals_.on_first_signal([http = &http_] { http->begin_drain(); });
+    signals_.on_first_signal([] {});  // the server is stopped or about to be destroyed: nothing to drain
     if (std::uncaught_exceptions() > 0) {
       http_.begin_drain();
       http_.stop();

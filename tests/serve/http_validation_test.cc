@@ -287,6 +287,17 @@ TEST(HttpValidation, BodiesOtherThanJsonGet415) {
   const std::string answer = raw.read_until_closed(std::chrono::seconds(30));
   EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
   EXPECT_EQ(send(server, "POST", "/v1/nothing", body, "text/plain").status, 404);  // no route first
+  // A large body sent whole without waiting (no Expect: 100-continue): the 415 arrives, rather than a reset
+  // from closing with the body unread.
+  const std::string large(4 << 20, 'x');
+  RawSocket big(server.port());
+  const bool sent = big.send(
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+      "Content-Length: " +
+      std::to_string(large.size()) + "\r\n\r\n" + large);
+  const std::string refused = big.read_until_closed(std::chrono::seconds(30));
+  EXPECT_TRUE(sent);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 415", 0), 0u) << refused.substr(0, 200);
 }
 
 TEST(HttpValidation, UnknownFieldsAreIgnoredAndNeutralValuesAccepted) {

@@ -64,6 +64,7 @@ TEST(Pretokenizer, WhitespaceIsUnicodesWhiteSpaceProperty) {
       with_unicode_whitespace("\\\\s\\p{L}[]\\s][[:alpha:]\\s]"),
       "\\\\s\\p{L}[]" + ws.substr(1, ws.size() - 2) + "][[:alpha:]" + ws.substr(1, ws.size() - 2) + "]");
   EXPECT_EQ(with_unicode_whitespace("[\\S]"), "[\\S]");
+  EXPECT_EQ(with_unicode_whitespace("\\Q[\\s\\E\\s"), "\\Q[\\s\\E" + ws);  // quoted text stays literal
 }
 
 TEST(Qwen3Tokenizer, EncodeMatchesTokenizersJsOnTheGoldenCorpus) {

@@ -221,6 +221,10 @@ TEST(Config, SetValuesHaveNoComments) {
 TEST(Config, SetWithoutAValueIsRefusedButANullSectionMeansDefaults) {
   const std::string msg = error_of(M + "runtime: {max_batch: 8}\n", {"runtime.max_batch="});
   EXPECT_NE(msg.find("runtime.max_batch: no value given"), std::string::npos) << msg;
+  for (const char* key : {"cuda_graph.capture_sizes", "launch.pdl.sites.gemv"}) {
+    const std::string e = error_of(M, {std::string(key) + "="});
+    EXPECT_NE(e.find(std::string(key) + ": no value given"), std::string::npos) << e;
+  }
   // README's switch from a synthetic model to a checkpoint: model.synthetic=null removes the section.
   const Config c = parse_config(M, "x", {"model.synthetic=null", "model.path=/tmp/ckpt"});
   EXPECT_EQ(c.model.path, "/tmp/ckpt");
