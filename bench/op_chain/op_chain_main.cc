@@ -16,10 +16,10 @@
 #include "bench/common/tool_main.h"
 #include "bench/op_chain/case_runner.h"
 #include "bench/op_chain/chain_report.h"
-#include "common/cli_validators.h"
 #include "common/cuda_check.h"
 #include "common/log.h"
 #include "kernels/launch.h"
+#include "runtime/tools/cli_validators.h"
 
 namespace tpserve::bench {
 namespace {

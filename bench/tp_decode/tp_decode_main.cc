@@ -22,11 +22,11 @@
 #include "bench/tp_decode/decode_sweep.h"
 #include "bench/tp_decode/sweep_report.h"
 #include "bench/tp_decode/sweep_summary.h"
-#include "common/cli_validators.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "parallel/mpi_session.h"
 #include "runtime/config/config_parser.h"
+#include "runtime/tools/cli_validators.h"
 
 namespace {
 

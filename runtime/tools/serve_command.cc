@@ -4,7 +4,6 @@
 // SIGTERM/SIGINT on rank 0: refuse new requests (503), finish the running ones, release the followers,
 // exit 0 on every rank. Followers ignore those signals and stop when rank 0 says so.
 #include <chrono>
-#include <exception>
 #include <memory>
 
 #include "common/log.h"
@@ -35,19 +34,17 @@ std::unique_ptr<serve::Tokenizer> load_tokenizer(const Config& config) {
 }
 
 // Declared after everything the HTTP server and the signal action use (the tokenizer, engine and loop), so
-// that its destructor runs before theirs: the signal action no longer reaches the loop, and on a failure
-// (the loop rethrows an engine error) the server refuses new requests and its workers are joined while
-// what they use still exists. A clean return stops the server itself.
+// that its destructor runs before theirs: the signal action no longer reaches the loop, and the server's
+// workers are joined while what they use still exists (on a failure: the loop rethrows an engine error;
+// after a clean run the server is stopped already, and stop() does nothing again).
 class ServingTeardown {
  public:
   ServingTeardown(serve::TerminationSignals& signals, serve::HttpServer& http)
       : signals_(signals), http_(http) {}
   ~ServingTeardown() {
     signals_.on_first_signal([] {});  // the server is stopped or about to be destroyed: nothing to drain
-    if (std::uncaught_exceptions() > 0) {
-      http_.begin_drain();
-      http_.stop();
-    }
+    http_.begin_drain();
+    http_.stop();
   }
   ServingTeardown(const ServingTeardown&) = delete;
   ServingTeardown& operator=(const ServingTeardown&) = delete;

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <limits>
 
-#include "common/cli_validators.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "runtime/tools/cli_validators.h"
 #include "runtime/version.h"
 #include "runtime/weights/checkpoint_generator.h"
 

@@ -1,5 +1,5 @@
-// CLI11 validators the command lines share (header-only: only programs that parse a command line include
-// it, and they link CLI11 already).
+// CLI11 validators the command lines share (tpserve, tpserve-gen, the benchmarks; header-only: only programs
+// that parse a command line include it, and they link CLI11 already).
 #pragma once
 
 #include <CLI/CLI.hpp>
