@@ -45,9 +45,17 @@ ChunkInfo parse_chunk(const std::string& data) {
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
       c.finish_reason = choice["finish_reason"].get<std::string>();
   }
-  if (j.contains("usage") && j["usage"].is_object() && j["usage"].contains("completion_tokens") &&
-      j["usage"]["completion_tokens"].is_number_integer())
-    c.completion_tokens = j["usage"]["completion_tokens"].get<int>();
+  if (j.contains("usage") && j["usage"].is_object()) {
+    const auto& u = j["usage"];
+    auto integer = [](const nlohmann::json& o, const char* key) -> std::optional<int> {
+      if (o.is_object() && o.contains(key) && o[key].is_number_integer()) return o[key].get<int>();
+      return std::nullopt;
+    };
+    c.completion_tokens = integer(u, "completion_tokens");
+    c.prompt_tokens = integer(u, "prompt_tokens");
+    if (u.contains("prompt_tokens_details"))
+      c.cached_tokens = integer(u["prompt_tokens_details"], "cached_tokens");
+  }
   return c;
 }
 
@@ -88,6 +96,8 @@ StreamTiming stream_chat_completion(httplib::Client& client, const std::string& 
       }
       if (!c.finish_reason.empty()) t.finish_reason = c.finish_reason;
       if (c.completion_tokens) t.usage_tokens = *c.completion_tokens;
+      if (c.prompt_tokens) t.prompt_tokens = *c.prompt_tokens;
+      if (c.cached_tokens) t.cached_tokens = *c.cached_tokens;
     }
   };
 

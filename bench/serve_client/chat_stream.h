@@ -28,6 +28,8 @@ struct StreamTiming {
   double e2e_s = 0;               // [DONE] (or the end of the stream) since sent
   std::vector<double> content_s;  // arrival of each chunk with content, since sent
   int usage_tokens = -1;          // usage.completion_tokens; -1 when not reported
+  int prompt_tokens = -1;         // usage.prompt_tokens; -1 when not reported
+  int cached_tokens = -1;         // of them, found in the server's prefix cache; -1 when not reported
   std::string finish_reason;
   std::string text;
 
@@ -40,6 +42,8 @@ struct ChunkInfo {
   bool done = false;    // [DONE]
   std::string content;  // choices[0].delta.content (empty when absent or null)
   std::optional<int> completion_tokens;
+  std::optional<int> prompt_tokens,
+      cached_tokens;  // usage.prompt_tokens, ...prompt_tokens_details.cached_tokens
   std::string finish_reason;
   std::string error;  // {"error": {...}} chunks, or a payload that is not JSON
 };

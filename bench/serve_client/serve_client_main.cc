@@ -43,6 +43,8 @@ nlohmann::json request_json(const StreamTiming& t) {
           {"ttft_s", m.ttft_s},
           {"output_tokens", m.output_tokens},
           {"usage_tokens", t.usage_tokens},
+          {"prompt_tokens", t.prompt_tokens},
+          {"cached_tokens", t.cached_tokens},
           {"finish_reason", t.finish_reason},
           {"content_s", t.content_s}};
 }

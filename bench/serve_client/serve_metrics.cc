@@ -1,6 +1,7 @@
 // Per-request metrics from chunk times, then distributions over the successful requests (in ms).
 #include "bench/serve_client/serve_metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -43,6 +44,9 @@ LoadSummary summarize_load(const std::vector<StreamTiming>& timings, double dura
     }
     const RequestMetrics m = request_metrics(t);
     s.output_tokens += m.output_tokens;
+    if (t.prompt_tokens >= 0) s.prompt_tokens = std::max<int64_t>(s.prompt_tokens, 0) + t.prompt_tokens;
+    if (t.cached_tokens >= 0)
+      s.cached_prompt_tokens = std::max<int64_t>(s.cached_prompt_tokens, 0) + t.cached_tokens;
     ttft.push_back(m.ttft_s), tpot.push_back(m.tpot_s), e2e.push_back(m.e2e_s), tps.push_back(m.decode_tps);
     itl.insert(itl.end(), m.itl_s.begin(), m.itl_s.end());
   }
@@ -61,6 +65,8 @@ nlohmann::json to_json(const LoadSummary& s) {
           {"failed", s.failed},
           {"duration_s", s.duration_s},
           {"output_tokens", s.output_tokens},
+          {"prompt_tokens", s.prompt_tokens},
+          {"cached_prompt_tokens", s.cached_prompt_tokens},
           {"output_tps", s.output_tps},
           {"requests_per_s", s.requests_per_s},
           {"ttft_ms", to_json(s.ttft_ms)},
@@ -78,6 +84,16 @@ std::string format_load_summary(const LoadSummary& s) {
                 s.requests, s.failed, s.duration_s, static_cast<long long>(s.output_tokens), s.output_tps,
                 s.requests_per_s);
   out += line;
+  if (s.prompt_tokens >= 0) {
+    if (s.cached_prompt_tokens >= 0)
+      std::snprintf(line, sizeof(line), "prompt tokens %lld, %lld of them cached by the server (%.1f%%)\n",
+                    static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.cached_prompt_tokens),
+                    s.prompt_tokens > 0 ? 100.0 * s.cached_prompt_tokens / s.prompt_tokens : 0.0);
+    else
+      std::snprintf(line, sizeof(line), "prompt tokens %lld (cached share not reported)\n",
+                    static_cast<long long>(s.prompt_tokens));
+    out += line;
+  }
   std::snprintf(line, sizeof(line), "%-26s %10s %10s %10s\n", "metric", "mean", "median", "p99");
   out += line;
   auto row = [&](const char* name, const Distribution& d) {

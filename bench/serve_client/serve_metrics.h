@@ -33,6 +33,9 @@ struct LoadSummary {
   int failed = 0;
   double duration_s = 0;
   int64_t output_tokens = 0;
+  // Prompt tokens the server reported (usage.prompt_tokens) and, of them, those its prefix cache held
+  // (usage.prompt_tokens_details.cached_tokens); -1 where no request reported them.
+  int64_t prompt_tokens = -1, cached_prompt_tokens = -1;
   double output_tps = 0;
   double requests_per_s = 0;
   Distribution ttft_ms, tpot_ms, itl_ms, e2e_ms, decode_tps;

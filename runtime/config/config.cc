@@ -128,7 +128,8 @@ std::string config_to_yaml(const Config& c) {
       << r.kv_block_size << YAML::Key << "gpu_memory_fraction" << YAML::Value << r.gpu_memory_fraction
       << YAML::Key << "num_kv_blocks" << YAML::Value << r.num_kv_blocks << YAML::Key
       << "max_num_batched_tokens" << YAML::Value << r.max_num_batched_tokens << YAML::Key
-      << "sampling_candidates" << YAML::Value << r.sampling_candidates;
+      << "sampling_candidates" << YAML::Value << r.sampling_candidates << YAML::Key << "enable_prefix_caching"
+      << YAML::Value << r.enable_prefix_caching;
   for_each_kernel_switch(r.kernels, [&](const char* name, const auto& field, auto...) {
     out << YAML::Key << name << YAML::Value << field;
   });

@@ -57,8 +57,9 @@ struct RuntimeConfig {
   int kv_block_size = 16;
   double gpu_memory_fraction = 0.9;
   int num_kv_blocks = 0;  // 0 = sized from memory (CPU backend: enough for max_batch x max_seq_len)
-  int max_num_batched_tokens = 512;  // tokens per step: decode rows + prefill chunks
-  int sampling_candidates = 256;     // best logits kept per rank and row; top-p/top-k act within them
+  int max_num_batched_tokens = 512;   // tokens per step: decode rows + prefill chunks
+  int sampling_candidates = 256;      // best logits kept per rank and row; top-p/top-k act within them
+  bool enable_prefix_caching = true;  // reuse the KV of full blocks of tokens another request computed
   // CUDA: the kernel switches (runtime.<name> keys of the same names).
   CudaKernelSwitches kernels;
 };

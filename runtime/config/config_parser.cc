@@ -242,7 +242,8 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
                                 "gpu_memory_fraction",
                                 "num_kv_blocks",
                                 "max_num_batched_tokens",
-                                "sampling_candidates"};
+                                "sampling_candidates",
+                                "enable_prefix_caching"};
   for_each_kernel_switch(c.runtime.kernels, [&](const char* name, auto&&...) { keys.emplace_back(name); });
   Section s(root["runtime"], "runtime", p, std::move(keys));
   s.choice<BackendKind>(
@@ -255,6 +256,7 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   s.integer("num_kv_blocks", c.runtime.num_kv_blocks, 0, 1 << 30);
   s.integer("max_num_batched_tokens", c.runtime.max_num_batched_tokens, 1, 1 << 20);
   s.integer("sampling_candidates", c.runtime.sampling_candidates, 1, 4096);
+  s.boolean("enable_prefix_caching", c.runtime.enable_prefix_caching);
   for_each_kernel_switch(c.runtime.kernels, [&](const char* name, auto& field, auto... range) {
     if constexpr (sizeof...(range) == 0)
       s.boolean(name, field);

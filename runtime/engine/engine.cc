@@ -90,7 +90,8 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
                            .max_step_tokens = mo.max_tokens,
                            .max_seq_len = rt.max_seq_len,
                            .max_blocks_per_seq = mo.max_blocks_per_seq,
-                           .max_prefill_step_tokens = rt.max_num_batched_tokens};
+                           .max_prefill_step_tokens = rt.max_num_batched_tokens,
+                           .prefix_caching = rt.enable_prefix_caching};
     std::vector<int32_t> eos = source_.generation.eos_token_ids;
     if (eos.empty()) eos = source_.spec.eos_token_ids;
     SpeculativeSettings speculative;
@@ -132,11 +133,13 @@ StepResult Engine::forward(const StepBatch& batch, bool want_logits) {
 }
 
 StepResult Engine::run_batch(const StepBatch& batch, bool want_logits) {
+  // The batch writes KV blocks of its own choosing: what the prefix cache knew of them no longer holds.
+  scheduler().reset_prefix_cache();
   broadcast_step(&batch, want_logits);
   return forward(batch, want_logits);
 }
 
-std::vector<TokenEvent> Engine::step() {
+std::vector<TokenEvent> Engine::step(std::vector<float>* logits) {
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   const auto t0 = Clock::now();
@@ -154,9 +157,11 @@ std::vector<TokenEvent> Engine::step() {
                       .context_tokens = 0};
   for (int32_t n : batch->context_lens) last_step_stats_.context_tokens += n;
   const auto t1 = Clock::now();
-  broadcast_step(&*batch, false);
+  const bool want_logits = logits != nullptr;
+  broadcast_step(&*batch, want_logits);
   const auto t2 = Clock::now();
-  StepResult result = forward(*batch, false);
+  StepResult result = forward(*batch, want_logits);
+  if (want_logits) *logits = std::move(result.logits);
   const auto t3 = Clock::now();
   auto emitted = scheduler_->complete(result);
   events.insert(events.end(), emitted.begin(), emitted.end());

@@ -56,9 +56,12 @@ class Engine {
   bool is_driver() const { return comm_.rank() == 0; }
   Scheduler& scheduler();
 
-  // Driver: runs one scheduled step on every rank; returns the tokens emitted (empty when idle).
-  std::vector<TokenEvent> step();
-  // Driver: runs a prepared batch on every rank (tests, benchmarks).
+  // Driver: runs one scheduled step on every rank; returns the tokens emitted (empty when idle). Tests:
+  // with `logits` (EngineOptions::keep_logits) the step runs eagerly and leaves there the logits of its
+  // sampled rows, [samples, vocab].
+  std::vector<TokenEvent> step(std::vector<float>* logits = nullptr);
+  // Driver: runs a prepared batch on every rank (tests, benchmarks). It forgets the prefix cache: the batch
+  // writes KV blocks the scheduler does not know of.
   StepResult run_batch(const StepBatch& batch, bool want_logits = false);
   // Driver: releases the followers (they return from run_follower). A second call does nothing unless the
   // driver ran steps since the first: then the followers are serving again (they called run_follower()

@@ -25,7 +25,11 @@ const char* finish_reason_name(FinishReason r) {
 Scheduler::Scheduler(const SchedulerLimits& limits, int num_kv_blocks, int kv_block_size,
                      std::vector<int32_t> eos_token_ids, SpeculativeSettings speculative)
     : limits_(limits),
-      blocks_(num_kv_blocks, kv_block_size),
+      blocks_(num_kv_blocks, kv_block_size,
+              !limits.prefix_caching ? PrefixCacheKey::kNone
+              // The MTP draft layer's KV at a block's last position was computed with the next token.
+              : speculative.num_tokens > 0 && speculative.device_draft ? PrefixCacheKey::kBlockAndNextToken
+                                                                       : PrefixCacheKey::kBlockTokens),
       eos_(std::move(eos_token_ids)),
       spec_(std::move(speculative)) {
   TPS_CHECK(!speculating() || spec_.device_draft || spec_.script,
@@ -69,6 +73,7 @@ std::vector<TokenEvent> Scheduler::take_aborted() {
 
 void Scheduler::release(Sequence& s) {
   blocks_.release(s.blocks);
+  s.num_committed = 0;
   if (s.slot >= 0) free_slots_.push_back(s.slot);
   s.slot = -1;
   s.has_drafts = false;
@@ -82,6 +87,18 @@ void Scheduler::preempt_newest() {
   log_debug("preempted request ", seq->request.id, " (KV cache full)");
   waiting_.push_front(std::move(seq));
   running_.pop_back();
+}
+
+int Scheduler::take_cached_prefix(Sequence& s) {
+  if (!blocks_.prefix_caching() || s.num_cached > 0) return 0;
+  // The last token is always computed: its logits give the next token. (A request that waits for room
+  // matches, and lets go, again each step; the blocks it matched count as recently used.)
+  const int bs = blocks_.block_size();
+  const int last = static_cast<int>(s.tokens.size()) - 1;
+  const int blocks = blocks_.match(s.tokens, last / bs, s.blocks);
+  s.num_committed = blocks;
+  s.num_cached = blocks * bs;
+  return s.num_cached;
 }
 
 // Drafts verified for `s` this step: k once it is decoding and a draft source has drafts for it.
@@ -135,14 +152,26 @@ std::optional<StepBatch> Scheduler::schedule() {
   while (!waiting_.empty() && std::min(budget, prefill_budget) > 0 &&
          static_cast<int>(running_.size()) < limits_.max_batch) {
     Sequence* s = waiting_.front().get();
+    const int hit = take_cached_prefix(*s);
     const int n =
         std::min(static_cast<int>(s->tokens.size()) - s->num_cached, std::min(budget, prefill_budget));
-    if (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) break;
+    if (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {
+      release(*s);  // the cached blocks it took wait for it in the cache
+      s->num_cached = 0;
+      break;
+    }
     if (mtp_drafting()) {
       s->slot = free_slots_.back();
       free_slots_.pop_back();
     }
-    if (!s->admitted) admitted_.push_back(s->request.id), s->admitted = true;
+    if (!s->admitted) {
+      s->admitted = true;
+      admitted_.push_back({s->request.id, hit});
+      if (blocks_.prefix_caching()) {
+        prefix_metrics_.queried_tokens += static_cast<int64_t>(s->request.prompt.size());
+        prefix_metrics_.hit_tokens += hit;
+      }
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     last_.push_back({s, n, s->num_cached + n == static_cast<int>(s->tokens.size()), 0});
@@ -272,6 +301,17 @@ std::vector<TokenEvent> Scheduler::complete(const StepResult& result) {
     }
     row += rows_of_group;
   }
+  // Blocks whose KV is now complete enter the prefix cache (finished sequences' too: they stay cached).
+  // Complete: below num_cached, and below the sequence's end (a request that stopped at a token before the
+  // last accepted draft has num_cached past it); keyed: with MTP, the token after the block is known.
+  if (blocks_.prefix_caching())
+    for (const auto& sc : last_) {
+      Sequence& s = *sc.seq;
+      const int size = static_cast<int>(s.tokens.size());
+      const int full =
+          std::min(std::min(s.num_cached, size) / blocks_.block_size(), blocks_.keyed_blocks(size));
+      if (full > s.num_committed) s.num_committed = blocks_.commit(s.blocks, s.tokens, s.num_committed, full);
+    }
   for (Sequence* s : done) {
     auto it = std::find_if(running_.begin(), running_.end(), [s](const auto& p) { return p.get() == s; });
     if (it != running_.end()) finish(it);

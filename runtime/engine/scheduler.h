@@ -54,6 +54,21 @@ struct SchedulerLimits {
   // Prefill chunks take at most this many tokens of a step in all (runtime.max_num_batched_tokens), beside
   // the decode rows (1 + k a sequence under speculation), within max_step_tokens. 0: max_step_tokens.
   int max_prefill_step_tokens = 0;
+  // Automatic prefix caching (runtime.enable_prefix_caching): a request whose first full blocks of tokens
+  // another one computed takes their KV instead of computing it again (docs/serving.md, "Prefix caching").
+  bool prefix_caching = false;
+};
+
+// Prefix caching counters, in tokens, over requests' first admissions (vLLM's prefix_cache_queries/hits).
+struct PrefixCacheMetrics {
+  int64_t queried_tokens = 0;  // prompt tokens of requests admitted
+  int64_t hit_tokens = 0;      // of them, tokens whose KV was found cached
+};
+
+// A request leaving the waiting queue for the first time.
+struct Admission {
+  int64_t request_id = 0;
+  int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
 };
 
 // Speculative decoding: k drafts per sequence and step, verified by the main model in the same step.
@@ -95,14 +110,18 @@ class Scheduler {
   std::vector<TokenEvent> complete(const StepResult& result);
   // Events for requests aborted since the last call.
   std::vector<TokenEvent> take_aborted();
-  // Ids of the requests that left the waiting queue for the first time since the last call (queue time).
-  std::vector<int64_t> take_admitted() { return std::exchange(admitted_, {}); }
+  // The requests that left the waiting queue for the first time since the last call (queue time, cached
+  // prompt tokens).
+  std::vector<Admission> take_admitted() { return std::exchange(admitted_, {}); }
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   double kv_usage() const { return blocks_.usage(); }
   int64_t preemptions() const { return preemptions_; }
   const SpeculativeMetrics& speculative_metrics() const { return spec_metrics_; }
+  const PrefixCacheMetrics& prefix_cache_metrics() const { return prefix_metrics_; }
+  // Forgets every cached prefix: run_batch() wrote KV blocks behind the scheduler's back.
+  void reset_prefix_cache() { blocks_.reset(); }
   // The mix of the batch the last schedule() returned.
   const StepMix& last_step_mix() const { return last_mix_; }
   const SchedulerLimits& limits() const { return limits_; }
@@ -120,6 +139,7 @@ class Scheduler {
     std::vector<int32_t> tokens;  // prompt + generated
     int num_generated = 0;
     int num_cached = 0;     // tokens whose KV is in the cache
+    int num_committed = 0;  // leading blocks entered in the prefix cache
     bool admitted = false;  // left the waiting queue at least once
     std::vector<int32_t> blocks;
     int slot = -1;            // draft-table slot (MTP)
@@ -136,6 +156,8 @@ class Scheduler {
   bool mtp_drafting() const { return speculating() && static_cast<bool>(spec_.device_draft); }
   int drafts_for(const Sequence& s) const;
   void release(Sequence& s);
+  // Prefix caching: takes the cached blocks of a sequence's leading tokens before its first chunk.
+  int take_cached_prefix(Sequence& s);
 
   void preempt_newest();
   FinishReason finish_reason(const Sequence& s, int32_t token) const;
@@ -150,10 +172,11 @@ class Scheduler {
   StepMix last_mix_;
   std::vector<int64_t> aborted_;
   std::vector<TokenEvent> aborted_events_;
-  std::vector<int64_t> admitted_;
+  std::vector<Admission> admitted_;
   int64_t preemptions_ = 0;
   SpeculativeSettings spec_;
   SpeculativeMetrics spec_metrics_;
+  PrefixCacheMetrics prefix_metrics_;
   std::vector<int> free_slots_;
 };
 

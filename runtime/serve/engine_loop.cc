@@ -110,6 +110,7 @@ void EngineLoop::finish(int64_t id, Active& a, StreamUpdate update, const std::s
   update.finish_reason = reason;
   update.prompt_tokens = a.prompt_tokens;
   update.completion_tokens = a.completion_tokens;
+  update.cached_tokens = a.cached_tokens;
   if (reason != "abort") {
     metrics_.observe_e2e_latency(seconds_between(a.arrival, std::chrono::steady_clock::now()));
     metrics_.count_success(reason);
@@ -197,10 +198,13 @@ void EngineLoop::run() {
         const auto scheduled_at = std::chrono::steady_clock::now();
         const std::vector<TokenEvent> events = engine_.step();
         metrics_.set_spec_decode(scheduler.speculative_metrics());  // running totals, once a step
-        for (int64_t id :
+        metrics_.set_prefix_cache(scheduler.prefix_cache_metrics());
+        for (const Admission& a :
              scheduler.take_admitted())  // before handle(): a request may finish in its first step
-          if (auto it = active_.find(id); it != active_.end())
+          if (auto it = active_.find(a.request_id); it != active_.end()) {
             metrics_.observe_queue_time(seconds_between(it->second.arrival, scheduled_at));
+            it->second.cached_tokens = a.cached_tokens;
+          }
         refresh_gauges();  // before the updates go out: a client that got its last token sees itself gone
         for (const TokenEvent& e : events) handle(e);
       }

@@ -62,6 +62,7 @@ class EngineLoop {
     StopStringMatcher stops;
     int prompt_tokens = 0;
     int completion_tokens = 0;
+    int cached_tokens = 0;  // of the prompt, from the prefix cache
     std::chrono::steady_clock::time_point arrival, last_token;
     bool abort_sent = false;
   };

@@ -88,7 +88,8 @@ void respond_whole(httplib::Response& res, GenerationResponse g) {
     if (g.on_written) g.on_written();  // the request is over; nothing waits on the write
     return;
   }
-  Usage usage{all[0].prompt_tokens, 0};  // the prompt counts once, the choices' tokens all
+  // The prompt counts once (its cached share as the first choice found it), the choices' tokens all.
+  Usage usage{all[0].prompt_tokens, 0, all[0].cached_tokens};
   std::vector<Choice> choices;
   for (StreamUpdate& u : all) {
     usage.completion_tokens += u.completion_tokens;
@@ -122,7 +123,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
     std::optional<ChatOutputParser> parser;  // chat answers parsed for reasoning or tool calls
     bool first = true;
     bool finished = false;
-    int prompt_tokens = 0, completion_tokens = 0;
+    int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   };
   struct State {
     ResponseHeader header;
@@ -155,6 +156,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
             sse_event(stream_chunk(header, i, {}, {}, false, finish_reason_for(u.finish_reason, tool_calls)));
         c.finished = true;
         c.prompt_tokens = u.prompt_tokens, c.completion_tokens = u.completion_tokens;
+        c.cached_tokens = u.cached_tokens;
       }
       return out;
     }
@@ -208,7 +210,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
                                                         [](const ChoiceState& c) { return c.finished; });
         if (all_finished) {
           if (!failed && state->include_usage) {
-            Usage usage{state->choices[0].prompt_tokens, 0};  // the prompt counts once
+            Usage usage{state->choices[0].prompt_tokens, 0, state->choices[0].cached_tokens};  // prompt once
             for (const ChoiceState& c : state->choices) usage.completion_tokens += c.completion_tokens;
             out += sse_event(usage_chunk(state->header, usage));
           }

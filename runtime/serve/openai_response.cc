@@ -77,7 +77,8 @@ ResponseHeader make_response_header(Endpoint endpoint, const std::string& model,
 Json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 std::string new_tool_call_id() {

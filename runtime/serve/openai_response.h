@@ -25,6 +25,7 @@ struct ResponseHeader {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  int cached_tokens = 0;  // of the prompt: usage.prompt_tokens_details.cached_tokens
 };
 
 // A tool call parsed out of a chat answer (runtime/serve/chat_output_parser.h).

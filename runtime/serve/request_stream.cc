@@ -10,6 +10,7 @@ void StreamUpdate::merge(StreamUpdate&& later) {
     finish_reason = std::move(later.finish_reason);
     prompt_tokens = later.prompt_tokens;
     completion_tokens = later.completion_tokens;
+    cached_tokens = later.cached_tokens;
     error = std::move(later.error);
   }
 }

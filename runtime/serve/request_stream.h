@@ -20,7 +20,8 @@ struct StreamUpdate {
   std::string finish_reason;  // stop | length | abort (when finished)
   int prompt_tokens = 0;      // usage (when finished)
   int completion_tokens = 0;
-  std::string error;  // set when the request failed (finished too)
+  int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  std::string error;      // set when the request failed (finished too)
 
   // Appends a later update to this one.
   void merge(StreamUpdate&& later);

@@ -104,6 +104,11 @@ void ServerMetrics::set_spec_decode(const SpeculativeMetrics& totals) {
   spec_ = totals;
 }
 
+void ServerMetrics::set_prefix_cache(const PrefixCacheMetrics& totals) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prefix_cache_ = totals;
+}
+
 void ServerMetrics::count_refusal(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++refused_[reason];
@@ -131,6 +136,10 @@ std::string ServerMetrics::render(const SchedulerGauges& g, int open_connections
   counter("tpserve:num_preemptions_total", "Sequences preempted (KV cache full); they are recomputed later.",
           g.num_preemptions);
   counter("tpserve:prompt_tokens_total", "Prompt tokens processed.", prompt_tokens_);
+  counter("tpserve:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+          prefix_cache_.queried_tokens);
+  counter("tpserve:prefix_cache_hits_total", "Prompt tokens whose KV the prefix cache held.",
+          prefix_cache_.hit_tokens);
   counter("tpserve:generation_tokens_total", "Tokens generated.", generation_tokens_);
   header(out, "tpserve:request_success_total", "counter", "Requests finished, by finish reason.");
   for (const char* reason : {"stop", "length"}) {

@@ -55,6 +55,8 @@ class ServerMetrics {
   // speculation; exported anyway so that dashboards find them). accepted_at[j]: verifications that
   // accepted the draft at position j.
   void set_spec_decode(const SpeculativeMetrics& totals);
+  // Prefix caching: the scheduler's running totals (prompt tokens queried and found cached), set alike.
+  void set_prefix_cache(const PrefixCacheMetrics& totals);
 
   // A request or connection refused by a server limit; reason is its error code (unauthorized,
   // too_many_connections, server_overloaded, request_timeout, request_too_large, limit_exceeded).
@@ -70,6 +72,7 @@ class ServerMetrics {
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   std::map<std::string, int64_t> success_;  // by finish reason
   SpeculativeMetrics spec_;
+  PrefixCacheMetrics prefix_cache_;
   std::map<std::string, int64_t> refused_;  // by reason
 };
 

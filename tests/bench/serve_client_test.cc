@@ -54,7 +54,9 @@ class FakeServer {
         }
         send(R"({"choices":[{"index":0,"delta":{},"finish_reason":"length"}]})");
         if (s.usage)
-          send(R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":)" + std::to_string(n) + "}}");
+          send(R"({"choices":[],"usage":{"prompt_tokens":7,"prompt_tokens_details":{"cached_tokens":3},)"
+               R"("completion_tokens":)" +
+               std::to_string(n) + "}}");
         send("[DONE]");
         sink.done();
         return true;
@@ -102,6 +104,9 @@ TEST(ServeClient, MetricsMatchTheServersTiming) {
   const LoadSummary s = summarize_load(r.requests, r.duration_s);
   EXPECT_EQ(s.failed, 0);
   EXPECT_EQ(s.output_tokens, 40);
+  EXPECT_EQ(s.prompt_tokens, 8 * 7);
+  EXPECT_EQ(s.cached_prompt_tokens, 8 * 3);
+  EXPECT_NE(format_load_summary(s).find("prompt tokens 56, 24 of them cached"), std::string::npos);
   EXPECT_DOUBLE_EQ(s.output_tps, 40 / r.duration_s);
   EXPECT_GE(s.ttft_ms.min, 60);
   EXPECT_LT(s.ttft_ms.median, 60 + 150);
@@ -127,7 +132,9 @@ TEST(ServeClient, CountsChunksWithoutUsageAndReportsHttpErrors) {
   const LoadResult r = run_load(o);
   ASSERT_TRUE(r.requests[0].ok) << r.requests[0].error;
   EXPECT_EQ(r.requests[0].usage_tokens, -1);
+  EXPECT_EQ(r.requests[0].cached_tokens, -1);
   EXPECT_EQ(r.requests[0].output_tokens(), 2);
+  EXPECT_EQ(summarize_load(r.requests, r.duration_s).prompt_tokens, -1);
 
   o.model = "other-model";
   const LoadResult bad = run_load(o);

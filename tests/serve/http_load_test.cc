@@ -164,10 +164,10 @@ TEST_P(NonStreamingDisconnect, FreesItsSequence) {
 
 INSTANTIATE_TEST_SUITE_P(HttpLoad, NonStreamingDisconnect,
                          ::testing::Values("", "\r\n", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return std::string(info.index == 0   ? "Nothing"
-                                              : info.index == 1 ? "Crlf"
-                                                                : "Pipelined") +
+                         [](const ::testing::TestParamInfo<std::string>& case_info) {
+                           return std::string(case_info.index == 0   ? "Nothing"
+                                              : case_info.index == 1 ? "Crlf"
+                                                                     : "Pipelined") +
                                   "AfterTheRequest";
                          });
 

@@ -164,6 +164,7 @@ TEST(Config, MinimalGetsDefaults) {
   EXPECT_EQ(c.runtime.backend, BackendKind::kAuto);
   EXPECT_EQ(c.server.host, "127.0.0.1");
   EXPECT_EQ(c.launch.pdl.default_mode, kernels::PdlMode::kAuto);
+  EXPECT_TRUE(c.runtime.enable_prefix_caching);  // as in vLLM and SGLang
 }
 
 TEST(Config, ServerLimitsDefaultsAndOverrides) {
@@ -392,7 +393,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "router_fused_stores_after_gather: false, topk_gating_redux: false, "
                                     "moe_gate_up_bulk_min_tokens: 3, moe_gate_up_bulk_stages: 5, "
                                     "staged_gemv_x_global: false, weights_l2_evict_first: false, "
-                                    "staged_gemv_blocks_per_sm: 2}\n",
+                                    "staged_gemv_blocks_per_sm: 2, enable_prefix_caching: false}\n",
                                 "x");
   const Config d = parse_config(config_to_yaml(c), "resolved");
   EXPECT_EQ(d.runtime.kernels.attention_split_keys, 96);
@@ -414,6 +415,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_stages, 5);
   EXPECT_FALSE(d.runtime.kernels.staged_gemv_x_global);
   EXPECT_EQ(d.runtime.kernels.staged_gemv_blocks_per_sm, 2);
+  EXPECT_FALSE(d.runtime.enable_prefix_caching);
 }
 
 TEST(Config, LayoutValidationNeedsTheModelShape) {
