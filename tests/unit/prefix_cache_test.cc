@@ -16,12 +16,7 @@ namespace {
 constexpr int kBs = 4;
 
 Request request(int64_t id, std::vector<int32_t> prompt, int max_tokens) {
-  Request r;
-  r.id = id;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  return r;
+  return Request{.id = id, .prompt = std::move(prompt), .max_tokens = max_tokens, .ignore_eos = true};
 }
 
 std::vector<int32_t> iota_tokens(int n, int from = 100) {
@@ -315,7 +310,9 @@ TEST(PrefixCache, RequestsGetTheTokensAndDraftsOfComputingEverything) {
     // verifications fall, which preemptions move: not compared).
     EXPECT_EQ(cached.stale_draft_kv, 0);
     EXPECT_EQ(plain.stale_draft_kv, 0);
-    if (drafts != Drafts::kNone) EXPECT_GT(cached.accepted, 0);
+    if (drafts != Drafts::kNone) {
+      EXPECT_GT(cached.accepted, 0);
+    }
     // Requests of one wave start together (no hits among them); later waves find at least the system
     // prompt's first block, mostly.
     EXPECT_GE(cached.prefix.hit_tokens, 30 * kBs);
