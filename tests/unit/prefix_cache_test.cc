@@ -248,12 +248,14 @@ struct Workload {
   int64_t preemptions = 0;
   int64_t accepted = 0;
   int64_t stale_draft_kv = 0;
+  double kv_usage = 1;  // after the last request
 };
 
 enum class Drafts { kNone, kScripted, kMtp };
 
-// 40 requests in waves, prompts of a shared 6-token system prompt plus a short tail over 3 ids, on a cache
-// too small to keep every prefix (and to run four long sequences without preemption); k = 2 drafts.
+// 40 requests in waves of four, prompts of a shared 6-token system prompt plus a short tail over 3 ids, on a
+// cache too small to keep every prefix (and to run four long sequences without preemption); k = 2 drafts.
+// Each wave's third request is aborted after two steps (its tokens are left out).
 Workload serve(bool prefix_caching, Drafts drafts) {
   constexpr int kBlocks = 20, kMaxBatch = 4, kDrafts = 2;
   KvModel model(kBlocks, kMaxBatch, kDrafts);
@@ -285,11 +287,14 @@ Workload serve(bool prefix_caching, Drafts drafts) {
     }
     for (int steps = 0; s.has_work(); ++steps) {
       EXPECT_LT(steps, 1000);
+      if (steps == 2) s.abort(next_id - 2);  // the wave's third request goes (waiting or running)
       auto b = s.schedule();
       if (!b) break;
       for (const TokenEvent& e : s.complete(model.run(*b))) w.tokens[e.request_id].push_back(e.token);
     }
+    w.tokens.erase(next_id - 2);  // what it emitted before its abort depends on the schedule
   }
+  w.kv_usage = s.kv_usage();
   w.prefix = s.prefix_cache_metrics();
   w.preemptions = s.preemptions();
   w.accepted = s.speculative_metrics().accepted_tokens;
@@ -304,7 +309,7 @@ TEST(PrefixCache, RequestsGetTheTokensAndDraftsOfComputingEverything) {
                                                : "MTP");
     const Workload plain = serve(false, drafts);
     const Workload cached = serve(true, drafts);
-    ASSERT_EQ(plain.tokens.size(), 40u);
+    ASSERT_EQ(plain.tokens.size(), 30u);
     EXPECT_EQ(cached.tokens, plain.tokens);
     // The draft layer read the KV it would have computed (how many drafts are accepted depends on where
     // verifications fall, which preemptions move: not compared).
@@ -317,6 +322,7 @@ TEST(PrefixCache, RequestsGetTheTokensAndDraftsOfComputingEverything) {
     // prompt's first block, mostly.
     EXPECT_GE(cached.prefix.hit_tokens, 30 * kBs);
     EXPECT_GT(cached.preemptions, 0);
+    EXPECT_EQ(cached.kv_usage, 0);  // every block let go of (cached ones count as free)
   }
 }
 
