@@ -140,6 +140,7 @@ StepResult Engine::run_batch(const StepBatch& batch, bool want_logits) {
 }
 
 std::vector<TokenEvent> Engine::step(std::vector<float>* logits) {
+  if (logits != nullptr) logits->clear();  // an idle step leaves none
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   const auto t0 = Clock::now();

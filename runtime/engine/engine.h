@@ -17,7 +17,7 @@
 namespace tpserve {
 
 struct EngineOptions {
-  bool keep_logits = false;     // tests: StepResult::logits
+  bool keep_logits = false;     // tests: StepResult::logits (on every rank: followers gather them too)
   bool record_routing = false;  // benchmarks: model().last_step_routing() after each step
   // Tests: speculative decoding with scripted drafts (any model, no MTP head needed), k drafts per step.
   DraftScript draft_script;

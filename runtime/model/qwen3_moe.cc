@@ -120,7 +120,10 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
     // One row per layer, wide enough for the top-k ids of a full step or the expert ids of a full exchange.
     routing_ids_ = backend_.alloc(DType::kI32, {spec_.num_layers, routing_width(T)});
   }
-  if (options_.keep_logits) all_logits_ = backend_.alloc(DType::kF32, {P, R, layout_.local_vocab(spec_)});
+  if (options_.keep_logits) {
+    all_logits_ = backend_.alloc(DType::kF32, {P, R, layout_.local_vocab(spec_)});
+    if (weights_.mtp.present) draft_logits_ = backend_.alloc(DType::kF32, {S, layout_.local_vocab(spec_)});
+  }
   if (layout_.all_to_all) {
     TPS_CHECK(layout_.ep_size == P, "all-to-all dispatch needs ep == tp (", layout_.ep_size, " vs ", P, ")");
     const int64_t cap = slice * k;  // worst case: every slot of every token of a slice to one rank

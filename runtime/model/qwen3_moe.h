@@ -156,6 +156,8 @@ class Qwen3MoeModel {
   Tensor residual_, normed_, qkv_, q_, attn_, proj_, router_logits_, topk_w_, topk_ids_, gate_up_, act_;
   Tensor sample_hidden_, logits_, cand_vals_, cand_ids_, cand_stats_, all_vals_, all_ids_, all_stats_;
   Tensor all_logits_;
+  // keep_logits with the MTP head: the draft steps' logits, kept apart from the step's own (logits_).
+  Tensor draft_logits_;
   // Speculative decoding and the MTP head.
   Tensor row_tokens_, step_results_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_,
       draft_rows_, draft_pos_, draft_slots_, draft_ctx_, draft_tables_;

@@ -79,8 +79,10 @@ void Qwen3MoeModel::mtp_forward(const StepShape& shape, const AttentionMeta& met
       backend_.rmsnorm(residual_.rows(0, groups), m.layer.input_norm, eps, normed_.rows(0, groups));
       layer_forward(m.layer, mtp_kv_, step, groups, -1, m.final_norm, hidden);
     }
-    const Candidates cand =
-        lm_head_candidates(hidden, groups, greedy_.temperature.rows(0, groups), logits_.rows(0, groups));
+    // Where the step's logits are kept for the caller (tests), the drafts' go elsewhere; else they may reuse
+    // the step's buffer.
+    Tensor logits = (draft_logits_.data != nullptr ? draft_logits_ : logits_).rows(0, groups);
+    const Candidates cand = lm_head_candidates(hidden, groups, greedy_.temperature.rows(0, groups), logits);
     SamplingInputs greedy{greedy_.temperature.rows(0, groups), greedy_.top_k.rows(0, groups),
                           greedy_.top_p.rows(0, groups),       greedy_.min_p.rows(0, groups),
                           greedy_.seed.rows(0, groups),        greedy_.counter.rows(0, groups)};

@@ -22,7 +22,7 @@ std::unique_ptr<Engine> gpu_engine(parallel::Communicator& comm, std::vector<std
   CudaBackendOptions o;
   o.pdl = config.launch.pdl;
   o.kernels = config.runtime.kernels;
-  o.arena_bytes = size_t(2) << 30;  // two engines share the GPU
+  o.arena_bytes = size_t(2) << 30;  // leave room for the other tests' engines under ctest -j
   return std::make_unique<Engine>(config, comm, make_cuda_backend(o), EngineOptions{.keep_logits = true});
 }
 

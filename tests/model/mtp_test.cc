@@ -246,6 +246,26 @@ TEST(MtpHead, SampledTokensFollowPlainSamplingsDistribution) {
               critical);
 }
 
+// The logits a step returns (tests) are the main model's for its sampled rows, though the MTP head's draft
+// steps run after them in the same step: a prompt's equal those without MTP.
+TEST(MtpHead, StepLogitsAreTheMainModels) {
+  const std::string model = "model: {synthetic: {preset: tiny, seed: 9, vocab: 4096, mtp: true}}";
+  EngineRun plain(make_config(model), EngineOptions{.keep_logits = true});
+  EngineRun mtp(make_config(model, mtp_overrides(2)), EngineOptions{.keep_logits = true});
+  std::vector<std::vector<float>> logits[2];
+  for (int i = 0; i < 2; ++i) {
+    Engine& e = *(i == 0 ? plain : mtp).engine;
+    e.scheduler().add(
+        Request{.id = 1, .prompt = {3707, 11, 1879, 0, 3555}, .max_tokens = 2, .ignore_eos = true});
+    while (e.scheduler().has_work()) e.step(&logits[i].emplace_back());
+  }
+  ASSERT_EQ(logits[0].size(), 2u);
+  ASSERT_GE(logits[1].size(), 1u);
+  ASSERT_EQ(logits[1][0].size(), 4096u);
+  for (size_t v = 0; v < 4096; ++v)
+    ASSERT_NEAR(logits[1][0][v], logits[0][0][v], 1e-5f + 1e-5f * std::abs(logits[0][0][v])) << v;
+}
+
 TEST(MtpHead, MissingHeadIsAClearError) {
   try {
     EngineRun r(fixture_config("gqa4", mtp_overrides(1)));

@@ -1,8 +1,9 @@
 // Every parallel layout on the CPU backend under mpirun (np 1, 2, 4): tensor-parallel attention with a
 // vocab-parallel embedding and lm_head, and MoE TP-sharded, expert-parallel with all-reduce, or expert-
 // parallel with all-to-all dispatch. Each must give the single-rank logits (1e-5 relative L2), greedy
-// tokens and seeded samples, on the transformers fixtures and on a synthetic model. A skewed-routing
-// checkpoint (every token to experts 0 and 1, both on rank 0) proves the all-to-all drops nothing.
+// tokens and seeded samples (drawn on the prompt blocks the greedy run left in the prefix cache), on the
+// transformers fixtures and on a synthetic model. A skewed-routing checkpoint (every token to experts 0 and
+// 1, both on rank 0) proves the all-to-all drops nothing.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -25,6 +26,7 @@ struct Outcome {
   std::vector<float> logits;
   std::vector<int32_t> greedy;
   std::vector<int32_t> sampled;
+  int64_t prefix_hits = 0;  // prompt tokens the sampled run found cached by the greedy one
 };
 
 const SamplingParams kSampling{.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .min_p = 0.0f, .seed = 7};
@@ -38,6 +40,7 @@ Outcome exercise(Engine& engine, const std::vector<int32_t>& sequence, int promp
     const std::vector<int32_t> prompt(sequence.begin(), sequence.begin() + prompt_len);
     o.greedy = engine.generate(prompt, SamplingParams{}, 12, true);
     o.sampled = engine.generate(prompt, kSampling, 12, true);
+    o.prefix_hits = engine.scheduler().prefix_cache_metrics().hit_tokens;
   });
   return o;
 }
@@ -77,6 +80,9 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& se
     EXPECT_LT(worst, 1e-5) << layout.name;
     EXPECT_EQ(got.greedy, reference.greedy) << layout.name;
     EXPECT_EQ(got.sampled, reference.sampled) << layout.name;
+    // The sampled run's prompt started on the greedy run's cached blocks (of 4), on every rank.
+    EXPECT_EQ(got.prefix_hits, (prompt_len - 1) / 4 * 4) << layout.name;
+    EXPECT_EQ(got.prefix_hits, reference.prefix_hits) << layout.name;
     std::printf("%s np %d: worst logits relative L2 %.3g, %zu greedy + %zu sampled tokens equal\n",
                 layout.name, np, worst, got.greedy.size(), got.sampled.size());
   }
