@@ -32,16 +32,20 @@ double RequestSample::decode_tokens_per_s() const {
 }
 
 std::vector<std::vector<int32_t>> make_prompts(uint64_t seed, int concurrency, int round, int input_len,
-                                               int vocab) {
+                                               int vocab, int shared_prefix_len) {
   TPS_CHECK(vocab > 0 && input_len > 0, "prompts of ", input_len, " tokens from a vocabulary of ", vocab);
-  std::vector<std::vector<int32_t>> prompts(concurrency);
+  TPS_CHECK(shared_prefix_len >= 0 && shared_prefix_len <= input_len, "a shared prefix of ",
+            shared_prefix_len, " tokens in prompts of ", input_len);
+  std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+  std::vector<int32_t> shared(shared_prefix_len);
+  std::mt19937_64 shared_rng(mix(mix(seed) ^ 0x5eedull));
+  for (auto& t : shared) t = token(shared_rng);
+  std::vector<std::vector<int32_t>> prompts(concurrency, shared);
   for (int i = 0; i < concurrency; ++i) {
     std::mt19937_64 rng(
         mix(mix(mix(seed) ^ static_cast<uint64_t>(concurrency)) ^ static_cast<uint64_t>(round + 1)) ^
         static_cast<uint64_t>(i));
-    std::uniform_int_distribution<int32_t> token(0, vocab - 1);
-    prompts[i].resize(input_len);
-    for (auto& t : prompts[i]) t = token(rng);
+    while (static_cast<int>(prompts[i].size()) < input_len) prompts[i].push_back(token(rng));
   }
   return prompts;
 }
@@ -60,8 +64,8 @@ RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCo
   rec.round = spec.round;
   rec.requests.resize(spec.concurrency);
 
-  const auto prompts =
-      make_prompts(spec.seed, spec.concurrency, spec.round, spec.input_len, engine.spec().vocab_size);
+  const auto prompts = make_prompts(spec.seed, spec.concurrency, spec.round, spec.input_len,
+                                    engine.spec().vocab_size, spec.shared_prefix_len);
   const SpeculativeMetrics spec_before = scheduler.speculative_metrics();
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < spec.concurrency; ++i) {

@@ -50,15 +50,17 @@ struct RoundRecord {
 struct RoundSpec {
   int concurrency = 1;
   int input_len = 128;
+  int shared_prefix_len = 0;  // leading prompt tokens every request of every round shares
   int output_len = 384;
   uint64_t seed = 0;
   int round = 0;
   bool keep_tokens = false;  // RequestSample::token_ids
 };
 
-// Deterministic prompts: request i of (seed, concurrency, round) gets the same ids in every arm.
+// Deterministic prompts: request i of (seed, concurrency, round) gets the same ids in every arm. The first
+// shared_prefix_len ids are a function of the seed alone (a system prompt every request starts with).
 std::vector<std::vector<int32_t>> make_prompts(uint64_t seed, int concurrency, int round, int input_len,
-                                               int vocab);
+                                               int vocab, int shared_prefix_len = 0);
 
 // Driver only; the engine must be idle. cost: nullptr to skip byte counts (else the engine must record
 // routing). Does not stop the followers.

@@ -44,6 +44,7 @@ std::shared_ptr<const ReferenceContinuations> run_reference(const SweepOptions& 
       RoundRecord rec = run_decode_round(*engine,
                                          RoundSpec{.concurrency = c,
                                                    .input_len = o.input_len,
+                                                   .shared_prefix_len = o.shared_prefix_len,
                                                    .output_len = o.output_len,
                                                    .seed = o.seed,
                                                    .round = round,
@@ -116,6 +117,7 @@ void warm_up(const SweepOptions& o, ArmRuntime& rt) {
   const int c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
   run_once(rt, RoundSpec{.concurrency = c,
                          .input_len = o.input_len,
+                         .shared_prefix_len = o.shared_prefix_len,
                          .output_len = std::min(o.output_len, 16),
                          .seed = o.seed,
                          .round = -1});
@@ -198,6 +200,7 @@ SweepResult run_sweep(const SweepOptions& o) {
     result.world_size = rt.setup->world().size();
     const RoundSpec spec{.concurrency = run.concurrency,
                          .input_len = o.input_len,
+                         .shared_prefix_len = o.shared_prefix_len,
                          .output_len = o.output_len,
                          .seed = o.seed,
                          .round = run.round};

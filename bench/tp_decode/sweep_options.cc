@@ -122,6 +122,8 @@ void finalize_options(SweepOptions& o) {
   TPS_CHECK(!o.config_path.empty(), "--config is required");
   TPS_CHECK(!o.concurrency.empty(), "--concurrency: no levels given");
   TPS_CHECK(o.input_len >= 1, "--input-len must be >= 1");
+  TPS_CHECK(o.shared_prefix_len >= 0 && o.shared_prefix_len <= o.input_len,
+            "--shared-prefix must be within 0..--input-len (", o.input_len, ")");
   TPS_CHECK(o.output_len >= 1, "--output-len must be >= 1");
   TPS_CHECK(o.rounds >= 1, "--rounds must be >= 1");
   TPS_CHECK(!o.hbm_gbps || *o.hbm_gbps > 0, "--hbm-gbps must be positive");

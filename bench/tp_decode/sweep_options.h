@@ -28,6 +28,7 @@ struct SweepOptions {
   std::vector<std::string> overrides;  // --set: every arm
   std::vector<int> concurrency = {1, 2, 4, 8, 12, 16, 32, 64};
   int input_len = 128;
+  int shared_prefix_len = 0;  // --shared-prefix: leading prompt tokens common to every request
   int output_len = 384;
   int rounds = 6;
   std::vector<ArmSpec> arms;          // none given: one arm "base" without overrides

@@ -173,6 +173,7 @@ nlohmann::json sweep_json(const SweepOptions& o, const SweepResult& r, const Swe
                   {"set", o.overrides},
                   {"concurrency", o.concurrency},
                   {"input_len", o.input_len},
+                  {"shared_prefix", o.shared_prefix_len},
                   {"output_len", o.output_len},
                   {"rounds", o.rounds},
                   {"seed", o.seed},

@@ -72,6 +72,10 @@ int run(int argc, char** argv) {
   app.add_option("--set", o.overrides, "override a config key for every arm (repeatable)");
   app.add_option("--concurrency", concurrency, "comma-separated concurrency levels")->capture_default_str();
   app.add_option("--input-len", o.input_len, "prompt tokens per request")->capture_default_str();
+  app.add_option(
+         "--shared-prefix", o.shared_prefix_len,
+         "leading prompt tokens every request shares (a system prompt; with prefix caching, computed once)")
+      ->capture_default_str();
   app.add_option("--output-len", o.output_len, "generated tokens per request")->capture_default_str();
   app.add_option("--rounds", o.rounds, "rounds per concurrency (each runs every arm once)")
       ->capture_default_str();

@@ -66,6 +66,15 @@ TEST(SweepOptions, FinalizeAddsTheDefaultArmAndRejectsDuplicates) {
   bad.config_path = "x";
   bad.rounds = 0;
   EXPECT_THROW(finalize_options(bad), Error);
+  SweepOptions prefix;
+  prefix.config_path = "x";
+  prefix.input_len = 16;
+  prefix.shared_prefix_len = 16;
+  EXPECT_NO_THROW(finalize_options(prefix));
+  prefix.shared_prefix_len = 17;  // more than a prompt
+  EXPECT_THROW(finalize_options(prefix), Error);
+  prefix.shared_prefix_len = -1;
+  EXPECT_THROW(finalize_options(prefix), Error);
 }
 
 }  // namespace
