@@ -91,7 +91,8 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
                            .max_seq_len = rt.max_seq_len,
                            .max_blocks_per_seq = mo.max_blocks_per_seq,
                            .max_prefill_step_tokens = rt.max_num_batched_tokens,
-                           .prefix_caching = rt.enable_prefix_caching};
+                           .prefix_caching = rt.enable_prefix_caching,
+                           .max_logprobs = std::min(20, model_->sampling_candidates())};
     std::vector<int32_t> eos = source_.generation.eos_token_ids;
     if (eos.empty()) eos = source_.spec.eos_token_ids;
     SpeculativeSettings speculative;

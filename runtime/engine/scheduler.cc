@@ -47,6 +47,8 @@ void Scheduler::add(Request request) {
   const int64_t prompt = static_cast<int64_t>(request.prompt.size());
   TPS_CHECK(prompt > 0, "request ", request.id, ": empty prompt");
   TPS_CHECK(request.max_tokens >= 1, "request ", request.id, ": max_tokens must be >= 1");
+  TPS_CHECK(request.logprobs >= -1 && request.logprobs <= limits_.max_logprobs, "request ", request.id, ": ",
+            request.logprobs, " top log-probabilities asked, at most ", limits_.max_logprobs);
   const int64_t total = prompt + request.max_tokens;  // 64 bits: max_tokens may be near INT_MAX
   TPS_CHECK(total <= limits_.max_seq_len, "request ", request.id, ": prompt (", prompt,
             " tokens) + max_tokens (", request.max_tokens, ") exceeds max_seq_len ", limits_.max_seq_len);
@@ -223,6 +225,7 @@ std::optional<StepBatch> Scheduler::schedule() {
         b.sample_rows.push_back(first_row + j);
         b.sampling.push_back(s.request.sampling);
         b.sample_counters.push_back(p + 1);
+        b.logprobs.push_back(s.request.logprobs);
       }
       if (mtp) {
         // The token after this row: known (prompt or earlier output), or emitted at this sampled row now.
@@ -241,6 +244,8 @@ std::optional<StepBatch> Scheduler::schedule() {
     }
   }
   if (speculating()) b.group_start.push_back(static_cast<int32_t>(b.sample_rows.size()));
+  // Only a step where some row asks for log-probabilities carries the list (it runs eagerly).
+  if (std::all_of(b.logprobs.begin(), b.logprobs.end(), [](int32_t n) { return n < 0; })) b.logprobs.clear();
   return b;
 }
 
@@ -294,6 +299,11 @@ std::vector<TokenEvent> Scheduler::complete(const StepResult& result) {
       ++s.num_generated;
       const FinishReason reason = finish_reason(s, token);
       events.push_back({s.request.id, token, s.num_generated - 1, reason});
+      if (s.request.logprobs >= 0) {
+        TPS_CHECK(row + j < result.logprobs.size(), "step result lacks the log-probabilities of row ",
+                  row + j);
+        events.back().logprobs = result.logprobs[row + j];
+      }
       if (reason != FinishReason::kNone) {
         done.push_back(&s);
         break;

@@ -25,6 +25,8 @@ struct Request {
   int max_tokens = 16;
   std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS ids unless ignore_eos
   bool ignore_eos = false;
+  // Log-probabilities of the generated tokens: -1 none; n >= 0 the drawn token's and the n most likely.
+  int logprobs = -1;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAborted };
@@ -35,6 +37,7 @@ struct TokenEvent {
   int32_t token = 0;
   int index = 0;  // 0 for the first generated token
   FinishReason finish = FinishReason::kNone;
+  std::optional<TokenLogprobs> logprobs;  // when the request asked for them
 };
 
 // What one schedule() put in the step: sequences decoding their next token, and prefill chunks (a prompt,
@@ -57,6 +60,8 @@ struct SchedulerLimits {
   // Automatic prefix caching (runtime.enable_prefix_caching): a request whose first full blocks of tokens
   // another one computed takes their KV instead of computing it again (docs/serving.md, "Prefix caching").
   bool prefix_caching = false;
+  // The most top log-probabilities a request may ask for (OpenAI's 20, at most the sampler's candidates).
+  int max_logprobs = 20;
 };
 
 // Prefix caching counters, in tokens, over requests' first admissions (vLLM's prefix_cache_queries/hits).

@@ -60,7 +60,7 @@ class Reader {
   size_t pos_ = 0;
 };
 
-constexpr uint32_t kMagic = 0x54505332;  // "TPS2": bump when the layout changes
+constexpr uint32_t kMagic = 0x54505333;  // "TPS3": bump when the layout changes
 
 }  // namespace
 
@@ -81,6 +81,7 @@ void visit_fields(Batch& b, Visit&& v) {
   v.vec(b.mtp_next_tokens);
   v.vec(b.draft_slot);
   v.vec(b.group_seq);
+  v.vec(b.logprobs);
 }
 
 std::vector<char> encode_step(const StepBatch& b) {

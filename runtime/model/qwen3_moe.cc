@@ -90,6 +90,12 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
   all_vals_ = backend_.alloc(DType::kF32, {P, R, C});
   all_ids_ = backend_.alloc(DType::kI32, {P, R, C});
   all_stats_ = backend_.alloc(DType::kF32, {P, R, 2});
+  raw_mine_ = {backend_.alloc(DType::kF32, {R, C}), backend_.alloc(DType::kI32, {R, C}),
+               backend_.alloc(DType::kF32, {R, 2})};
+  raw_all_ = {backend_.alloc(DType::kF32, {P, R, C}), backend_.alloc(DType::kI32, {P, R, C}),
+              backend_.alloc(DType::kF32, {P, R, 2})};
+  ones_ = backend_.alloc(DType::kF32, {R});
+  backend_.copy_from_host(ones_, std::vector<float>(static_cast<size_t>(R), 1.0f).data());
   const int64_t S = options_.max_seqs;
   row_tokens_ = backend_.alloc(DType::kI32, {R});
   // The step's results in one buffer, so that the host reads them with one copy: tokens, then accepted
@@ -226,6 +232,14 @@ Qwen3MoeModel::StepShape Qwen3MoeModel::upload(const StepBatch& b) {
   shape.seqs = b.num_seqs();
   shape.speculative = !b.group_start.empty();
   shape.mtp = !b.mtp_next_tokens.empty() && weights_.mtp.present;
+  if (!b.logprobs.empty()) {
+    TPS_CHECK(b.logprobs.size() == b.sample_rows.size(),
+              "step batch: logprobs must have one entry per sampled row");
+    for (int32_t n : b.logprobs)
+      TPS_CHECK(n <= candidates_, "step batch: ", n,
+                " top logprobs asked, more than runtime.sampling_candidates (", candidates_, ")");
+    shape.logprobs = true;
+  }
   for (int q = 0; q < shape.seqs; ++q)
     shape.max_query_len = std::max(shape.max_query_len, b.query_start[q + 1] - b.query_start[q]);
   shape.max_context_len =
@@ -258,11 +272,18 @@ SamplingInputs Qwen3MoeModel::sampling_inputs(const StepShape& shape) const {
 Qwen3MoeModel::Candidates Qwen3MoeModel::lm_head_candidates(Tensor hidden, int n, Tensor temperature,
                                                             Tensor logits) {
   backend_.linear(hidden, weights_.lm_head, logits);
+  return candidates(logits, n, temperature, {cand_vals_, cand_ids_, cand_stats_},
+                    {all_vals_, all_ids_, all_stats_});
+}
+
+Qwen3MoeModel::Candidates Qwen3MoeModel::candidates(Tensor logits, int n, Tensor temperature,
+                                                    const Candidates& mine, const Candidates& all_ranks) {
   const int64_t C = candidates_, P = layout_.tp_size;
-  Tensor vals = cand_vals_.rows(0, n), cids = cand_ids_.rows(0, n), stats = cand_stats_.rows(0, n);
+  Tensor vals = mine.values.rows(0, n), cids = mine.ids.rows(0, n), stats = mine.stats.rows(0, n);
   backend_.sampling_candidates(logits, layout_.vocab_begin(spec_), temperature, vals, cids, stats);
   if (P == 1) return {vals.view({1, n, C}), cids.view({1, n, C}), stats.view({1, n, 2})};
-  Candidates all{all_vals_.view({P, n, C}), all_ids_.view({P, n, C}), all_stats_.view({P, n, 2})};
+  Candidates all{all_ranks.values.view({P, n, C}), all_ranks.ids.view({P, n, C}),
+                 all_ranks.stats.view({P, n, 2})};
   comm_.all_gather(vals.data, all.values.data, static_cast<size_t>(n * C), DType::kF32);
   comm_.all_gather(cids.data, all.ids.data, static_cast<size_t>(n * C), DType::kI32);
   comm_.all_gather(stats.data, all.stats.data, static_cast<size_t>(n * 2), DType::kF32);
@@ -424,6 +445,7 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
     } else {
       backend_.sample(cand.values, cand.ids, cand.stats, sampling, emitted);
     }
+    if (shape.logprobs) logprob_candidates(rows);  // before the draft steps reuse the logits
   }
   if (shape.mtp) mtp_forward(shape, meta);
 }
@@ -459,6 +481,7 @@ StepResult Qwen3MoeModel::forward(const StepBatch& batch, bool want_logits) {
     result.tokens.resize(rows);
     backend_.copy_to_host(result.tokens.data(), emitted_.rows(0, rows));
   }
+  if (shape.logprobs) result.logprobs = logprobs_of(batch, result.tokens);
   if (want_logits) {
     const int64_t v = layout_.local_vocab(spec_), P = layout_.tp_size;
     Tensor logits = logits_.rows(0, rows);

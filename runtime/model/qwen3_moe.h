@@ -39,6 +39,9 @@ class Qwen3MoeModel {
                 const ModelOptions& options, Backend& backend, parallel::Communicator& comm);
 
   StepResult forward(const StepBatch& batch, bool want_logits = false);
+  // Best logits kept per rank and row (runtime.sampling_candidates, at most a rank's vocabulary slice):
+  // every drawn token is among them, and so are the top log-probabilities a request may ask for.
+  int sampling_candidates() const { return candidates_; }
 
   // CUDA graphs: captures one graph per decode batch size (ascending; every rank in the same order, after
   // an eager warm-up of the same shape). Decode-only steps are then padded to the next size and replayed.
@@ -83,6 +86,7 @@ class Qwen3MoeModel {
     int tokens = 0, rows = 0, groups = 0, seqs = 0;
     bool speculative = false;  // sampled rows come in verification groups
     bool mtp = false;          // the MTP head runs (mtp_next_tokens given)
+    bool logprobs = false;     // a row asks for log-probabilities (eager steps only)
     int max_query_len = 0, max_context_len = 0;
   };
   StepShape upload(const StepBatch& batch);
@@ -98,6 +102,14 @@ class Qwen3MoeModel {
   StepShape run_padding_step(int size);
   Tensor input(size_t offset, DType dtype, int64_t n) const;  // a typed view of the step-input buffer
   Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out);
+  // The C best logits of this rank's slice of n rows and their stats into `mine` ([R, C], [R, C], [R, 2]),
+  // then every rank's into `all` ([P, R, C], ...; used with several ranks).
+  Candidates candidates(Tensor logits, int n, Tensor temperature, const Candidates& mine,
+                        const Candidates& all);
+  // The step's log-probabilities (qwen3_moe_logprobs.cc): raw candidates of the sampled rows on the
+  // device (in compute), then their merge on the host.
+  void logprob_candidates(int rows);
+  std::vector<TokenLogprobs> logprobs_of(const StepBatch& batch, const std::vector<int32_t>& tokens);
   void mtp_input(Tensor tokens, Tensor hidden, int n);
   void mtp_forward(const StepShape& shape, const AttentionMeta& meta);
   // Sizes (options_.num_kv_blocks == 0: from memory, the same count on every rank) and allocates the KV
@@ -158,6 +170,9 @@ class Qwen3MoeModel {
   Tensor all_logits_;
   // keep_logits with the MTP head: the draft steps' logits, kept apart from the step's own (logits_).
   Tensor draft_logits_;
+  // Log-probabilities: temperature 1 for every row, and the raw candidates (this rank's and every rank's).
+  Tensor ones_;
+  Candidates raw_mine_, raw_all_;
   // Speculative decoding and the MTP head.
   Tensor row_tokens_, step_results_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_,
       draft_rows_, draft_pos_, draft_slots_, draft_ctx_, draft_tables_;

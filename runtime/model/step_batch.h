@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace tpserve {
@@ -39,6 +40,10 @@ struct StepBatch {
   std::vector<int32_t> draft_slot;       // [G]
   std::vector<int32_t> group_seq;        // [G]
 
+  // Log-probabilities (empty unless a row asks): per sampled row, how many of the most likely tokens to
+  // return beside the drawn token's log-probability, -1 for none. A step that asks runs eagerly.
+  std::vector<int32_t> logprobs;  // [R]
+
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
   int num_samples() const { return static_cast<int>(sample_rows.size()); }
@@ -47,10 +52,18 @@ struct StepBatch {
   }
 };
 
+// A drawn token's log-probability and the most likely tokens', under the model's raw distribution (the
+// logits' softmax: no temperature, no filters), as vLLM reports them by default.
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // best first (ties: smaller id)
+};
+
 struct StepResult {
   std::vector<int32_t> tokens;    // [R] per sampled row: the token emitted there (rows past a rejection: -1)
   std::vector<int32_t> accepted;  // [G] drafts accepted per group (speculative steps only)
   std::vector<float> logits;      // [R, vocab] when asked for (tests, debugging)
+  std::vector<TokenLogprobs> logprobs;  // [R] when the batch asked for any (rows that did not: empty)
 };
 
 }  // namespace tpserve

@@ -1,7 +1,8 @@
 // Every parallel layout on the CPU backend under mpirun (np 1, 2, 4): tensor-parallel attention with a
 // vocab-parallel embedding and lm_head, and MoE TP-sharded, expert-parallel with all-reduce, or expert-
 // parallel with all-to-all dispatch. Each must give the single-rank logits (1e-5 relative L2), greedy
-// tokens and seeded samples (drawn on the prompt blocks the greedy run left in the prefix cache), on the
+// tokens and seeded samples (drawn on the prompt blocks the greedy run left in the prefix cache), and
+// log-probabilities (merged from every rank's vocabulary slice), on the
 // transformers fixtures and on a synthetic model. A skewed-routing checkpoint (every token to experts 0 and
 // 1, both on rank 0) proves the all-to-all drops nothing.
 #include <gtest/gtest.h>
@@ -26,7 +27,8 @@ struct Outcome {
   std::vector<float> logits;
   std::vector<int32_t> greedy;
   std::vector<int32_t> sampled;
-  int64_t prefix_hits = 0;  // prompt tokens the sampled run found cached by the greedy one
+  int64_t prefix_hits = 0;              // prompt tokens the sampled run found cached by the greedy one
+  std::vector<TokenLogprobs> logprobs;  // a greedy run's, top 3 (vocab-parallel: merged from every rank)
 };
 
 const SamplingParams kSampling{.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .min_p = 0.0f, .seed = 7};
@@ -41,6 +43,11 @@ Outcome exercise(Engine& engine, const std::vector<int32_t>& sequence, int promp
     o.greedy = engine.generate(prompt, SamplingParams{}, 12, true);
     o.sampled = engine.generate(prompt, kSampling, 12, true);
     o.prefix_hits = engine.scheduler().prefix_cache_metrics().hit_tokens;
+    engine.scheduler().add(
+        Request{.id = 99, .prompt = prompt, .max_tokens = 6, .ignore_eos = true, .logprobs = 3});
+    while (engine.scheduler().has_work())
+      for (const TokenEvent& e : engine.step())
+        if (e.logprobs) o.logprobs.push_back(*e.logprobs);
   });
   return o;
 }
@@ -83,6 +90,17 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& se
     // The sampled run's prompt started on the greedy run's cached blocks (of 4), on every rank.
     EXPECT_EQ(got.prefix_hits, (prompt_len - 1) / 4 * 4) << layout.name;
     EXPECT_EQ(got.prefix_hits, reference.prefix_hits) << layout.name;
+    ASSERT_EQ(got.logprobs.size(), 6u);
+    ASSERT_EQ(reference.logprobs.size(), 6u);
+    for (size_t i = 0; i < 6; ++i) {
+      EXPECT_NEAR(got.logprobs[i].logprob, reference.logprobs[i].logprob, 1e-4)
+          << layout.name << " token " << i;
+      ASSERT_EQ(got.logprobs[i].top.size(), 3u);
+      for (size_t j = 0; j < 3; ++j) {
+        EXPECT_EQ(got.logprobs[i].top[j].first, reference.logprobs[i].top[j].first) << layout.name;
+        EXPECT_NEAR(got.logprobs[i].top[j].second, reference.logprobs[i].top[j].second, 1e-4) << layout.name;
+      }
+    }
     std::printf("%s np %d: worst logits relative L2 %.3g, %zu greedy + %zu sampled tokens equal\n",
                 layout.name, np, worst, got.greedy.size(), got.sampled.size());
   }

@@ -24,6 +24,7 @@ TEST(StepCodec, RoundTripsEveryField) {
   b.mtp_next_tokens = {-1, -2, -3};
   b.draft_slot = {4};
   b.group_seq = {0};
+  b.logprobs = {-1, 3, 0};
   const StepBatch d = decode_step(encode_step(b));
   EXPECT_EQ(d.token_ids, b.token_ids);
   EXPECT_EQ(d.positions, b.positions);
@@ -41,8 +42,9 @@ TEST(StepCodec, RoundTripsEveryField) {
   EXPECT_EQ(d.mtp_next_tokens, b.mtp_next_tokens);
   EXPECT_EQ(d.draft_slot, b.draft_slot);
   EXPECT_EQ(d.group_seq, b.group_seq);
+  EXPECT_EQ(d.logprobs, b.logprobs);
   // The encoding covers the whole struct: a new field must be added to the codec (and here).
-  static_assert(sizeof(StepBatch) == 13 * sizeof(std::vector<int32_t>) + 8,
+  static_assert(sizeof(StepBatch) == 14 * sizeof(std::vector<int32_t>) + 8,
                 "StepBatch changed: update step_codec");
 }
 

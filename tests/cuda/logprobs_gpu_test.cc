@@ -1,0 +1,40 @@
+// Log-probabilities on the GPU: every returned log-probability against a log-softmax (on the host, in double)
+// of the logits the GPU step computed (steps that ask run eagerly), greedy, sampled and under MTP
+// speculation.
+#include <gtest/gtest.h>
+
+#include "parallel/communicator.h"
+#include "runtime/backend/cuda/cuda_backend.h"
+#include "runtime/config/config_parser.h"
+#include "runtime/engine/engine.h"
+#include "tests/cuda/op_test_util.h"
+#include "tests/model/logprobs_check.h"
+
+namespace tpserve::cuda_test {
+namespace {
+
+void check(const std::vector<std::string>& overrides, const SamplingParams& sampling) {
+  auto comm = parallel::make_single_rank_communicator();
+  const Config config = parse_config(
+      "model: {synthetic: {preset: small, seed: 4, vocab: 4096, mtp: true}}\n"
+      "runtime: {backend: cuda, max_batch: 4, max_seq_len: 256}\n"
+      "cuda_graph: {capture_sizes: [1, 2, 4]}\n",
+      "logprobs_gpu_test", overrides);
+  CudaBackendOptions o;
+  o.pdl = config.launch.pdl;
+  o.kernels = config.runtime.kernels;
+  o.arena_bytes = size_t(2) << 30;
+  Engine engine(config, *comm, make_cuda_backend(o), EngineOptions{.keep_logits = true});
+  // f32 logits; the device's sums of exp against the host's in double: 1e-3 in log space.
+  EXPECT_EQ(testing_util::check_logprobs_against_logits(engine, sampling, 1e-3), 12);
+}
+
+TEST(CudaLogprobs, AreALogSoftmaxOfTheStepsLogits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  check({}, SamplingParams{});
+  check({}, SamplingParams{.temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .seed = 5});
+  check({"speculative.method=mtp", "speculative.num_speculative_tokens=2"}, SamplingParams{});
+}
+
+}  // namespace
+}  // namespace tpserve::cuda_test
