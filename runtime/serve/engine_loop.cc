@@ -27,6 +27,7 @@ RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, con
   limits.max_stop_sequences = server.max_stop_sequences;
   limits.max_stop_string_bytes = server.max_stop_string_bytes;
   limits.max_queued_requests = server.max_queued_requests;
+  limits.max_logprobs = scheduler.limits().max_logprobs;
   limits.parse_reasoning = server.reasoning_parser == ReasoningParser::kQwen3;
   limits.parse_tool_calls = server.tool_call_parser == ToolCallParser::kHermes;
   return limits;
@@ -88,6 +89,7 @@ void EngineLoop::admit(Submitted s) {
   r.max_tokens = s.job.max_tokens;
   r.stop_token_ids = s.job.stop_token_ids;
   r.ignore_eos = s.job.ignore_eos;
+  r.logprobs = s.job.logprobs;
   try {
     engine_.scheduler().add(std::move(r));
   } catch (const Error& e) {  // validation upstream makes this rare: answer the client, keep serving
@@ -140,6 +142,7 @@ void EngineLoop::handle(const TokenEvent& e) {
 
   StreamUpdate u;
   u.token_ids.push_back(e.token);
+  if (e.logprobs) u.logprobs.push_back(describe_logprobs(e.token, *e.logprobs, tokenizer_));
   std::string text;
   if (a.detokenizer) {
     // The token that ends the request with "stop" (EOS or a stop_token_id) is not part of the text.

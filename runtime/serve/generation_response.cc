@@ -104,6 +104,7 @@ void respond_whole(httplib::Response& res, GenerationResponse g) {
       c.answer.content = std::move(u.text);
     }
     c.token_ids = std::move(u.token_ids);
+    c.logprobs = std::move(u.logprobs);
     c.finish_reason = finish_reason_for(u.finish_reason, tool_calls);
     choices.push_back(std::move(c));
   }
@@ -123,6 +124,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
     std::optional<ChatOutputParser> parser;  // chat answers parsed for reasoning or tool calls
     bool first = true;
     bool finished = false;
+    size_t text_offset = 0;  // completions' logprobs: bytes of the token strings sent so far
     int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   };
   struct State {
@@ -147,8 +149,12 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
       // A step whose text is all held back (a stop string's or a tag's possible start, an incomplete
       // character) sends nothing, unless its token ids are asked for.
       const bool new_ids = header.return_token_ids && !u.token_ids.empty();
-      if (!piece.empty() || new_ids || c.first)
-        out += sse_event(stream_chunk(header, i, piece, u.token_ids, c.first, std::nullopt));
+      const bool new_logprobs = header.logprobs && !u.logprobs.empty();
+      if (!piece.empty() || new_ids || new_logprobs || c.first) {
+        out += sse_event(
+            stream_chunk(header, i, piece, u.token_ids, c.first, std::nullopt, u.logprobs, c.text_offset));
+        for (const TokenLogprob& t : u.logprobs) c.text_offset += t.drawn.token.size();
+      }
       c.first = false;
       if (u.finished) {
         const int tool_calls = c.parser ? c.parser->tool_calls() : 0;

@@ -234,6 +234,7 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
   GenerationResponse g;
   g.header = make_response_header(chat ? Endpoint::kChatCompletions : Endpoint::kCompletions,
                                   limits_.model_name, parsed.return_token_ids);
+  g.header.logprobs = parsed.job.logprobs >= 0;
   g.include_usage = parsed.include_usage;
   g.chat_output = parsed.chat_output;
   {

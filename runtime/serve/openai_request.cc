@@ -108,6 +108,14 @@ std::vector<std::string> parse_stop(const JsonFields& f, const RequestLimits& li
   return out;
 }
 
+// How many top log-probabilities a request asked for, within what the server returns.
+int checked_logprobs(int64_t n, const char* field, const RequestLimits& limits) {
+  if (n > limits.max_logprobs)
+    bad_request(field, "must be at most " + std::to_string(limits.max_logprobs) + " on this server, got " +
+                           std::to_string(n) + " (runtime.sampling_candidates bounds it)");
+  return static_cast<int>(n);
+}
+
 // Sampling, stopping, streaming and the fields we refuse; shared by both endpoints.
 void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedRequest& out) {
   check_model(f, limits);
@@ -244,8 +252,8 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
   parse_common(f, limits, out);
   f.boolean("echo");
   f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
-  f.integer("logprobs", 0, 20);
-  f.refuse_unless_neutral("logprobs", nullptr, "log probabilities are not returned");
+  if (const auto n = f.integer("logprobs", 0, 20))
+    out.job.logprobs = checked_logprobs(*n, "logprobs", limits);
   f.integer("best_of", 1, 128);
   f.refuse_unless_neutral("best_of", 1, "only best_of = 1");
   f.string("suffix");
@@ -261,10 +269,10 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   const JsonFields f(doc, "");
   ParsedRequest out;
   parse_common(f, limits, out);
-  f.boolean("logprobs");
-  f.refuse_unless_neutral("logprobs", false, "log probabilities are not returned");
-  f.integer("top_logprobs", 0, 20);
-  f.refuse_unless_neutral("top_logprobs", 0, "log probabilities are not returned");
+  const bool logprobs = f.boolean("logprobs").value_or(false);
+  const auto top = f.integer("top_logprobs", 0, 20);
+  if (top && !logprobs) bad_request("top_logprobs", "needs logprobs: true");
+  if (logprobs) out.job.logprobs = checked_logprobs(top.value_or(0), "top_logprobs", limits);
   f.boolean("echo");
   f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
   out.job.prompt = tokenize(parse_chat_prompt(f), "messages", limits);

@@ -26,6 +26,7 @@ struct RequestLimits {
   int max_stop_sequences = 0;  // entries of stop and of stop_token_ids, each
   int max_stop_string_bytes = 0;
   int max_queued_requests = 0;  // server.max_queued_requests: n choices take n places in the queue
+  int max_logprobs = 20;        // top log-probabilities a request may ask for (Scheduler's max_logprobs)
   // Chat answers: a leading <think> block parsed out as reasoning_content (server.reasoning_parser), and
   // <tool_call> blocks as tool_calls where the request offers tools (server.tool_call_parser).
   bool parse_reasoning = false;

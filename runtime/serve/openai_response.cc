@@ -85,6 +85,17 @@ std::string new_tool_call_id() {
   return "call_" + random_hex_id();
 }
 
+namespace {
+
+// A choice's "logprobs": null unless the request asked.
+Json logprobs_json(const ResponseHeader& h, const std::vector<TokenLogprob>& tokens, size_t text_offset) {
+  if (!h.logprobs) return nullptr;
+  return h.endpoint == Endpoint::kChatCompletions ? chat_logprobs_json(tokens)
+                                                  : completion_logprobs_json(tokens, text_offset);
+}
+
+}  // namespace
+
 Json full_response(const ResponseHeader& h, const std::vector<Choice>& choices, const Usage& usage) {
   Json list = Json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -97,7 +108,7 @@ Json full_response(const ResponseHeader& h, const std::vector<Choice>& choices, 
     } else {
       choice["text"] = c.answer.content;
     }
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs_json(h, c.logprobs, 0);
     choice["finish_reason"] = c.finish_reason;
     if (h.return_token_ids) choice["token_ids"] = c.token_ids;
     list.push_back(std::move(choice));
@@ -110,7 +121,8 @@ Json full_response(const ResponseHeader& h, const std::vector<Choice>& choices, 
 
 Json stream_chunk(const ResponseHeader& h, int index, const AnswerParts& piece,
                   const std::vector<int32_t>& token_ids, bool first,
-                  const std::optional<std::string>& finish_reason) {
+                  const std::optional<std::string>& finish_reason, const std::vector<TokenLogprob>& logprobs,
+                  size_t text_offset) {
   Json choice = {{"index", index}};
   if (h.endpoint == Endpoint::kChatCompletions) {
     Json delta = Json::object();
@@ -120,7 +132,7 @@ Json stream_chunk(const ResponseHeader& h, int index, const AnswerParts& piece,
   } else {
     choice["text"] = piece.content;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs.empty() ? Json(nullptr) : logprobs_json(h, logprobs, text_offset);
   choice["finish_reason"] = finish_json(finish_reason);
   if (h.return_token_ids) choice["token_ids"] = token_ids;
   Json out = header_fields(h, true);

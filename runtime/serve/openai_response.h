@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/serve/logprobs_json.h"
+
 namespace tpserve::serve {
 
 enum class Endpoint { kCompletions, kChatCompletions };
@@ -20,6 +22,7 @@ struct ResponseHeader {
   int64_t created = 0;  // unix seconds
   std::string model;
   bool return_token_ids = false;
+  bool logprobs = false;  // choices carry log-probabilities (else "logprobs": null)
 };
 
 struct Usage {
@@ -58,6 +61,7 @@ struct Choice {
   AnswerParts answer;
   std::vector<int32_t> token_ids;
   std::string finish_reason;
+  std::vector<TokenLogprob> logprobs;  // with header.logprobs
 };
 
 // The choices in order (index = position). A chat answer's message has content (null where it is empty and
@@ -68,9 +72,12 @@ nlohmann::ordered_json full_response(const ResponseHeader& h, const std::vector<
 
 // One streaming chunk, of choice `index`. A choice's first chat chunk carries the role; finish_reason is set
 // on its last. A chat delta carries each part that is not empty; each tool call comes whole, in one delta.
+// `logprobs`: the chunk's tokens' (with header.logprobs; completions count text offsets from
+// `text_offset`).
 nlohmann::ordered_json stream_chunk(const ResponseHeader& h, int index, const AnswerParts& piece,
                                     const std::vector<int32_t>& token_ids, bool first,
-                                    const std::optional<std::string>& finish_reason);
+                                    const std::optional<std::string>& finish_reason,
+                                    const std::vector<TokenLogprob>& logprobs = {}, size_t text_offset = 0);
 
 // The last chunk of a stream with stream_options.include_usage: usage, and choices: [].
 nlohmann::ordered_json usage_chunk(const ResponseHeader& h, const Usage& usage);

@@ -5,6 +5,8 @@ namespace tpserve::serve {
 void StreamUpdate::merge(StreamUpdate&& later) {
   text += later.text;
   token_ids.insert(token_ids.end(), later.token_ids.begin(), later.token_ids.end());
+  logprobs.insert(logprobs.end(), std::make_move_iterator(later.logprobs.begin()),
+                  std::make_move_iterator(later.logprobs.end()));
   if (later.finished) {
     finished = true;
     finish_reason = std::move(later.finish_reason);

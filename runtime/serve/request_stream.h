@@ -11,11 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "runtime/serve/logprobs_json.h"
+
 namespace tpserve::serve {
 
 struct StreamUpdate {
-  std::string text;                // new text: always valid UTF-8, never part of a stop string
-  std::vector<int32_t> token_ids;  // new generated tokens
+  std::string text;                    // new text: always valid UTF-8, never part of a stop string
+  std::vector<int32_t> token_ids;      // new generated tokens
+  std::vector<TokenLogprob> logprobs;  // theirs, when the request asked (one per token id)
   bool finished = false;
   std::string finish_reason;  // stop | length | abort (when finished)
   int prompt_tokens = 0;      // usage (when finished)

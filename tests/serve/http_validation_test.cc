@@ -121,7 +121,8 @@ std::vector<Case> cases() {
   field("repetition_penalty", "0");
   field("logit_bias", R"({"1": 5})");
   field("logit_bias", "[1]");
-  field("logprobs", "1");
+  field("logprobs", "21");
+  field("logprobs", "-1");
   field("logprobs", "true");
   field("echo", "true");
   field("best_of", "2");
@@ -165,8 +166,12 @@ std::vector<Case> cases() {
   chat_field("temperature", "3");
   chat_field("top_k", "-3");
   chat_field("n", "100");
-  chat_field("logprobs", "true");
-  chat_field("top_logprobs", "5");
+  chat_field("logprobs", "1");
+  chat_field("top_logprobs", "5");  // without logprobs: true
+  bad(kChat,
+      chat_messages(R"([{"role": "user", "content": "hi"}])")
+          .insert(1, R"("logprobs": true, "top_logprobs": 21, )"),
+      "top_logprobs");
   chat_field("tools", "{}");
   chat_field("tools", R"([{"type": "retrieval"}])", "tools[0].type");
   chat_field("tools", R"([{"type": "function"}])", "tools[0].function");
