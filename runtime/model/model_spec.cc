@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,8 @@
 
 namespace tpserve {
 namespace {
+
+constexpr int kMaxLayers = 4096, kMaxExperts = 65536;
 
 using json = nlohmann::json;
 
@@ -187,6 +190,26 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
   TPS_CHECK(s.num_experts >= 0 && s.num_experts_per_tok >= 0 && s.num_experts_per_tok <= s.num_experts, src,
             ": num_experts_per_tok ", s.num_experts_per_tok, " must be in [0, num_experts=", s.num_experts,
             "]");
+  // Bounds far beyond any released model, so that a typo is an error here rather than gigabytes of
+  // bookkeeping (or a bad_alloc) while the weights load.
+  TPS_CHECK(s.num_layers <= kMaxLayers && s.num_experts <= kMaxExperts, src, ": num_hidden_layers ",
+            s.num_layers, " / num_experts ", s.num_experts, " beyond what tpserve accepts (", kMaxLayers,
+            " / ", kMaxExperts, ")");
+  bool any_moe = false;
+  for (int l = 0; l < s.num_layers; ++l) any_moe |= s.is_moe_layer(l);
+  if (any_moe) {
+    TPS_CHECK(s.num_experts_per_tok >= 1, src, ": num_experts_per_tok must be at least 1 for MoE layers");
+    TPS_CHECK(s.moe_intermediate_size > 0, src, ": moe_intermediate_size must be positive, got ",
+              s.moe_intermediate_size);
+  }
+  TPS_CHECK(std::isfinite(s.rope_theta) && s.rope_theta > 0, src, ": rope_theta must be positive, got ",
+            s.rope_theta);
+  TPS_CHECK(std::isfinite(s.rms_norm_eps) && s.rms_norm_eps > 0, src, ": rms_norm_eps must be positive, got ",
+            s.rms_norm_eps);
+  TPS_CHECK(s.max_position_embeddings > 0, src, ": max_position_embeddings must be positive, got ",
+            s.max_position_embeddings);
+  TPS_CHECK(!j.contains("quantization_config") || j["quantization_config"].is_null(), src,
+            ": quantized checkpoints (quantization_config) are not supported: bf16, f16 or f32 weights only");
   bool any_dense = false;
   for (int l = 0; l < s.num_layers; ++l) any_dense |= !s.is_moe_layer(l);
   TPS_CHECK(!any_dense || s.intermediate_size > 0, src, ": intermediate_size is needed for dense MLP layers");
@@ -200,7 +223,9 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
 
 ModelSpec load_model_spec(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  TPS_CHECK(std::filesystem::is_directory(dir), "checkpoint directory '", dir, "' does not exist");
+  std::error_code ec;  // the non-throwing overload: a permission error is a tpserve::Error too
+  TPS_CHECK(std::filesystem::is_directory(dir, ec), "checkpoint directory '", dir,
+            "' is not a readable directory", ec ? " (" + ec.message() + ")" : std::string());
   TPS_CHECK(std::filesystem::exists(path), dir, ": no config.json (not a Hugging Face checkpoint directory)");
   return model_spec_from_json(read_json_file(path), path);
 }

@@ -39,10 +39,15 @@ bool is_safe_shard_name(const std::string& name) {
 
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   std::error_code ec;
-  if (!fs::exists(dir_, ec)) TPS_THROW("checkpoint directory ", dir_, " does not exist");
+  if (!fs::exists(dir_, ec))
+    TPS_THROW("checkpoint directory ", dir_, ec ? " cannot be read: " + ec.message() : " does not exist");
   if (!fs::is_directory(dir_, ec)) TPS_THROW("checkpoint path ", dir_, " is not a directory");
   const fs::path single = fs::path(dir_) / kSingleFile;
   const fs::path index = fs::path(dir_) / kIndexFile;
+  // Both: one is stale (a folder written over), and which one the user means cannot be told.
+  if (fs::exists(single, ec) && fs::exists(index, ec))
+    TPS_THROW("checkpoint directory ", dir_, " has both ", kSingleFile, " and ", kIndexFile,
+              ": one of them is left from another checkpoint; remove it");
   if (fs::exists(single, ec)) {
     shards_.push_back(std::make_unique<SafetensorsFile>(single.string()));
     add_shard_tensors();

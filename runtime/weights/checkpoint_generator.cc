@@ -30,6 +30,13 @@ int write_synthetic_checkpoint(const ModelSpec& spec, const std::string& out_dir
                                const CheckpointGeneratorOptions& o) {
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);
+  // Shards of an earlier checkpoint would mix with this one's (or be loaded instead of it).
+  for (const auto& entry : fs::directory_iterator(out_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".safetensors") || name == "model.safetensors.index.json")
+      TPS_THROW(out_dir, " already holds a checkpoint (", name,
+                "): writing into it would mix two checkpoints' files; remove them or choose another --out");
+  }
   const SyntheticWeights weights(spec, o.seed);
   const auto tensors = expected_tensors(spec, ExpertLayout::kPerExpert);
 

@@ -48,12 +48,20 @@ bool non_negative_integer(const json& v, uint64_t* out) {
   return false;  // negative integers, floats, strings, ...
 }
 
-// Parses the header, remembering the first top-level key seen twice (nlohmann would keep only the last).
-json parse_header_json(const char* begin, const char* end, std::string* duplicate_key) {
-  std::set<std::string> seen;
+// Parses the header, remembering the first key seen twice in the header or in one tensor's entry (nlohmann
+// would keep only the last). A header nests three deep at most ({name: {shape: [...]}}): deeper nesting
+// is refused as it opens, before a hostile header of nested brackets can build a tree of gigabytes.
+json parse_header_json(const char* begin, const char* end, std::string* duplicate_key, bool* too_deep) {
+  std::vector<std::set<std::string>> seen(3);  // keys by depth: the header's, and the open entry's
   const json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1 && duplicate_key->empty()) {
-      if (!seen.insert(parsed.get<std::string>()).second) *duplicate_key = parsed.get<std::string>();
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= 3) {
+      *too_deep = true;
+      return false;
+    }
+    if (event == json::parse_event_t::object_start && depth == 1) seen[2].clear();  // a new entry
+    if (event == json::parse_event_t::key && (depth == 1 || depth == 2) && duplicate_key->empty()) {
+      if (!seen[depth].insert(parsed.get<std::string>()).second) *duplicate_key = parsed.get<std::string>();
     }
     return true;
   };
@@ -63,7 +71,8 @@ json parse_header_json(const char* begin, const char* end, std::string* duplicat
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer; the regular-file check below refuses it.
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) TPS_THROW(path_, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -112,11 +121,14 @@ void SafetensorsFile::parse_header() {
   const char* text = reinterpret_cast<const char*>(mapping_ + 8);
   json header;
   std::string duplicate_key;
+  bool too_deep = false;
   try {
-    header = parse_header_json(text, text + header_len, &duplicate_key);
+    header = parse_header_json(text, text + header_len, &duplicate_key, &too_deep);
   } catch (const json::exception& e) {
     TPS_THROW(path_, ": malformed header JSON: ", e.what());
   }
+  if (too_deep)
+    TPS_THROW(path_, ": header nests deeper than a safetensors header does ({name: {shape: [...]}})");
   if (!header.is_object()) TPS_THROW(path_, ": header is not a JSON object (it is ", header.type_name(), ")");
   if (!duplicate_key.empty()) TPS_THROW(path_, ": header lists '", duplicate_key, "' twice");
 

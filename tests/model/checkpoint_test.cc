@@ -103,6 +103,18 @@ TEST(Checkpoint, NeitherIndexNorSingleFile) {
       << msg;
 }
 
+// A folder holding a single file and an index (one of them left from another checkpoint) is ambiguous.
+TEST(Checkpoint, BothSingleFileAndIndexAreRefused) {
+  TempDir dir;
+  SafetensorsWriter writer;
+  add_f32(writer, "a", {2}, iota_floats(2));
+  writer.write(dir.file("model.safetensors"));
+  write_bytes(dir.file("model.safetensors.index.json"), R"({"weight_map": {}})");
+  const std::string msg = error_of([&] { Checkpoint ckpt(dir.path()); });
+  EXPECT_NE(msg.find("has both model.safetensors and model.safetensors.index.json"), std::string::npos)
+      << msg;
+}
+
 TEST(Checkpoint, MalformedIndexJson) {
   TempDir dir;
   write_bytes(dir.file("model.safetensors.index.json"), R"({"weight_map": {"a": "x.safetensors",}})");

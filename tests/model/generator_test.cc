@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "common/error.h"
 #include "model_test_util.h"
 #include "parallel/communicator.h"
 #include "runtime/engine/engine.h"
@@ -61,6 +62,14 @@ TEST(CheckpointGenerator, SameSeedSameCheckpointDifferentSeedDifferent) {
   const std::string name = weight_names::layer_prefix(0) + "self_attn.q_proj.weight";
   EXPECT_NE(ca.read_all_f32(name), cb.read_all_f32(name));
   EXPECT_EQ(ca.read_all_f32(name), SyntheticWeights(spec, 1).read_all_f32(name));
+  // Writing into a folder that holds a checkpoint would mix the two: refused, the old one untouched.
+  try {
+    write_synthetic_checkpoint(spec, a, {.seed = 3});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already holds a checkpoint"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Checkpoint(a).read_all_f32(name), SyntheticWeights(spec, 1).read_all_f32(name));
   std::filesystem::remove_all(a);
   std::filesystem::remove_all(b);
 }

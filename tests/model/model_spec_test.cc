@@ -75,6 +75,26 @@ TEST(ModelSpecJson, BadFieldsAreErrorsNamingThem) {
   // Plain RoPE named in rope_scaling changes nothing: accepted.
   EXPECT_EQ(error_of(with("rope_scaling", {{"rope_type", "default"}})), "");
   EXPECT_EQ(error_of(with("rope_scaling", {{"type", "default"}})), "");
+  // Values that ran and gave NaN logits, or built gigabytes of bookkeeping before a shape check.
+  EXPECT_NE(error_of(with("rope_parameters", {{"rope_theta", 0}, {"rope_type", "default"}}))
+                .find("rope_theta must be positive"),
+            std::string::npos);
+  nlohmann::json legacy = with("rope_theta", -5.0);
+  legacy.erase("rope_parameters");
+  EXPECT_NE(error_of(legacy).find("rope_theta must be positive"), std::string::npos);
+  EXPECT_NE(error_of(with("rms_norm_eps", -1.0)).find("rms_norm_eps must be positive"), std::string::npos);
+  EXPECT_NE(error_of(with("max_position_embeddings", 0)).find("max_position_embeddings must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("num_experts", 3000000)).find("beyond what tpserve accepts"), std::string::npos);
+  EXPECT_NE(error_of(with("num_hidden_layers", 100000)).find("beyond what tpserve accepts"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("num_experts_per_tok", 0)).find("num_experts_per_tok must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("moe_intermediate_size", 0)).find("moe_intermediate_size must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("quantization_config", {{"quant_method", "fp8"}})).find("quantized checkpoints"),
+            std::string::npos);
+  EXPECT_EQ(error_of(with("quantization_config", nullptr)), "");
 }
 
 // num_parameters() is the sum of the checkpoint's tensors, also where the last layer is dense and there is an

@@ -1,6 +1,7 @@
 // Every way a .safetensors file can be broken, each written by hand with raw bytes, must be refused with a
 // message that names the file (and the tensor) and the specific problem.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "runtime/weights/safetensors_file.h"
 #include "tests/model/weights_test_util.h"
@@ -78,11 +79,18 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenFile{"shape_float",
                    file_with(R"("w": {"dtype": "F32", "shape": [4.0], "data_offsets": [0, 16]})"),
                    "tensor 'w': shape [4.0] has a dimension that is not a non-negative integer"},
-        // 200,000 levels: the message names the shape by kind (printing it recursed to a crash).
+        // 200,000 levels (printing it once recursed to a crash), and a header of nothing but 4 million
+        // brackets (a tree of gigabytes if it were built): refused as the nesting opens.
         BrokenFile{"shape_nested_deep",
                    file_with(R"("w": {"dtype": "F32", "shape": [)" + std::string(200000, '[') +
                              std::string(200000, ']') + R"(], "data_offsets": [0, 16]})"),
-                   "tensor 'w': shape a nested array has a dimension that is not a non-negative integer"},
+                   "header nests deeper than a safetensors header does"},
+        BrokenFile{"header_nested_deep",
+                   raw_safetensors(std::string(4000000, '[') + std::string(4000000, ']'), 0),
+                   "header nests deeper than a safetensors header does"},
+        BrokenFile{"shape_of_objects",
+                   file_with(R"("w": {"dtype": "F32", "shape": [{}], "data_offsets": [0, 16]})"),
+                   "header nests deeper than a safetensors header does"},
         BrokenFile{"negative_dim",
                    file_with(R"("w": {"dtype": "F32", "shape": [-2, -2], "data_offsets": [0, 16]})"),
                    "tensor 'w': negative dimension -2 in shape [-2,-2]"},
@@ -109,6 +117,10 @@ INSTANTIATE_TEST_SUITE_P(
                    file_with(kW + R"(, "v": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]})"),
                    "tensors 'w' [0, 16) and 'v' [8, 16) overlap"},
         BrokenFile{"duplicate_name", file_with(kW + ", " + kW), "header lists 'w' twice"},
+        BrokenFile{
+            "duplicate_field",
+            file_with(R"("w": {"dtype": "F16", "dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]})"),
+            "header lists 'dtype' twice"},
         BrokenFile{"metadata_not_object", file_with(kW + R"(, "__metadata__": "pt")"),
                    "__metadata__ must be an object (it is string)"},
         BrokenFile{"metadata_not_strings", file_with(kW + R"(, "__metadata__": {"format": "pt", "step": 3})"),
@@ -118,6 +130,15 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Safetensors, MissingFileIsReported) {
   const std::string msg = error_of([] { SafetensorsFile file("/nonexistent/dir/x.safetensors"); });
   EXPECT_NE(msg.find("/nonexistent/dir/x.safetensors: cannot open: No such file"), std::string::npos) << msg;
+}
+
+// A FIFO is refused at once (opening it for reading used to wait for a writer forever).
+TEST(Safetensors, FifoIsNotAFile) {
+  TempDir dir;
+  const std::string path = dir.file("pipe.safetensors");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  const std::string msg = error_of([&] { SafetensorsFile file(path); });
+  EXPECT_NE(msg.find(path + ": not a regular file"), std::string::npos) << msg;
 }
 
 TEST(Safetensors, HandWrittenValidFileIsAccepted) {
