@@ -42,9 +42,10 @@ std::vector<TokenLogprobs> token_logprobs(const LogprobCandidates& c, const std:
     if (tokens[r] < 0) continue;
     const auto it =
         std::find_if(merged.begin(), merged.end(), [&](const auto& m) { return m.second == tokens[r]; });
-    TPS_CHECK(it != merged.end(), "logprobs: token ", tokens[r], " of row ", r,
-              " is not among the candidates");
-    lp.logprob = static_cast<float>(it->first - lse);
+    // Drawn tokens are among the candidates; only NaN logits (a broken model) leave one out, and that
+    // should not fail the step of every request: minus infinity.
+    lp.logprob =
+        it != merged.end() ? static_cast<float>(it->first - lse) : -std::numeric_limits<float>::infinity();
   }
   return out;
 }

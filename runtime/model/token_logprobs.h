@@ -20,7 +20,8 @@ struct LogprobCandidates {
 
 // Row r: the log-probability of tokens[r] and of the top[r] most likely tokens (top[r] < 0: the row asked
 // for none, its entry stays empty; tokens[r] < 0, a row past a rejected draft, gets only the top list).
-// Throws tpserve::Error when a drawn token is not among the candidates or top[r] exceeds them.
+// A drawn token not among the candidates (only NaN logits do that) gets minus infinity. Throws
+// tpserve::Error when top[r] exceeds a rank's candidates.
 std::vector<TokenLogprobs> token_logprobs(const LogprobCandidates& c, const std::vector<int32_t>& tokens,
                                           const std::vector<int32_t>& top);
 

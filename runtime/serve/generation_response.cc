@@ -124,7 +124,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
     std::optional<ChatOutputParser> parser;  // chat answers parsed for reasoning or tool calls
     bool first = true;
     bool finished = false;
-    size_t text_offset = 0;  // completions' logprobs: bytes of the token strings sent so far
+    size_t text_offset = 0;  // completions' logprobs: characters of the token strings sent so far
     int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   };
   struct State {
@@ -153,7 +153,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
       if (!piece.empty() || new_ids || new_logprobs || c.first) {
         out += sse_event(
             stream_chunk(header, i, piece, u.token_ids, c.first, std::nullopt, u.logprobs, c.text_offset));
-        for (const TokenLogprob& t : u.logprobs) c.text_offset += t.drawn.token.size();
+        for (const TokenLogprob& t : u.logprobs) c.text_offset += completion_text_length(t);
       }
       c.first = false;
       if (u.finished) {

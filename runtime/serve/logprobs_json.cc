@@ -11,9 +11,17 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 LogprobEntry entry(int32_t id, float logprob, const Tokenizer* tokenizer) {
-  if (tokenizer == nullptr) return {"token_id:" + std::to_string(id), "", logprob};
-  const std::string& bytes = tokenizer->token_bytes(id);
-  return {repair_utf8(bytes), bytes, logprob};
+  // Without a tokenizer, or for ids it does not have (the model's vocabulary may be larger): the id.
+  const std::string* bytes = tokenizer != nullptr ? &tokenizer->token_bytes(id) : nullptr;
+  if (bytes == nullptr || bytes->empty()) return {"token_id:" + std::to_string(id), "", logprob};
+  return {repair_utf8(*bytes), *bytes, logprob};
+}
+
+// Characters (code points) of a valid UTF-8 string: OpenAI's and vLLM's text offsets count them.
+size_t characters(const std::string& text) {
+  size_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
+  return n;
 }
 
 Json bytes_json(const LogprobEntry& e) {
@@ -29,6 +37,10 @@ double finite(float logprob) {
 }
 
 }  // namespace
+
+size_t completion_text_length(const TokenLogprob& t) {
+  return characters(t.drawn.token);
+}
 
 TokenLogprob describe_logprobs(int32_t token, const TokenLogprobs& lp, const Tokenizer* tokenizer) {
   TokenLogprob out{entry(token, lp.logprob, tokenizer), {}};
@@ -55,11 +67,15 @@ Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, size_t te
   for (const TokenLogprob& t : tokens) {
     names.push_back(t.drawn.token);
     logprobs.push_back(finite(t.drawn.logprob));
+    // Keyed by token text: where two tokens show the same text (parts of characters), the first (more
+    // likely) keeps its place. The drawn token is always there too, as OpenAI's legacy API has it.
     Json top = Json::object();
-    for (const LogprobEntry& e : t.top) top[e.token] = finite(e.logprob);
+    for (const LogprobEntry& e : t.top)
+      if (!top.contains(e.token)) top[e.token] = finite(e.logprob);
+    if (!top.contains(t.drawn.token)) top[t.drawn.token] = finite(t.drawn.logprob);
     tops.push_back(std::move(top));
     offsets.push_back(text_offset);
-    text_offset += t.drawn.token.size();
+    text_offset += completion_text_length(t);
   }
   return {{"tokens", std::move(names)},
           {"token_logprobs", std::move(logprobs)},

@@ -31,8 +31,10 @@ TokenLogprob describe_logprobs(int32_t token, const TokenLogprobs& lp, const Tok
 
 // Chat: the choice's (or chunk's) "logprobs" object.
 nlohmann::ordered_json chat_logprobs_json(const std::vector<TokenLogprob>& tokens);
-// Completions: the same, with text offsets counted from `text_offset` (the text before these tokens, in
-// bytes of their token strings).
+// Completions: the same, with text offsets counted from `text_offset` (the characters of the token strings
+// before these tokens; a token that is part of a character counts its U+FFFD).
 nlohmann::ordered_json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, size_t text_offset);
+// What a token adds to the completions' text offset.
+size_t completion_text_length(const TokenLogprob& token);
 
 }  // namespace tpserve::serve

@@ -271,7 +271,7 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   parse_common(f, limits, out);
   const bool logprobs = f.boolean("logprobs").value_or(false);
   const auto top = f.integer("top_logprobs", 0, 20);
-  if (top && !logprobs) bad_request("top_logprobs", "needs logprobs: true");
+  if (top && *top > 0 && !logprobs) bad_request("top_logprobs", "needs logprobs: true");
   if (logprobs) out.job.logprobs = checked_logprobs(top.value_or(0), "top_logprobs", limits);
   f.boolean("echo");
   f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");

@@ -63,4 +63,29 @@ inline int check_logprobs_against_logits(Engine& e, const SamplingParams& sampli
   return checked;
 }
 
+// A greedy request's tokens with their log-probabilities (top 4), run alone to completion; for comparing
+// engines that must agree (without EngineOptions::keep_logits: the production buffers).
+inline std::vector<TokenEvent> greedy_with_logprobs(Engine& e) {
+  e.scheduler().add(Request{
+      .id = 7, .prompt = {3707, 11, 1879, 0, 3555}, .max_tokens = 12, .ignore_eos = true, .logprobs = 4});
+  std::vector<TokenEvent> out;
+  while (e.scheduler().has_work())
+    for (TokenEvent& ev : e.step()) out.push_back(std::move(ev));
+  return out;
+}
+
+inline void expect_same_logprobs(const std::vector<TokenEvent>& got, const std::vector<TokenEvent>& want,
+                                 double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].token, want[i].token) << "token " << i;
+    ASSERT_TRUE(got[i].logprobs && want[i].logprobs) << "token " << i;
+    EXPECT_NEAR(got[i].logprobs->logprob, want[i].logprobs->logprob, tolerance) << "token " << i;
+    ASSERT_EQ(got[i].logprobs->top.size(), want[i].logprobs->top.size());
+    for (size_t j = 0; j < want[i].logprobs->top.size(); ++j)
+      EXPECT_NEAR(got[i].logprobs->top[j].second, want[i].logprobs->top[j].second, tolerance)
+          << "token " << i << " place " << j;
+  }
+}
+
 }  // namespace tpserve::testing_util

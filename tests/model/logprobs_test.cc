@@ -33,6 +33,16 @@ TEST(Logprobs, AreOfEachVerifiedRowUnderMtp) {
                             SamplingParams{});
 }
 
+// Without keep_logits the MTP draft steps reuse the step's logits buffer: the log-probabilities must be
+// taken before them (a run with MTP gives the plain run's greedy tokens and their log-probabilities).
+TEST(Logprobs, UnderMtpWithoutKeptLogitsAreThePlainRunsOnes) {
+  const std::string model = "model: {synthetic: {preset: tiny, seed: 9, vocab: 4096, mtp: true}}";
+  EngineRun plain(make_config(model));
+  EngineRun mtp(make_config(model, {"speculative.method=mtp", "speculative.num_speculative_tokens=2"}));
+  expect_same_logprobs(greedy_with_logprobs(*mtp.engine), greedy_with_logprobs(*plain.engine), 1e-4);
+  EXPECT_GT(mtp.engine->scheduler().speculative_metrics().drafts, 0);
+}
+
 TEST(Logprobs, MoreThanTheLimitIsRefused) {
   const std::string model = "model: {synthetic: {preset: tiny, seed: 9, vocab: 4096}}";
   EngineRun run(make_config(model, {"runtime.sampling_candidates=8"}));

@@ -64,10 +64,25 @@ TEST(HttpLogprobs, CompletionsWholeAndStreamedWithoutATokenizer) {
   ASSERT_EQ(logprobs.size(), 6u);
   for (size_t i = 0; i < 6; ++i)
     EXPECT_NEAR(logprobs[i].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-6);
-  // logprobs 0: the drawn token's alone; not asked: null.
+  // logprobs 0: top_logprobs holds the drawn token alone (OpenAI's legacy shape always has it); sampled
+  // tokens outside the top n are added to it; not asked: null.
   const Reply zero = post(server, "/v1/completions", ids_completion(2, {{"logprobs", 0}}));
   ASSERT_EQ(zero.status, 200) << zero.raw;
-  EXPECT_TRUE(zero.body["choices"][0]["logprobs"]["top_logprobs"][0].empty());
+  const Json& zl = zero.body["choices"][0]["logprobs"];
+  ASSERT_EQ(zl["top_logprobs"][0].size(), 1u);
+  EXPECT_EQ(zl["top_logprobs"][0].begin().key(), zl["tokens"][0].get<std::string>());
+  const Reply sampled =
+      post(server, "/v1/completions", ids_completion(16, {{"logprobs", 1}, {"temperature", 2}, {"seed", 3}}));
+  ASSERT_EQ(sampled.status, 200) << sampled.raw;
+  const Json& sl = sampled.body["choices"][0]["logprobs"];
+  int outside = 0;
+  for (size_t i = 0; i < 16; ++i) {
+    const Json& top = sl["top_logprobs"][i];
+    EXPECT_TRUE(top.contains(sl["tokens"][i].get<std::string>()));
+    EXPECT_LE(top.size(), 2u);
+    outside += top.size() == 2;
+  }
+  EXPECT_GT(outside, 0) << "temperature 2 should draw some token other than the most likely";
   EXPECT_TRUE(post(server, "/v1/completions", ids_completion(2)).body["choices"][0]["logprobs"].is_null());
 }
 

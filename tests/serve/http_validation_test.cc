@@ -338,6 +338,7 @@ TEST(HttpValidation, UnknownFieldsAreIgnoredAndNeutralValuesAccepted) {
       {"tool_choice", "auto"},
       {"response_format", {{"type", "text"}}},
       {"logprobs", false},
+      {"top_logprobs", 0},  // neutral without logprobs (clients send it by default)
       {"parallel_tool_calls", true},
       {"something_new", "ignored"}};
   const Reply r = post(server, kChat, chat);
