@@ -44,6 +44,9 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
   const ShardLayout layout = make_layout(config_.parallel, comm_.rank(), comm_.size());
   const bool mtp = config_.speculative.method == SpeculativeMethod::kMtp;
   ModelWeights weights = load_model_weights(source_.spec, layout, *source_.weights, *backend_, mtp);
+  // The backend holds its own copy: the checkpoint's mappings go (they counted in the process's memory, and
+  // a shard changed on disk while serving could fault a mapped page).
+  source_.weights.reset();
 
   const auto& rt = config_.runtime;
   const int k = mtp ? config_.speculative.num_speculative_tokens : options.draft_script_tokens;

@@ -12,7 +12,7 @@ namespace tpserve {
 
 struct ModelSource {
   ModelSpec spec;
-  std::unique_ptr<WeightSource> weights;
+  std::unique_ptr<WeightSource> weights;  // until the engine has loaded them (then released)
   GenerationDefaults generation;
   std::string name;  // served model name
 };
