@@ -4,33 +4,17 @@
 #include <gtest/gtest.h>
 
 #include "parallel/communicator.h"
-#include "runtime/backend/cuda/cuda_backend.h"
-#include "runtime/config/config_parser.h"
 #include "runtime/engine/engine.h"
 #include "tests/cuda/op_test_util.h"
+#include "tests/cuda/small_gpu_engine.h"
 #include "tests/model/logprobs_check.h"
 
 namespace tpserve::cuda_test {
 namespace {
 
-std::unique_ptr<Engine> gpu_engine(parallel::Communicator& comm, const std::vector<std::string>& overrides,
-                                   bool keep_logits) {
-  const Config config = parse_config(
-      "model: {synthetic: {preset: small, seed: 4, vocab: 4096, mtp: true}}\n"
-      "runtime: {backend: cuda, max_batch: 4, max_seq_len: 256}\n"
-      "cuda_graph: {capture_sizes: [1, 2, 4]}\n",
-      "logprobs_gpu_test", overrides);
-  CudaBackendOptions o;
-  o.pdl = config.launch.pdl;
-  o.kernels = config.runtime.kernels;
-  o.arena_bytes = size_t(2) << 30;
-  return std::make_unique<Engine>(config, comm, make_cuda_backend(o),
-                                  EngineOptions{.keep_logits = keep_logits});
-}
-
 void check(const std::vector<std::string>& overrides, const SamplingParams& sampling) {
   auto comm = parallel::make_single_rank_communicator();
-  auto engine = gpu_engine(*comm, overrides, true);
+  auto engine = small_gpu_engine(*comm, overrides, true);
   // f32 logits; the device's sums of exp against the host's in double: 1e-3 in log space.
   EXPECT_EQ(testing_util::check_logprobs_against_logits(*engine, sampling, 1e-3), 12);
 }
@@ -49,18 +33,18 @@ TEST(CudaLogprobs, GraphsAndMtpDraftsLeaveThemAlone) {
   TPS_REQUIRE_CUDA_DEVICE();
   auto comm = parallel::make_single_rank_communicator();
   const auto eager =
-      testing_util::greedy_with_logprobs(*gpu_engine(*comm, {"cuda_graph.enabled=false"}, false));
+      testing_util::greedy_with_logprobs(*small_gpu_engine(*comm, {"cuda_graph.enabled=false"}, false));
   std::vector<TokenEvent> graphs;
   {
-    auto e = gpu_engine(*comm, {}, false);
+    auto e = small_gpu_engine(*comm, {}, false);
     ASSERT_FALSE(e->model().graph_reports().empty());
     graphs = testing_util::greedy_with_logprobs(*e);
   }
   testing_util::expect_same_logprobs(graphs, eager, 1e-5);
   const std::vector<std::string> mtp = {"speculative.method=mtp", "speculative.num_speculative_tokens=2",
                                         "cuda_graph.enabled=false"};
-  const auto kept = testing_util::greedy_with_logprobs(*gpu_engine(*comm, mtp, true));
-  const auto shared = testing_util::greedy_with_logprobs(*gpu_engine(*comm, mtp, false));
+  const auto kept = testing_util::greedy_with_logprobs(*small_gpu_engine(*comm, mtp, true));
+  const auto shared = testing_util::greedy_with_logprobs(*small_gpu_engine(*comm, mtp, false));
   testing_util::expect_same_logprobs(shared, kept, 1e-5);
 }
 

@@ -4,27 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "parallel/communicator.h"
-#include "runtime/backend/cuda/cuda_backend.h"
-#include "runtime/config/config_parser.h"
 #include "runtime/engine/engine.h"
 #include "tests/cuda/op_test_util.h"
+#include "tests/cuda/small_gpu_engine.h"
 #include "tests/model/prefix_cache_probe.h"
 
 namespace tpserve::cuda_test {
 namespace {
-
-std::unique_ptr<Engine> gpu_engine(parallel::Communicator& comm, std::vector<std::string> overrides) {
-  const Config config = parse_config(
-      "model: {synthetic: {preset: small, seed: 4, vocab: 4096, mtp: true}}\n"
-      "runtime: {backend: cuda, max_batch: 4, max_seq_len: 256, kv_block_size: 16}\n"
-      "cuda_graph: {capture_sizes: [1, 2, 4]}\n",
-      "prefix_cache_gpu_test", overrides);
-  CudaBackendOptions o;
-  o.pdl = config.launch.pdl;
-  o.kernels = config.runtime.kernels;
-  o.arena_bytes = size_t(2) << 30;  // leave room for the other tests' engines under ctest -j
-  return std::make_unique<Engine>(config, comm, make_cuda_backend(o), EngineOptions{.keep_logits = true});
-}
 
 std::vector<int32_t> tokens(int n, int salt) {
   std::vector<int32_t> t;
@@ -48,10 +34,10 @@ TEST(CudaPrefixCache, ACachedPrefixGivesTheLogitsOfAFullPrefill) {
     off.push_back("runtime.enable_prefix_caching=false");
     testing_util::FirstTokenLogits want, got;
     {
-      auto full = gpu_engine(*comm, off);
+      auto full = small_gpu_engine(*comm, off, true);
       want = testing_util::first_token_logits(*full, {shared}, prompt);
     }
-    auto cached = gpu_engine(*comm, on);
+    auto cached = small_gpu_engine(*comm, on, true);
     got = testing_util::first_token_logits(*cached, {shared}, prompt);
     EXPECT_EQ(want.cached_tokens, 0);
     // MTP: the fourth block went on with shared[64], not with the tail.
