@@ -60,6 +60,8 @@ if [[ ! -f $checkpoint/config.json ]]; then
     exit 3
   fi
   say "writing a ${layers}-layer Qwen3-30B-A3B-shaped checkpoint to $checkpoint"
+  # No config.json: an interrupted write's shards, which tpserve-gen would refuse to mix with its own.
+  rm -f "$checkpoint"/*.safetensors "$checkpoint"/model.safetensors.index.json
   "$build/tpserve-gen" --preset qwen3-30b-a3b --layers "$layers" --seed 1 --out "$checkpoint" >"$out/generate.log" 2>&1
 fi
 layers_in_checkpoint=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' \

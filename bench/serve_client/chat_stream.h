@@ -42,8 +42,8 @@ struct ChunkInfo {
   bool done = false;    // [DONE]
   std::string content;  // choices[0].delta.content (empty when absent or null)
   std::optional<int> completion_tokens;
-  std::optional<int> prompt_tokens,
-      cached_tokens;  // usage.prompt_tokens, ...prompt_tokens_details.cached_tokens
+  std::optional<int> prompt_tokens;  // usage.prompt_tokens
+  std::optional<int> cached_tokens;  // usage.prompt_tokens_details.cached_tokens
   std::string finish_reason;
   std::string error;  // {"error": {...}} chunks, or a payload that is not JSON
 };

@@ -164,6 +164,7 @@ int KvBlockAllocator::commit(std::vector<int32_t>& table, const std::vector<int3
 }
 
 void KvBlockAllocator::reset() {
+  if (!prefix_caching()) return;
   for (int32_t b = 0; b < num_blocks_; ++b) {
     if (!entries_[b].cached) continue;
     entries_[b] = Entry{};

@@ -169,10 +169,10 @@ class Qwen3MoeModel {
   Tensor sample_hidden_, logits_, cand_vals_, cand_ids_, cand_stats_, all_vals_, all_ids_, all_stats_;
   Tensor all_logits_;
   // keep_logits with the MTP head: the draft steps' logits, kept apart from the step's own (logits_).
-  Tensor draft_logits_;
+  Tensor draft_logits_;  // [S, local vocab] f32
   // Log-probabilities: temperature 1 for every row, and the raw candidates (this rank's and every rank's).
-  Tensor ones_;
-  Candidates raw_mine_, raw_all_;
+  Tensor ones_;                    // [R] f32
+  Candidates raw_mine_, raw_all_;  // [R, C] / [R, C] / [R, 2], and every rank's [P, R, C] / ... / [P, R, 2]
   // Speculative decoding and the MTP head.
   Tensor row_tokens_, step_results_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_,
       draft_rows_, draft_pos_, draft_slots_, draft_ctx_, draft_tables_;

@@ -33,9 +33,10 @@ std::vector<TokenLogprobs> token_logprobs(const LogprobCandidates& c, const std:
       const size_t at = (static_cast<size_t>(p) * c.rows + r) * c.per_rank;
       for (int i = 0; i < c.per_rank; ++i) merged.emplace_back(c.values[at + i], c.ids[at + i]);
     }
-    std::sort(merged.begin(), merged.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
+    std::partial_sort(merged.begin(), merged.begin() + top[r], merged.end(),
+                      [](const auto& a, const auto& b) {
+                        return a.first != b.first ? a.first > b.first : a.second < b.second;
+                      });
     TokenLogprobs& lp = out[r];
     for (int i = 0; i < top[r]; ++i)
       lp.top.emplace_back(merged[i].second, static_cast<float>(merged[i].first - lse));

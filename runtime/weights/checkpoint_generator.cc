@@ -31,12 +31,14 @@ int write_synthetic_checkpoint(const ModelSpec& spec, const std::string& out_dir
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);
   // Shards of an earlier checkpoint would mix with this one's (or be loaded instead of it).
-  for (const auto& entry : fs::directory_iterator(out_dir)) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.ends_with(".safetensors") || name == "model.safetensors.index.json")
       TPS_THROW(out_dir, " already holds a checkpoint (", name,
                 "): writing into it would mix two checkpoints' files; remove them or choose another --out");
   }
+  TPS_CHECK(!ec, out_dir, ": cannot list: ", ec.message());
   const SyntheticWeights weights(spec, o.seed);
   const auto tensors = expected_tensors(spec, ExpertLayout::kPerExpert);
 
