@@ -133,8 +133,9 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
   s.intermediate_size = get_int(j, "intermediate_size", src, false, 0);
   s.moe_intermediate_size = get_int(j, "moe_intermediate_size", src, true, 0);
   // Hub files say num_experts; transformers 5.x writes num_local_experts.
-  s.num_experts = j.contains("num_experts") ? get_int(j, "num_experts", src, true, 0)
-                                            : get_int(j, "num_local_experts", src, true, 0);
+  s.num_experts = j.contains("num_experts") && !j["num_experts"].is_null()
+                      ? get_int(j, "num_experts", src, true, 0)
+                      : get_int(j, "num_local_experts", src, true, 0);
   s.num_experts_per_tok = get_int(j, "num_experts_per_tok", src, true, 0);
   s.decoder_sparse_step = get_int(j, "decoder_sparse_step", src, false, 1);
   s.mlp_only_layers = get_int_or_list(j, "mlp_only_layers", src);
@@ -155,6 +156,8 @@ ModelSpec model_spec_from_json(const json& j, const std::string& src) {
     return kind;
   };
   s.rope_theta = get_double(j, "rope_theta", src, 10000.0);
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null() && !j["rope_parameters"].is_object())
+    TPS_THROW(src, ": rope_parameters ", describe(j["rope_parameters"]), " is not a mapping");
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
     const json& rp = j["rope_parameters"];
     const std::string where = src + " rope_parameters";

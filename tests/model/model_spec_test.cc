@@ -95,6 +95,13 @@ TEST(ModelSpecJson, BadFieldsAreErrorsNamingThem) {
   EXPECT_NE(error_of(with("quantization_config", {{"quant_method", "fp8"}})).find("quantized checkpoints"),
             std::string::npos);
   EXPECT_EQ(error_of(with("quantization_config", nullptr)), "");
+  EXPECT_NE(error_of(with("rope_parameters", "yarn")).find("rope_parameters \"yarn\" is not a mapping"),
+            std::string::npos)
+      << error_of(with("rope_parameters", "yarn"));
+  // transformers 5 writes num_local_experts; a null num_experts beside it is absent.
+  nlohmann::json local = with("num_experts", nullptr);
+  local["num_local_experts"] = fixture_config_json()["num_experts"];
+  EXPECT_EQ(error_of(local), "");
 }
 
 // num_parameters() is the sum of the checkpoint's tensors, also where the last layer is dense and there is an
