@@ -25,13 +25,13 @@ const char* finish_reason_name(FinishReason r) {
 Scheduler::Scheduler(const SchedulerLimits& limits, int num_kv_blocks, int kv_block_size,
                      std::vector<int32_t> eos_token_ids, SpeculativeSettings speculative)
     : limits_(limits),
+      spec_(std::move(speculative)),
       blocks_(num_kv_blocks, kv_block_size,
               !limits.prefix_caching ? PrefixCacheKey::kNone
               // The MTP draft layer's KV at a block's last position was computed with the next token.
-              : speculative.num_tokens > 0 && speculative.device_draft ? PrefixCacheKey::kBlockAndNextToken
-                                                                       : PrefixCacheKey::kBlockTokens),
-      eos_(std::move(eos_token_ids)),
-      spec_(std::move(speculative)) {
+              : mtp_drafting() ? PrefixCacheKey::kBlockAndNextToken
+                               : PrefixCacheKey::kBlockTokens),
+      eos_(std::move(eos_token_ids)) {
   TPS_CHECK(!speculating() || spec_.device_draft || spec_.script,
             "speculative decoding needs a draft source");
   spec_metrics_.accepted_at.assign(spec_.num_tokens, 0);
@@ -75,6 +75,7 @@ std::vector<TokenEvent> Scheduler::take_aborted() {
 
 void Scheduler::release(Sequence& s) {
   blocks_.release(s.blocks);
+  s.num_cached = 0;
   s.num_committed = 0;
   if (s.slot >= 0) free_slots_.push_back(s.slot);
   s.slot = -1;
@@ -83,8 +84,7 @@ void Scheduler::release(Sequence& s) {
 
 void Scheduler::preempt_newest() {
   auto& seq = running_.back();
-  release(*seq);
-  seq->num_cached = 0;  // recomputed from its tokens (prompt + generated so far) when readmitted
+  release(*seq);  // its tokens (prompt + generated so far) are recomputed when it is readmitted
   ++preemptions_;
   log_debug("preempted request ", seq->request.id, " (KV cache full)");
   waiting_.push_front(std::move(seq));
@@ -159,7 +159,6 @@ std::optional<StepBatch> Scheduler::schedule() {
         std::min(static_cast<int>(s->tokens.size()) - s->num_cached, std::min(budget, prefill_budget));
     if (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {
       release(*s);  // the cached blocks it took wait for it in the cache
-      s->num_cached = 0;
       break;
     }
     if (mtp_drafting()) {

@@ -160,6 +160,8 @@ class Scheduler {
   // Drafts come from the MTP head on the device (not from a script).
   bool mtp_drafting() const { return speculating() && static_cast<bool>(spec_.device_draft); }
   int drafts_for(const Sequence& s) const;
+  // Lets go of everything the sequence holds: its blocks (its KV is gone: nothing cached, nothing
+  // committed) and its draft-table slot.
   void release(Sequence& s);
   // Prefix caching: takes the cached blocks of a sequence's leading tokens before its first chunk.
   int take_cached_prefix(Sequence& s);
@@ -169,6 +171,7 @@ class Scheduler {
   void finish(std::vector<std::unique_ptr<Sequence>>::iterator it);
 
   SchedulerLimits limits_;
+  SpeculativeSettings spec_;  // before blocks_: the prefix cache's key depends on it
   KvBlockAllocator blocks_;
   std::vector<int32_t> eos_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
@@ -179,7 +182,6 @@ class Scheduler {
   std::vector<TokenEvent> aborted_events_;
   std::vector<Admission> admitted_;
   int64_t preemptions_ = 0;
-  SpeculativeSettings spec_;
   SpeculativeMetrics spec_metrics_;
   PrefixCacheMetrics prefix_metrics_;
   std::vector<int> free_slots_;

@@ -54,6 +54,13 @@ void put_chat_parts(Json& message, const AnswerParts& answer, bool delta, bool e
   message["tool_calls"] = std::move(calls);
 }
 
+// A choice's "logprobs": null unless the request asked.
+Json logprobs_json(const ResponseHeader& h, const std::vector<TokenLogprob>& tokens, size_t text_offset) {
+  if (!h.logprobs) return nullptr;
+  return h.endpoint == Endpoint::kChatCompletions ? chat_logprobs_json(tokens)
+                                                  : completion_logprobs_json(tokens, text_offset);
+}
+
 }  // namespace
 
 void AnswerParts::append(AnswerParts&& later) {
@@ -84,17 +91,6 @@ Json usage_json(const Usage& u) {
 std::string new_tool_call_id() {
   return "call_" + random_hex_id();
 }
-
-namespace {
-
-// A choice's "logprobs": null unless the request asked.
-Json logprobs_json(const ResponseHeader& h, const std::vector<TokenLogprob>& tokens, size_t text_offset) {
-  if (!h.logprobs) return nullptr;
-  return h.endpoint == Endpoint::kChatCompletions ? chat_logprobs_json(tokens)
-                                                  : completion_logprobs_json(tokens, text_offset);
-}
-
-}  // namespace
 
 Json full_response(const ResponseHeader& h, const std::vector<Choice>& choices, const Usage& usage) {
   Json list = Json::array();

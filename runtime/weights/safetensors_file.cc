@@ -52,16 +52,18 @@ bool non_negative_integer(const json& v, uint64_t* out) {
 // would keep only the last). A header nests three deep at most ({name: {shape: [...]}}): deeper nesting
 // is refused as it opens, before a hostile header of nested brackets can build a tree of gigabytes.
 json parse_header_json(const char* begin, const char* end, std::string* duplicate_key, bool* too_deep) {
-  std::vector<std::set<std::string>> seen(3);  // keys by depth: the header's, and the open entry's
+  std::set<std::string> header_keys, entry_keys;  // the header's, and the open entry's
   const json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= 3) {
+    const bool opens =
+        event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+    if (opens && depth >= 3) {
       *too_deep = true;
       return false;
     }
-    if (event == json::parse_event_t::object_start && depth == 1) seen[2].clear();  // a new entry
+    if (opens && depth == 1) entry_keys.clear();
     if (event == json::parse_event_t::key && (depth == 1 || depth == 2) && duplicate_key->empty()) {
-      if (!seen[depth].insert(parsed.get<std::string>()).second) *duplicate_key = parsed.get<std::string>();
+      const std::string key = parsed.get<std::string>();
+      if (!(depth == 1 ? header_keys : entry_keys).insert(key).second) *duplicate_key = key;
     }
     return true;
   };

@@ -14,9 +14,9 @@
 #include "parallel/communicator.h"
 #include "runtime/backend/cuda/cuda_backend.h"
 #include "runtime/backend/cuda/device_memory.h"
-#include "runtime/config/config_parser.h"
 #include "runtime/engine/engine.h"
 #include "tests/cuda/op_test_util.h"
+#include "tests/cuda/small_gpu_engine.h"
 
 namespace tpserve::cuda_test {
 namespace {
@@ -24,18 +24,12 @@ namespace {
 struct GpuEngine {
   std::unique_ptr<parallel::Communicator> comm = parallel::make_single_rank_communicator();
   std::unique_ptr<Engine> engine;
-  explicit GpuEngine(const std::vector<std::string>& overrides, const EngineOptions& options = {}) {
-    const Config config = parse_config(
-        "model: {synthetic: {preset: tiny, seed: 3, vocab: 4096, mtp: true}}\n"
-        "runtime: {backend: cuda, max_batch: 8, max_seq_len: 256}\n"
-        "cuda_graph: {capture_sizes: [1, 2, 4, 8]}\n",
-        "graph_test", overrides);
-    CudaBackendOptions o;
-    o.pdl = config.launch.pdl;
-    o.kernels = config.runtime.kernels;
-    o.arena_bytes = size_t(4) << 30;  // several engines share the GPU in this test
-    engine = std::make_unique<Engine>(config, *comm, make_cuda_backend(o), options);
-  }
+  explicit GpuEngine(const std::vector<std::string>& overrides, const EngineOptions& options = {})
+      : engine(gpu_test_engine(*comm,
+                               "model: {synthetic: {preset: tiny, seed: 3, vocab: 4096, mtp: true}}\n"
+                               "runtime: {backend: cuda, max_batch: 8, max_seq_len: 256}\n"
+                               "cuda_graph: {capture_sizes: [1, 2, 4, 8]}\n",
+                               overrides, size_t(4) << 30, options)) {}  // several engines share the GPU
 };
 
 // n requests decoded together to completion (greedy, `len` tokens each): the per-request tokens.
