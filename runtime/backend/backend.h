@@ -220,6 +220,12 @@ class Backend {
   virtual void sampling_candidates(Tensor logits /*[S, V] f32*/, int64_t vocab_begin,
                                    Tensor temperature /*[S]*/, Tensor values /*[S, C] f32*/,
                                    Tensor ids /*[S, C] i32*/, Tensor stats /*[S, 2] f32*/) = 0;
+  // In place, before sampling: for each entry whose token lies in this rank's slice [vocab_begin,
+  // vocab_begin + V), x = logits[row, token - vocab_begin] + bias; x = x > 0 ? x / scale : x * scale;
+  // the logit becomes x - subtract (StepBatch's LogitAdjustment). Entries name distinct (row, token) pairs.
+  virtual void adjust_logits(Tensor logits /*[R, V] f32*/, int64_t vocab_begin,
+                             Tensor targets /*[E, 2] i32: row, token*/,
+                             Tensor values /*[E, 3] f32: bias, scale, subtract*/) = 0;
   // Merges the candidates of R ranks and draws one token per row: greedy = largest logit; otherwise
   // temperature, then top-k, min-p (p >= min_p * p_max) and top-p (the smallest prefix whose mass reaches
   // top_p, of the distribution left by top-k and min-p, renormalised; of the full softmax when neither is

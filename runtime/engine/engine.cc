@@ -61,6 +61,10 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
   mo.max_tokens = std::max(rt.max_num_batched_tokens, rt.max_batch * (1 + k));
   mo.max_samples = rt.max_batch * (1 + k);
   mo.sampling_candidates = rt.sampling_candidates;
+  // Logit adjustments a step may carry (20 bytes each): any one request's most (a penalised sequence's
+  // every token and a full logit_bias, or the 1 + k verified rows of a biased one: HTTP allows 1024 bias
+  // tokens, and a few stop tokens), plus 256 a sequence; more wait for a later step.
+  mo.max_logit_adjustments = rt.max_seq_len + 2048 * (1 + k) + 256 * rt.max_batch;
   mo.keep_logits = options.keep_logits;
   mo.record_routing = options.record_routing;
   model_ = std::make_unique<Qwen3MoeModel>(source_.spec, layout, std::move(weights), mo, *backend_, data_);
@@ -95,7 +99,8 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
                            .max_blocks_per_seq = mo.max_blocks_per_seq,
                            .max_prefill_step_tokens = rt.max_num_batched_tokens,
                            .prefix_caching = rt.enable_prefix_caching,
-                           .max_logprobs = std::min(20, model_->sampling_candidates())};
+                           .max_logprobs = std::min(20, model_->sampling_candidates()),
+                           .max_logit_adjustments = mo.max_logit_adjustments};
     std::vector<int32_t> eos = source_.generation.eos_token_ids;
     if (eos.empty()) eos = source_.spec.eos_token_ids;
     SpeculativeSettings speculative;

@@ -1,6 +1,7 @@
 #include "runtime/engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "common/error.h"
@@ -60,6 +61,26 @@ void Scheduler::add(Request request) {
             std::min(limits_.max_blocks_per_seq, blocks_.num_blocks()), " (", max_request_tokens(),
             " tokens of prompt + max_tokens)");
   auto seq = std::make_unique<Sequence>();
+  if (request.processing.any()) {
+    const LogitProcessing& p = request.processing;
+    TPS_CHECK(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0 &&
+                  std::isfinite(p.frequency_penalty) && std::isfinite(p.presence_penalty) &&
+                  p.min_tokens >= 0,
+              "request ", request.id, ": repetition_penalty ", p.repetition_penalty, " frequency_penalty ",
+              p.frequency_penalty, " presence_penalty ", p.presence_penalty, " min_tokens ", p.min_tokens);
+    for (const auto& [token, bias] : p.logit_bias)
+      TPS_CHECK(token >= 0 && std::isfinite(bias), "request ", request.id, ": logit_bias of token ", token,
+                " is ", bias);
+    std::vector<int32_t> stops = request.stop_token_ids;
+    if (!request.ignore_eos) stops.insert(stops.end(), eos_.begin(), eos_.end());
+    seq->adjuster = LogitAdjuster(p, request.prompt, stops);
+    // The most a step may need: every row of the sequence naming each tracked token, generated ones too.
+    const int64_t rows = p.penalized() ? 1 : 1 + spec_.num_tokens;
+    const int64_t need = rows * (seq->adjuster.max_row_entries() + (p.penalized() ? request.max_tokens : 0));
+    TPS_CHECK(need <= limits_.max_logit_adjustments, "request ", request.id,
+              ": its logit bias, penalties and ", "min_tokens may adjust ", need,
+              " logits in one step; a step carries at most ", limits_.max_logit_adjustments);
+  }
   seq->tokens = request.prompt;
   seq->request = std::move(request);
   waiting_.push_back(std::move(seq));
@@ -106,6 +127,7 @@ int Scheduler::take_cached_prefix(Sequence& s) {
 // Drafts verified for `s` this step: k once it is decoding and a draft source has drafts for it.
 int Scheduler::drafts_for(const Sequence& s) const {
   if (!speculating() || s.num_cached + 1 != static_cast<int>(s.tokens.size())) return 0;
+  if (s.adjuster.penalized()) return 0;  // its rows' penalties would depend on the drafts
   if (spec_.script) return spec_.num_tokens;
   return s.has_drafts ? spec_.num_tokens : 0;
 }
@@ -131,6 +153,7 @@ std::optional<StepBatch> Scheduler::schedule() {
   // against it, so that they never hold prompts back), within what is left of the step.
   int prefill_budget = limits_.max_prefill_step_tokens > 0 ? limits_.max_prefill_step_tokens : budget;
   const int lookahead = mtp_drafting() ? spec_.num_tokens : 0;  // MTP draft steps' KV
+  int adjust_budget = limits_.max_logit_adjustments;            // logit adjustments the step may still carry
   // Running sequences first (decode, or the next chunk of a long prompt).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* s = running_[i].get();
@@ -140,14 +163,18 @@ std::optional<StepBatch> Scheduler::schedule() {
     const int n = drafts > 0 ? (drafts + 1 <= budget ? drafts + 1 : 0)
                              : std::min(left, left > 1 ? std::min(budget, prefill_budget) : budget);
     if (n == 0) break;
+    const bool samples = drafts > 0 || s->num_cached + n == static_cast<int>(s->tokens.size());
+    const int adjustments = samples ? adjustments_for(*s, drafts + 1) : 0;
+    if (adjustments > adjust_budget) continue;  // waits for a step with room for its logit adjustments
     while (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {
       const bool self = running_.back().get() == s;
       preempt_newest();
       if (self) break;
     }
     if (i >= running_.size() || running_[i].get() != s) break;  // s itself was preempted
-    last_.push_back({s, n, drafts > 0 || s->num_cached + n == static_cast<int>(s->tokens.size()), drafts});
+    last_.push_back({s, n, samples, drafts});
     budget -= n;
+    adjust_budget -= adjustments;
     if (drafts == 0 && left > 1) prefill_budget -= n;
   }
   // Then admit waiting requests as prefills.
@@ -157,7 +184,9 @@ std::optional<StepBatch> Scheduler::schedule() {
     const int hit = take_cached_prefix(*s);
     const int n =
         std::min(static_cast<int>(s->tokens.size()) - s->num_cached, std::min(budget, prefill_budget));
-    if (!blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {
+    const bool samples = s->num_cached + n == static_cast<int>(s->tokens.size());
+    const int adjustments = samples ? adjustments_for(*s, 1) : 0;
+    if (adjustments > adjust_budget || !blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {
       release(*s);  // the cached blocks it took wait for it in the cache
       break;
     }
@@ -175,9 +204,10 @@ std::optional<StepBatch> Scheduler::schedule() {
     }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
-    last_.push_back({s, n, s->num_cached + n == static_cast<int>(s->tokens.size()), 0});
+    last_.push_back({s, n, samples, 0});
     budget -= n;
     prefill_budget -= n;
+    adjust_budget -= adjustments;
   }
   last_mix_ = {};
   if (last_.empty()) return std::nullopt;
@@ -225,6 +255,9 @@ std::optional<StepBatch> Scheduler::schedule() {
         b.sampling.push_back(s.request.sampling);
         b.sample_counters.push_back(p + 1);
         b.logprobs.push_back(s.request.logprobs);
+        // Row p draws the token at position p + 1: generated token number p + 1 - prompt.
+        s.adjuster.append(static_cast<int32_t>(b.sample_rows.size()) - 1,
+                          p + 1 - static_cast<int>(s.request.prompt.size()), b.logit_adjustments);
       }
       if (mtp) {
         // The token after this row: known (prompt or earlier output), or emitted at this sampled row now.
@@ -295,6 +328,7 @@ std::vector<TokenEvent> Scheduler::complete(const StepResult& result) {
     for (int j = 0; j <= accepted; ++j) {
       const int32_t token = result.tokens[row + j];
       s.tokens.push_back(token);
+      s.adjuster.observe(token);
       ++s.num_generated;
       const FinishReason reason = finish_reason(s, token);
       events.push_back({s.request.id, token, s.num_generated - 1, reason});

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/engine/kv_block_allocator.h"
+#include "runtime/engine/logit_adjuster.h"
 #include "runtime/model/step_batch.h"
 
 namespace tpserve {
@@ -27,6 +28,9 @@ struct Request {
   bool ignore_eos = false;
   // Log-probabilities of the generated tokens: -1 none; n >= 0 the drawn token's and the n most likely.
   int logprobs = -1;
+  // Logit bias, penalties, min_tokens (logit_adjuster.h). A request with penalties is not speculated: its
+  // rows' adjustments depend on every token before them.
+  LogitProcessing processing;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAborted };
@@ -62,6 +66,9 @@ struct SchedulerLimits {
   bool prefix_caching = false;
   // The most top log-probabilities a request may ask for (OpenAI's 20, at most the sampler's candidates).
   int max_logprobs = 20;
+  // Logit adjustments a step may carry (the model is sized for as many); a sequence whose rows would take
+  // more than what is left waits for a later step, and a request that could need more than all is refused.
+  int max_logit_adjustments = 65536;
 };
 
 // Prefix caching counters, in tokens, over requests' first admissions (vLLM's prefix_cache_queries/hits).
@@ -149,6 +156,7 @@ class Scheduler {
     std::vector<int32_t> blocks;
     int slot = -1;            // draft-table slot (MTP)
     bool has_drafts = false;  // MTP drafts for this sequence wait in the draft table
+    LogitAdjuster adjuster;
   };
   struct Scheduled {
     Sequence* seq;
@@ -160,6 +168,8 @@ class Scheduler {
   // Drafts come from the MTP head on the device (not from a script).
   bool mtp_drafting() const { return speculating() && static_cast<bool>(spec_.device_draft); }
   int drafts_for(const Sequence& s) const;
+  // Logit adjustments the sequence's rows may carry this step if it runs `rows` sampled rows.
+  static int adjustments_for(const Sequence& s, int rows) { return rows * s.adjuster.max_row_entries(); }
   // Lets go of everything the sequence holds: its blocks (its KV is gone: nothing cached, nothing
   // committed) and its draft-table slot.
   void release(Sequence& s);

@@ -60,7 +60,7 @@ class Reader {
   size_t pos_ = 0;
 };
 
-constexpr uint32_t kMagic = 0x54505333;  // "TPS3": bump when the layout changes
+constexpr uint32_t kMagic = 0x54505334;  // "TPS4": bump when the layout changes
 
 }  // namespace
 
@@ -82,6 +82,7 @@ void visit_fields(Batch& b, Visit&& v) {
   v.vec(b.draft_slot);
   v.vec(b.group_seq);
   v.vec(b.logprobs);
+  v.vec(b.logit_adjustments);
 }
 
 std::vector<char> encode_step(const StepBatch& b) {

@@ -94,6 +94,13 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
                backend_.alloc(DType::kF32, {R, 2})};
   raw_all_ = {backend_.alloc(DType::kF32, {P, R, C}), backend_.alloc(DType::kI32, {P, R, C}),
               backend_.alloc(DType::kF32, {P, R, 2})};
+  if (options_.max_logit_adjustments > 0) {
+    const int64_t E = options_.max_logit_adjustments;
+    adjust_targets_ = backend_.alloc(DType::kI32, {E, 2});
+    adjust_values_ = backend_.alloc(DType::kF32, {E, 3});
+    host_adjust_targets_.reserve(static_cast<size_t>(E) * 2);
+    host_adjust_values_.reserve(static_cast<size_t>(E) * 3);
+  }
   ones_ = backend_.alloc(DType::kF32, {R});
   backend_.copy_from_host(ones_, std::vector<float>(static_cast<size_t>(R), 1.0f).data());
   const int64_t S = options_.max_seqs;
@@ -240,6 +247,7 @@ Qwen3MoeModel::StepShape Qwen3MoeModel::upload(const StepBatch& b) {
                 " top logprobs asked, more than runtime.sampling_candidates (", candidates_, ")");
     shape.logprobs = true;
   }
+  shape.adjustments = upload_logit_adjustments(b);
   for (int q = 0; q < shape.seqs; ++q)
     shape.max_query_len = std::max(shape.max_query_len, b.query_start[q + 1] - b.query_start[q]);
   shape.max_context_len =
@@ -268,10 +276,12 @@ SamplingInputs Qwen3MoeModel::sampling_inputs(const StepShape& shape) const {
           input(off_seed_, DType::kI64, R), input(off_counter_, DType::kI64, R)};
 }
 
-// lm_head on this rank's vocabulary slice, then every rank's best candidates (all-gathered under TP).
 Qwen3MoeModel::Candidates Qwen3MoeModel::lm_head_candidates(Tensor hidden, int n, Tensor temperature,
-                                                            Tensor logits) {
+                                                            Tensor logits, int adjustments) {
   backend_.linear(hidden, weights_.lm_head, logits);
+  if (adjustments > 0)
+    backend_.adjust_logits(logits, layout_.vocab_begin(spec_), adjust_targets_.rows(0, adjustments),
+                           adjust_values_.rows(0, adjustments));
   return candidates(logits, n, temperature, {cand_vals_, cand_ids_, cand_stats_},
                     {all_vals_, all_ids_, all_stats_});
 }
@@ -434,7 +444,7 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
     Tensor sample_rows = input(off_rows_, DType::kI32, rows);
     Tensor hidden = sample_hidden_.rows(0, rows), logits = logits_.rows(0, rows);
     backend_.gather_rows(normed_.rows(0, tokens), sample_rows, hidden);
-    const Candidates cand = lm_head_candidates(hidden, rows, sampling.temperature, logits);
+    const Candidates cand = lm_head_candidates(hidden, rows, sampling.temperature, logits, shape.adjustments);
     Tensor emitted = emitted_.rows(0, rows);
     if (shape.speculative) {
       Tensor row_tokens = row_tokens_.rows(0, rows);

@@ -29,6 +29,7 @@ struct ModelOptions {
   int kv_block_size = 16;
   int sampling_candidates = 256;   // per rank and row; top-p works within the best of these
   int num_speculative_tokens = 0;  // k drafts per sequence and step (MTP or scripted drafts)
+  int max_logit_adjustments = 0;   // StepBatch::logit_adjustments a step may carry
   bool keep_logits = false;        // allow StepResult::logits (tests)
   bool record_routing = false;     // keep every MoE layer's expert ids for last_step_routing() (benchmarks)
 };
@@ -87,6 +88,7 @@ class Qwen3MoeModel {
     bool speculative = false;  // sampled rows come in verification groups
     bool mtp = false;          // the MTP head runs (mtp_next_tokens given)
     bool logprobs = false;     // a row asks for log-probabilities (eager steps only)
+    int adjustments = 0;       // logit adjustments uploaded (eager steps only)
     int max_query_len = 0, max_context_len = 0;
   };
   StepShape upload(const StepBatch& batch);
@@ -101,7 +103,13 @@ class Qwen3MoeModel {
   // padding_batch(size) uploaded (attention planned for any context) and run eagerly, waited for.
   StepShape run_padding_step(int size);
   Tensor input(size_t offset, DType dtype, int64_t n) const;  // a typed view of the step-input buffer
-  Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out);
+  // lm_head on this rank's vocabulary slice, the step's first `adjustments` logit adjustments, then every
+  // rank's best candidates (all-gathered under TP).
+  Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out,
+                                int adjustments = 0);
+  // Checks the batch's logit adjustments and copies them to the device (qwen3_moe_logit_adjust.cc);
+  // returns how many.
+  int upload_logit_adjustments(const StepBatch& batch);
   // The C best logits of this rank's slice of n rows and their stats into `mine` ([R, C], [R, C], [R, 2]),
   // then every rank's into `all` ([P, R, C], ...; used with several ranks).
   Candidates candidates(Tensor logits, int n, Tensor temperature, const Candidates& mine,
@@ -173,6 +181,11 @@ class Qwen3MoeModel {
   // Log-probabilities: temperature 1 for every row, and the raw candidates (this rank's and every rank's).
   Tensor ones_;                    // [R] f32
   Candidates raw_mine_, raw_all_;  // [R, C] / [R, C] / [R, 2], and every rank's [P, R, C] / ... / [P, R, 2]
+  // Logit adjustments of the step (E = options_.max_logit_adjustments), copied only when a step has some.
+  Tensor adjust_targets_;  // [E, 2] i32: row, token
+  Tensor adjust_values_;   // [E, 3] f32: bias, scale, subtract
+  std::vector<int32_t> host_adjust_targets_;
+  std::vector<float> host_adjust_values_;
   // Speculative decoding and the MTP head.
   Tensor row_tokens_, step_results_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_,
       draft_rows_, draft_pos_, draft_slots_, draft_ctx_, draft_tables_;

@@ -16,6 +16,16 @@ struct SamplingParams {
   int64_t seed = 0;
 };
 
+// One adjusted logit of a sampled row (logit bias, penalties, min_tokens), applied before sampling in vLLM's
+// order: x = logit + bias; x = x > 0 ? x / scale : x * scale; x -= subtract. A row names each token once.
+struct LogitAdjustment {
+  int32_t row = 0;        // sampled row (index into sample_rows)
+  int32_t token = 0;      // vocabulary id
+  float bias = 0.0f;      // logit_bias; -inf: the token may not be drawn (min_tokens)
+  float scale = 1.0f;     // repetition penalty (1: none)
+  float subtract = 0.0f;  // frequency x count + presence
+};
+
 struct StepBatch {
   std::vector<int32_t> token_ids;     // [T]
   std::vector<int32_t> positions;     // [T]
@@ -43,6 +53,11 @@ struct StepBatch {
   // Log-probabilities (empty unless a row asks): per sampled row, how many of the most likely tokens to
   // return beside the drawn token's log-probability, -1 for none. A step that asks runs eagerly.
   std::vector<int32_t> logprobs;  // [R]
+
+  // Logit adjustments (empty unless a row asks: logit_bias, penalties, min_tokens), applied to the sampled
+  // rows' logits before they are sampled (and before log-probabilities are taken). A step that has any runs
+  // eagerly.
+  std::vector<LogitAdjustment> logit_adjustments;  // [E]
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }

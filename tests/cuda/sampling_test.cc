@@ -2,7 +2,11 @@
 // the [max, sum exp] statistics), and the merge + filters + Gumbel-max draw, which must give the same tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <set>
+#include <utility>
 
 #include "tests/cuda/op_test_util.h"
 
@@ -51,6 +55,48 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SamplingCandidatesTest,
                                            CandidatesCase{4, 37984, 256}, CandidatesCase{2, 151936, 256},
                                            CandidatesCase{2, 20000, 4096}, CandidatesCase{1, 4096, 4096},
                                            CandidatesCase{5, 300, 64}));
+
+// Logit bias / penalties / min_tokens applied in place: this rank's slice only, distinct (row, token) pairs
+// in random order, -inf biases and negative logits among them.
+TEST(LogitAdjust, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const auto [rows, vocab] : {std::pair{1, 1000}, std::pair{5, 37984}, std::pair{16, 151936}}) {
+    std::mt19937 rng(rows * 131 + vocab);
+    Backends b;
+    const int64_t vocab_begin = 500;  // entries below it or past the slice belong to other ranks
+    std::vector<int32_t> targets;
+    std::vector<float> values;
+    std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab_begin + vocab + 300));
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    for (int r = 0; r < rows; ++r) {
+      std::set<int32_t> chosen;
+      while (chosen.size() < 300) chosen.insert(token(rng));
+      for (int32_t t : chosen) {
+        targets.insert(targets.end(), {r, t});
+        const float bias = unit(rng) < 0.1f ? -INFINITY : 20.0f * unit(rng) - 10.0f;
+        values.insert(values.end(),
+                      {bias, 0.5f + 1.5f * unit(rng), unit(rng) < 0.5f ? 0.0f : 3.0f * unit(rng)});
+      }
+    }
+    // Shuffle whole entries: the kernel's threads meet them in any order.
+    const int n = static_cast<int>(targets.size() / 2);
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int32_t> t2;
+    std::vector<float> v3;
+    for (int i : order) {
+      t2.insert(t2.end(), {targets[2 * i], targets[2 * i + 1]});
+      v3.insert(v3.end(), {values[3 * i], values[3 * i + 1], values[3 * i + 2]});
+    }
+    Pair logits = b.f32({rows, vocab}, uniform(rng, size_t(rows) * vocab, -8.0f, 8.0f));
+    Pair t = b.i32({n, 2}, t2), v = b.f32({n, 3}, v3);
+    b.cpu().adjust_logits(logits.cpu, vocab_begin, t.cpu, v.cpu);
+    b.gpu().adjust_logits(logits.gpu, vocab_begin, t.gpu, v.gpu);
+    expect_close("adjusted logits V " + std::to_string(vocab), cpu_floats(logits.cpu), b.floats(logits.gpu),
+                 {1e-6f, 1e-6f});
+  }
+}
 
 struct SampleCase {
   int ranks, candidates;

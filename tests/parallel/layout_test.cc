@@ -2,7 +2,8 @@
 // vocab-parallel embedding and lm_head, and MoE TP-sharded, expert-parallel with all-reduce, or expert-
 // parallel with all-to-all dispatch. Each must give the single-rank logits (1e-5 relative L2), greedy
 // tokens and seeded samples (drawn on the prompt blocks the greedy run left in the prefix cache), and
-// log-probabilities (merged from every rank's vocabulary slice), on the
+// log-probabilities (merged from every rank's vocabulary slice), and tokens under logit bias and penalties
+// (applied on each rank's slice), on the
 // transformers fixtures and on a synthetic model. A skewed-routing checkpoint (every token to experts 0 and
 // 1, both on rank 0) proves the all-to-all drops nothing.
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@ struct Outcome {
   std::vector<int32_t> sampled;
   int64_t prefix_hits = 0;              // prompt tokens the sampled run found cached by the greedy one
   std::vector<TokenLogprobs> logprobs;  // a greedy run's, top 3 (vocab-parallel: merged from every rank)
+  std::vector<int32_t> processed;       // greedy under logit bias, penalties and min_tokens
 };
 
 const SamplingParams kSampling{.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .min_p = 0.0f, .seed = 7};
@@ -48,6 +50,16 @@ Outcome exercise(Engine& engine, const std::vector<int32_t>& sequence, int promp
     while (engine.scheduler().has_work())
       for (const TokenEvent& e : engine.step())
         if (e.logprobs) o.logprobs.push_back(*e.logprobs);
+    // Adjustments land in whichever rank's vocabulary slice holds their token: the greedy run's tokens
+    // biased away, penalties over the prompt's and the output's tokens, a stop token masked.
+    Request r{.id = 0, .prompt = prompt, .max_tokens = 12, .ignore_eos = true};
+    r.stop_token_ids = {o.greedy[2]};
+    r.processing = {.logit_bias = {{o.greedy[0], -100.0f}, {o.greedy[1], -50.0f}},
+                    .repetition_penalty = 0.5f,
+                    .frequency_penalty = 0.3f,
+                    .presence_penalty = 0.4f,
+                    .min_tokens = 4};
+    o.processed = engine.generate_together({r}).front();
   });
   return o;
 }
@@ -87,6 +99,8 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& se
     EXPECT_LT(worst, 1e-5) << layout.name;
     EXPECT_EQ(got.greedy, reference.greedy) << layout.name;
     EXPECT_EQ(got.sampled, reference.sampled) << layout.name;
+    EXPECT_EQ(got.processed, reference.processed) << layout.name;
+    EXPECT_NE(got.processed, got.greedy) << layout.name;
     // The sampled run's prompt started on the greedy run's cached blocks (of 4), on every rank.
     EXPECT_EQ(got.prefix_hits, (prompt_len - 1) / 4 * 4) << layout.name;
     EXPECT_EQ(got.prefix_hits, reference.prefix_hits) << layout.name;

@@ -2,6 +2,8 @@
 // followers run a different step than rank 0, and hang in a collective), and malformed messages are refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/error.h"
 #include "runtime/engine/step_codec.h"
 
@@ -25,6 +27,7 @@ TEST(StepCodec, RoundTripsEveryField) {
   b.draft_slot = {4};
   b.group_seq = {0};
   b.logprobs = {-1, 3, 0};
+  b.logit_adjustments = {{0, 17, 2.5f, 1.0f, 0.0f}, {2, 3, -INFINITY, 1.3f, 0.75f}};
   const StepBatch d = decode_step(encode_step(b));
   EXPECT_EQ(d.token_ids, b.token_ids);
   EXPECT_EQ(d.positions, b.positions);
@@ -43,8 +46,15 @@ TEST(StepCodec, RoundTripsEveryField) {
   EXPECT_EQ(d.draft_slot, b.draft_slot);
   EXPECT_EQ(d.group_seq, b.group_seq);
   EXPECT_EQ(d.logprobs, b.logprobs);
+  ASSERT_EQ(d.logit_adjustments.size(), 2u);
+  EXPECT_EQ(d.logit_adjustments[1].row, 2);
+  EXPECT_EQ(d.logit_adjustments[1].token, 3);
+  EXPECT_EQ(d.logit_adjustments[1].bias, -INFINITY);
+  EXPECT_EQ(d.logit_adjustments[1].scale, 1.3f);
+  EXPECT_EQ(d.logit_adjustments[1].subtract, 0.75f);
+  EXPECT_EQ(d.logit_adjustments[0].bias, 2.5f);
   // The encoding covers the whole struct: a new field must be added to the codec (and here).
-  static_assert(sizeof(StepBatch) == 14 * sizeof(std::vector<int32_t>) + 8,
+  static_assert(sizeof(StepBatch) == 15 * sizeof(std::vector<int32_t>) + 8,
                 "StepBatch changed: update step_codec");
 }
 

@@ -137,6 +137,9 @@ class CpuBackend final : public Backend {
                          Tensor row_tokens, Tensor group_start, Tensor emitted, Tensor accepted) override {
     cpu::verify_and_sample(values, ids, stats, params, row_tokens, group_start, emitted, accepted);
   }
+  void adjust_logits(Tensor logits, int64_t vocab_begin, Tensor targets, Tensor values) override {
+    cpu::adjust_logits(logits, vocab_begin, targets, values);
+  }
   void resolve_tokens(Tensor ids, Tensor table) override {
     int32_t* v = ids.ptr<int32_t>();
     for (int64_t i = 0; i < ids.numel(); ++i) {

@@ -20,6 +20,7 @@ void moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor dow
 void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out);
 void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature, Tensor values, Tensor ids,
                          Tensor stats);
+void adjust_logits(Tensor logits, int64_t vocab_begin, Tensor targets, Tensor values);
 void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens);
 void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params,
                        Tensor row_tokens, Tensor group_start, Tensor emitted, Tensor accepted);

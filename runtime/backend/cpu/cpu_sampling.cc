@@ -131,6 +131,21 @@ void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature,
   }
 }
 
+void adjust_logits(Tensor logits, int64_t vocab_begin, Tensor targets, Tensor values) {
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1), n = targets.dim(0);
+  TPS_CHECK(targets.numel() == 2 * n && values.numel() == 3 * n, "adjust_logits: targets ",
+            targets.shape_string(), " values ", values.shape_string());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = targets.ptr<int32_t>()[2 * i],
+                  column = targets.ptr<int32_t>()[2 * i + 1] - vocab_begin;
+    if (row < 0 || row >= rows || column < 0 || column >= vocab) continue;  // another rank's slice
+    const float* v = values.ptr<float>() + 3 * i;
+    float& logit = logits.ptr<float>()[row * vocab + column];
+    const float x = logit + v[0];
+    logit = (x > 0.0f ? x / v[1] : x * v[1]) - v[2];
+  }
+}
+
 void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens) {
   for (int64_t r = 0; r < values.dim(1); ++r)
     tokens.ptr<int32_t>()[r] = RowDistribution(values, ids, stats, params, r).draw();

@@ -1,6 +1,8 @@
-// CudaBackend sampling ops: per-rank candidates (two-stage exact top-C) and the merge + filters + draw.
+// CudaBackend sampling ops: per-rank candidates (two-stage exact top-C), logit adjustments, and the merge +
+// filters + draw.
 #include <algorithm>
 
+#include "kernels/logit_adjust.h"
 #include "kernels/sample.h"
 #include "kernels/sampling_candidates.h"
 #include "runtime/backend/cuda/cuda_backend.h"
@@ -51,6 +53,26 @@ void CudaBackend::sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor
     p.chunk_stats = scratch.take<float>(size_t(n) * p.num_chunks * 2, "sampling chunk stats");
     kernels::launch_sampling_candidates(p, stream_, *policy_);
   }
+}
+
+void CudaBackend::adjust_logits(Tensor logits, int64_t vocab_begin, Tensor targets, Tensor values) {
+  const char* op = "adjust_logits";
+  expect(logits, DType::kF32, op, "logits");
+  expect(targets, DType::kI32, op, "targets");
+  expect(values, DType::kF32, op, "values");
+  const int n = to_int(targets.dim(0), "adjustments");
+  TPS_CHECK(logits.ndim == 2 && targets.numel() == int64_t(n) * 2 && values.numel() == int64_t(n) * 3, op,
+            ": logits ", logits.shape_string(), " targets ", targets.shape_string(), " values ",
+            values.shape_string());
+  kernels::LogitAdjustParams p;
+  p.logits = logits.ptr<float>();
+  p.targets = targets.ptr<int32_t>();
+  p.values = values.ptr<float>();
+  p.vocab_begin = vocab_begin;
+  p.vocab = to_int(logits.dim(1), "vocabulary");
+  p.rows = to_int(logits.dim(0), "rows");
+  p.n = n;
+  kernels::launch_logit_adjust(p, stream_, *policy_);
 }
 
 kernels::SampleParams CudaBackend::sample_params(Tensor values, Tensor ids, Tensor stats,
