@@ -56,6 +56,7 @@ struct GenerationDefaults {
   double top_p = 1.0;
   int top_k = 0;
   double min_p = 0.0;
+  double repetition_penalty = 1.0;
   std::vector<int> eos_token_ids;
   bool present = false;
 };

@@ -90,6 +90,7 @@ void EngineLoop::admit(Submitted s) {
   r.stop_token_ids = s.job.stop_token_ids;
   r.ignore_eos = s.job.ignore_eos;
   r.logprobs = s.job.logprobs;
+  r.processing = s.job.processing;
   try {
     engine_.scheduler().add(std::move(r));
   } catch (const Error& e) {  // validation upstream makes this rare: answer the client, keep serving
@@ -97,12 +98,14 @@ void EngineLoop::admit(Submitted s) {
     u.finished = true;
     u.finish_reason = "abort";
     u.error = e.what();
+    u.refused = true;
     s.stream->publish(std::move(u));
     return;
   }
   Active a{s.stream, std::nullopt, StopStringMatcher(s.job.stop)};
   if (tokenizer_ != nullptr) a.detokenizer.emplace(*tokenizer_, s.job.skip_special_tokens);
   a.prompt_tokens = static_cast<int>(s.job.prompt.size());
+  a.min_tokens = s.job.processing.min_tokens;
   a.arrival = s.job.arrival;
   active_.emplace(s.id, std::move(a));
 }
@@ -149,7 +152,7 @@ void EngineLoop::handle(const TokenEvent& e) {
     if (e.finish != FinishReason::kStop) text = a.detokenizer->push(e.token);
     if (e.finish != FinishReason::kNone) text += a.detokenizer->finish();
   }
-  u.text = a.stops.push(text);
+  u.text = a.stops.push(text, e.index + 1 >= a.min_tokens);  // stop strings count from min_tokens on
   if (a.stops.stopped()) {
     if (e.finish == FinishReason::kNone) engine_.scheduler().abort(e.request_id);  // free its KV now
     finish(e.request_id, a, std::move(u), "stop");

@@ -19,8 +19,11 @@ constexpr std::chrono::milliseconds kPollInterval{200};
 // (a chunk of another choice waits at most this).
 constexpr std::chrono::milliseconds kChoicePoll{5};
 
-nlohmann::ordered_json engine_error(const std::string& message) {
-  return ApiError(500, message, "", "engine_error").body();
+// A failed request's error body: the engine refusing it (a request that can never run) is the client's
+// error, anything else the engine's.
+nlohmann::ordered_json engine_error(const StreamUpdate& u) {
+  return u.refused ? ApiError(400, u.error, "", "invalid_value").body()
+                   : ApiError(500, u.error, "", "engine_error").body();
 }
 
 void cancel_all(const Streams& streams) {
@@ -82,8 +85,8 @@ void respond_whole(httplib::Response& res, GenerationResponse g) {
     if (u.error.empty()) continue;
     // The body set directly: an error status with a content provider (and so an empty body) would have the
     // server's error handler write its generic body over it.
-    res.status = 500;
-    res.set_content(engine_error(u.error).dump(), "application/json");
+    res.status = u.refused ? 400 : 500;
+    res.set_content(engine_error(u).dump(), "application/json");
     cancel_all(g.streams);
     if (g.on_written) g.on_written();  // the request is over; nothing waits on the write
     return;
@@ -206,7 +209,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
           waited = true;
           if (!c.stream->next(u, wait)) continue;
           if (!u.error.empty()) {
-            out += sse_event(engine_error(u.error));
+            out += sse_event(engine_error(u));
             failed = true;
             break;
           }

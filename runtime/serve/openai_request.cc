@@ -8,6 +8,7 @@
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/chat_request.h"
 #include "runtime/serve/json_fields.h"
+#include "runtime/serve/logit_processing_fields.h"
 
 namespace tpserve::serve {
 namespace {
@@ -160,18 +161,7 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
     o.boolean("continuous_usage_stats");  // type-checked, not supported: usage comes in the last chunk
   }
 
-  f.number("presence_penalty", -2, 2);
-  f.refuse_unless_neutral("presence_penalty", 0, "penalties are not implemented");
-  f.number("frequency_penalty", -2, 2);
-  f.refuse_unless_neutral("frequency_penalty", 0, "penalties are not implemented");
-  f.number("repetition_penalty", 0, 1e9, true);
-  f.refuse_unless_neutral("repetition_penalty", 1, "penalties are not implemented");
-  if (const Json* bias = f.get("logit_bias"); bias && !bias->is_object())
-    bad_request("logit_bias", "expected an object of token id -> bias, got " + describe_json(*bias),
-                "invalid_type");
-  f.refuse_unless_neutral("logit_bias", Json::object(), "logit bias is not implemented");
-  f.integer("min_tokens", 0, kInt32Max);
-  f.refuse_unless_neutral("min_tokens", 0, "min_tokens is not implemented");
+  out.job.processing = parse_logit_processing(f, limits.vocab_size, limits.defaults.repetition_penalty);
   f.string("user");  // accepted and ignored
 }
 
@@ -208,6 +198,7 @@ void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& fi
   const int64_t default_tokens =
       limits.max_output_tokens > 0 ? std::min(room, limits.max_output_tokens) : room;
   out.job.max_tokens = static_cast<int>(max_tokens.value_or(default_tokens));
+  check_min_tokens(out.job.processing, out.job.max_tokens, max_tokens ? field.c_str() : "the room left");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Parsing and validation of OpenAI /v1/completions and /v1/chat/completions request bodies into a
 // GenerationJob. Every problem throws ApiError naming the field; unknown fields are ignored (as OpenAI
-// does); fields we cannot honour (logprobs, echo, penalties, ...) are refused with a 400 that names
+// does); fields we cannot honour (echo, best_of, suffix, ...) are refused with a 400 that names
 // them instead of being silently ignored. docs/serving.md lists every field.
 #pragma once
 

@@ -14,6 +14,7 @@ void StreamUpdate::merge(StreamUpdate&& later) {
     completion_tokens = later.completion_tokens;
     cached_tokens = later.cached_tokens;
     error = std::move(later.error);
+    refused = later.refused;
   }
 }
 

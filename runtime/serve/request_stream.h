@@ -25,6 +25,7 @@ struct StreamUpdate {
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
   std::string error;      // set when the request failed (finished too)
+  bool refused = false;   // the error is the engine refusing the request (Scheduler::add): a 400, not a 500
 
   // Appends a later update to this one.
   void merge(StreamUpdate&& later);

@@ -8,14 +8,17 @@ StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) : stops_(st
   std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
 }
 
-std::string StopStringMatcher::push(const std::string& text) {
+std::string StopStringMatcher::push(const std::string& text, bool may_stop) {
   if (stopped_) return {};
   if (stops_.empty()) return text;
   pending_ += text;
-  // The earliest occurrence of any stop string (the longest one when several start at the same place).
+  if (!may_stop) unarmed_ = pending_.size();
+  // The earliest occurrence of any stop string (the longest one when several start at the same place)
+  // that ends past the unarmed text.
   size_t first = std::string::npos;
   for (const std::string& stop : stops_) {
-    const size_t at = pending_.find(stop);
+    size_t at = pending_.find(stop);
+    while (at != std::string::npos && at + stop.size() <= unarmed_) at = pending_.find(stop, at + 1);
     if (at == std::string::npos) continue;
     if (at < first || (at == first && stop.size() > matched_.size())) first = at, matched_ = stop;
   }
@@ -36,8 +39,10 @@ std::string StopStringMatcher::push(const std::string& text) {
       }
     }
   }
-  std::string out = pending_.substr(0, pending_.size() - hold);
-  pending_.erase(0, pending_.size() - hold);
+  const size_t released = pending_.size() - hold;
+  std::string out = pending_.substr(0, released);
+  pending_.erase(0, released);
+  unarmed_ -= std::min(unarmed_, released);
   return out;
 }
 

@@ -13,8 +13,10 @@ class StopStringMatcher {
   // Stop strings must be non-empty (the API layer rejects empty ones).
   explicit StopStringMatcher(std::vector<std::string> stops);
 
-  // Adds generated text; returns the text now safe to emit.
-  std::string push(const std::string& text);
+  // Adds generated text; returns the text now safe to emit. With may_stop false (before min_tokens) the
+  // text cannot end a stop string: only a stop string that ends in text pushed with may_stop counts, as
+  // vLLM checks stop strings only from min_tokens on.
+  std::string push(const std::string& text, bool may_stop = true);
   // The generation ended without a stop string: returns the text held back.
   std::string flush();
   bool stopped() const { return stopped_; }
@@ -24,6 +26,7 @@ class StopStringMatcher {
  private:
   std::vector<std::string> stops_;
   std::string pending_;
+  size_t unarmed_ = 0;  // leading bytes of pending_ pushed with may_stop false
   bool stopped_ = false;
   std::string matched_;
 };

@@ -2,6 +2,9 @@
 // and deeply nested values give errors naming the field (no exception from the JSON library, no crash).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -106,6 +109,25 @@ TEST(ModelSpecJson, BadFieldsAreErrorsNamingThem) {
 
 // num_parameters() is the sum of the checkpoint's tensors, also where the last layer is dense and there is an
 // MTP head (always MoE when the model has experts: it was counted as the last layer's kind).
+// generation_config.json: the sampling defaults a request without them gets (vLLM reads the same file),
+// repetition_penalty among them; a penalty that is not > 0 is refused.
+TEST(GenerationDefaults, ReadRepetitionPenaltyAndRefuseANonPositiveOne) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tpserve_gencfg_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(load_generation_defaults(dir.string()).repetition_penalty, 1.0);  // no file
+  auto write = [&](const std::string& text) { std::ofstream(dir / "generation_config.json") << text; };
+  write(R"({"temperature": 0.6, "repetition_penalty": 1.05})");
+  const GenerationDefaults g = load_generation_defaults(dir.string());
+  EXPECT_DOUBLE_EQ(g.repetition_penalty, 1.05);
+  EXPECT_DOUBLE_EQ(g.temperature, 0.6);
+  write(R"({"repetition_penalty": 0})");
+  EXPECT_THROW(load_generation_defaults(dir.string()), Error);
+  write(R"({"repetition_penalty": "high"})");
+  EXPECT_THROW(load_generation_defaults(dir.string()), Error);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ModelSpec, ParameterCountIsTheSumOfTheTensors) {
   for (bool dense_last : {false, true}) {
     ModelSpec s = preset_model_spec("tiny", 0, 0);

@@ -112,15 +112,29 @@ std::vector<Case> cases() {
   bad(kC, R"({"prompt": "Hi", "stream": true, "stream_options": 5})", "stream_options");
   bad(kC, R"({"prompt": "Hi", "stream": true, "stream_options": {"include_usage": "yes"}})",
       "stream_options.include_usage");
-  // Fields tpserve refuses rather than ignoring.
-  field("presence_penalty", "0.5");
-  field("presence_penalty", "3");
-  field("frequency_penalty", "-1");
-  field("frequency_penalty", "-2.5");
-  field("repetition_penalty", "1.2");
-  field("repetition_penalty", "0");
-  field("logit_bias", R"({"1": 5})");
+  // Penalties, logit_bias and min_tokens: types, bounds, keys.
+  for (const char* v : {"3", "-2.5", "\"1\"", "[]"}) field("presence_penalty", v);
+  for (const char* v : {"-2.5", "2.01", "true"}) field("frequency_penalty", v);
+  for (const char* v : {"0", "-1", "\"1.1\""}) field("repetition_penalty", v);
   field("logit_bias", "[1]");
+  field("logit_bias", "5");
+  field("logit_bias", R"({"abc": 5})", "logit_bias.abc");
+  field("logit_bias", R"({"-1": 5})", "logit_bias.-1");
+  field("logit_bias", R"({"1.5": 5})", "logit_bias.1.5");
+  field("logit_bias", R"({"151936": 5})", "logit_bias.151936");
+  field("logit_bias", R"({"99999999999": 5})", "logit_bias.99999999999");
+  field("logit_bias", R"({"5": 100.5})", "logit_bias.5");
+  field("logit_bias", R"({"5": "up"})", "logit_bias.5");
+  field("logit_bias", R"({"5": null})", "logit_bias.5");
+  field("logit_bias", R"({"5": 1, "05": 2})", "logit_bias.5");  // the test dumps keys sorted: "05" first
+  {
+    Json many = Json::object();
+    for (int t = 0; t < 1025; ++t) many[std::to_string(t)] = 1;
+    field("logit_bias", many.dump());
+  }
+  for (const char* v : {"-1", "\"3\"", "1.5", "5"}) field("min_tokens", v);  // 5 > max_tokens 4
+  bad(kC, R"({"prompt": "Hi", "min_tokens": 600})", "min_tokens");           // more than the room left
+  // Fields tpserve refuses rather than ignoring.
   field("logprobs", "21");
   field("logprobs", "-1");
   field("logprobs", "true");
@@ -128,7 +142,6 @@ std::vector<Case> cases() {
   field("best_of", "2");
   field("best_of", "0");
   field("suffix", "\"end\"");
-  field("min_tokens", "3");
   field("user", "5");
   // model
   c.push_back({"POST", kC, completion_with("model", "\"gpt-4\""), 404, "model"});

@@ -37,6 +37,22 @@ TEST(StopStrings, ReleasesHeldTextWhenItTurnsOutHarmless) {
   EXPECT_EQ(released, (std::vector<std::string>{"", "START", " "}));
 }
 
+// Before min_tokens (may_stop false) text cannot end a stop string; one that ends in text pushed after can,
+// even when it starts before.
+TEST(StopStrings, OnlyThoseEndingAfterMinTokensCount) {
+  StopStringMatcher m({"STOP"});
+  EXPECT_EQ(m.push("a STOP b ST", false), "a STOP b ");  // "ST" held back: it may end after
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(m.push("OP c", true), "");
+  EXPECT_TRUE(m.stopped());
+  StopStringMatcher n({"STOP"});
+  EXPECT_EQ(n.push("xSTOP", false), "xSTOP");
+  EXPECT_EQ(n.push("y", true), "y");  // the unarmed match never counts
+  EXPECT_FALSE(n.stopped());
+  EXPECT_EQ(n.push("STOP", true), "");
+  EXPECT_TRUE(n.stopped());
+}
+
 TEST(StopStrings, EarliestOfSeveral) {
   StopStringMatcher m({"world", "lo w"});
   std::vector<std::string> released;
