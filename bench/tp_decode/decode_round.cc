@@ -75,6 +75,7 @@ RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCo
     r.sampling = SamplingParams{};  // greedy
     r.max_tokens = spec.output_len;
     r.ignore_eos = true;
+    r.processing = spec.processing;
     scheduler.add(std::move(r));
   }
 

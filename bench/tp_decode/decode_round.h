@@ -54,7 +54,8 @@ struct RoundSpec {
   int output_len = 384;
   uint64_t seed = 0;
   int round = 0;
-  bool keep_tokens = false;  // RequestSample::token_ids
+  bool keep_tokens = false;    // RequestSample::token_ids
+  LogitProcessing processing;  // every request's (ArmSpec::processing)
 };
 
 // Deterministic prompts: request i of (seed, concurrency, round) gets the same ids in every arm. The first

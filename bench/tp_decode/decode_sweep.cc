@@ -26,6 +26,7 @@ struct ArmRuntime {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<DeviceProbe> probe;
   std::unique_ptr<StepCostModel> cost;
+  LogitProcessing processing;  // every request's (ArmSpec::processing)
 };
 
 // The greedy continuations of every (concurrency, round) of the schedule, from an engine without
@@ -74,6 +75,7 @@ std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm,
     options.draft_script = rt->drafts->script();
     options.draft_script_tokens = arm.scripted_drafts;
   }
+  rt->processing = arm.processing;
   rt->setup = std::make_unique<RuntimeSetup>(config);
   const bool driver = rt->setup->world().rank() == 0;
   options.record_routing = driver;
@@ -108,7 +110,9 @@ std::optional<RoundRecord> run_once(ArmRuntime& rt, const RoundSpec& spec) {
     return std::nullopt;
   }
   if (rt.drafts) rt.drafts->set_run(spec.concurrency, spec.round);
-  RoundRecord rec = run_decode_round(e, spec, rt.cost.get(), *rt.probe);
+  RoundSpec arm_spec = spec;
+  arm_spec.processing = rt.processing;
+  RoundRecord rec = run_decode_round(e, arm_spec, rt.cost.get(), *rt.probe);
   e.stop_followers();
   return rec;
 }

@@ -54,9 +54,23 @@ void parse_bench_key(ArmSpec& arm, const std::string& key, const std::string& va
   } else if (key == "bench.skip_all_reduce") {
     TPS_CHECK(v == 0 || v == 1, "--arm ", arm.name, ": bench.skip_all_reduce must be 0 or 1, not ", value);
     arm.skip_all_reduce = v == 1;
+  } else if (key == "bench.presence_penalty" || key == "bench.frequency_penalty") {
+    TPS_CHECK(v >= -2 && v <= 2, "--arm ", arm.name, ": ", key, " must be in [-2, 2], not ", value);
+    (key == "bench.presence_penalty" ? arm.processing.presence_penalty : arm.processing.frequency_penalty) =
+        static_cast<float>(v);
+  } else if (key == "bench.repetition_penalty") {
+    TPS_CHECK(v > 0, "--arm ", arm.name, ": bench.repetition_penalty must be > 0, not ", value);
+    arm.processing.repetition_penalty = static_cast<float>(v);
+  } else if (key == "bench.logit_bias_tokens") {
+    TPS_CHECK(v >= 0 && v <= 1024 && v == static_cast<int>(v), "--arm ", arm.name,
+              ": bench.logit_bias_tokens must be 0..1024, not ", value);
+    arm.processing.logit_bias.clear();
+    for (int t = 0; t < static_cast<int>(v); ++t) arm.processing.logit_bias.emplace_back(t, 0.5f);
   } else {
-    TPS_THROW("--arm ", arm.name, ": unknown tp_decode key '", key,
-              "' (bench.scripted_drafts, bench.draft_acceptance, bench.skip_all_reduce)");
+    TPS_THROW(
+        "--arm ", arm.name, ": unknown tp_decode key '", key,
+        "' (bench.scripted_drafts, bench.draft_acceptance, bench.skip_all_reduce, bench.presence_penalty, "
+        "bench.frequency_penalty, bench.repetition_penalty, bench.logit_bias_tokens)");
   }
 }
 

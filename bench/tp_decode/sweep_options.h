@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/engine/logit_adjuster.h"
+
 namespace tpserve::bench {
 
 // One side of an A/B comparison: config overrides applied on top of the config file and --set.
@@ -21,6 +23,11 @@ struct ArmSpec {
   // `bench.skip_all_reduce=1` (several ranks): the all-reduces do nothing (skip_all_reduce.h), so that the
   // arm's step time against the same arm without it is what they cost.
   bool skip_all_reduce = false;
+  // Every request of the arm with logit processing (docs/serving.md, "Logit bias, penalties and
+  // min_tokens"): `bench.presence_penalty`, `bench.frequency_penalty`, `bench.repetition_penalty`, and
+  // `bench.logit_bias_tokens=n` (a bias of 0.5 on tokens 0..n-1), so that the arm's step time against the
+  // same arm without them is what they cost (their steps run eagerly).
+  LogitProcessing processing;
 };
 
 struct SweepOptions {

@@ -54,6 +54,23 @@ TEST(SweepOptions, SkipAllReduceIsTpDecodesOwn) {
     EXPECT_THROW(parse_arm(bad), Error) << bad;
 }
 
+TEST(SweepOptions, LogitProcessingKeysSetEveryRequestsProcessing) {
+  const ArmSpec a = parse_arm(
+      "pen:bench.presence_penalty=0.5,bench.frequency_penalty=-1,bench.repetition_penalty=1.1,"
+      "bench.logit_bias_tokens=3,runtime.max_batch=4");
+  EXPECT_FLOAT_EQ(a.processing.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(a.processing.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(a.processing.repetition_penalty, 1.1f);
+  ASSERT_EQ(a.processing.logit_bias.size(), 3u);
+  EXPECT_EQ(a.processing.logit_bias[2].first, 2);
+  EXPECT_EQ(a.overrides, (std::vector<std::string>{"runtime.max_batch=4"}));
+  EXPECT_FALSE(parse_arm("x").processing.any());
+  for (const char* bad :
+       {"x:bench.presence_penalty=3", "x:bench.repetition_penalty=0", "x:bench.logit_bias_tokens=1.5",
+        "x:bench.logit_bias_tokens=1025", "x:bench.frequency_penalty=high"})
+    EXPECT_THROW(parse_arm(bad), Error) << bad;
+}
+
 TEST(SweepOptions, FinalizeAddsTheDefaultArmAndRejectsDuplicates) {
   SweepOptions o;
   o.config_path = "configs/tiny.yaml";
