@@ -100,7 +100,8 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
                            .max_prefill_step_tokens = rt.max_num_batched_tokens,
                            .prefix_caching = rt.enable_prefix_caching,
                            .max_logprobs = std::min(20, model_->sampling_candidates()),
-                           .max_logit_adjustments = mo.max_logit_adjustments};
+                           .max_logit_adjustments = mo.max_logit_adjustments,
+                           .vocab_size = source_.spec.vocab_size};
     std::vector<int32_t> eos = source_.generation.eos_token_ids;
     if (eos.empty()) eos = source_.spec.eos_token_ids;
     SpeculativeSettings speculative;

@@ -2,8 +2,8 @@
 // rows (StepBatch::logit_adjustments). vLLM's order and definitions: the bias is added first; then the
 // repetition penalty r divides a positive logit by r and multiplies a negative one, for every token of the
 // prompt or the output; then frequency x (times generated) and presence (once generated) are subtracted.
-// min_tokens gives the tokens that would end the request (EOS unless ignore_eos, stop_token_ids) a bias of
-// -inf while fewer than min_tokens tokens were generated.
+// min_tokens gives the request's stop tokens (the model's EOS ids, even under ignore_eos, as vLLM's, and
+// stop_token_ids) a bias of -inf while fewer than min_tokens tokens were generated.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,9 @@
 #include "runtime/model/step_batch.h"
 
 namespace tpserve {
+
+// repetition_penalty's range: beyond it a logit divided or multiplied by it overflows a float.
+inline constexpr float kMinRepetitionPenalty = 1e-6f, kMaxRepetitionPenalty = 1e6f;
 
 struct LogitProcessing {
   std::vector<std::pair<int32_t, float>> logit_bias;  // token -> added to its logit (distinct tokens)

@@ -63,16 +63,25 @@ void Scheduler::add(Request request) {
   auto seq = std::make_unique<Sequence>();
   if (request.processing.any()) {
     const LogitProcessing& p = request.processing;
-    TPS_CHECK(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0 &&
-                  std::isfinite(p.frequency_penalty) && std::isfinite(p.presence_penalty) &&
-                  p.min_tokens >= 0,
+    TPS_CHECK(p.repetition_penalty >= kMinRepetitionPenalty &&
+                  p.repetition_penalty <= kMaxRepetitionPenalty && std::isfinite(p.frequency_penalty) &&
+                  std::isfinite(p.presence_penalty) && p.min_tokens >= 0,
               "request ", request.id, ": repetition_penalty ", p.repetition_penalty, " frequency_penalty ",
               p.frequency_penalty, " presence_penalty ", p.presence_penalty, " min_tokens ", p.min_tokens);
+    auto in_vocab = [&](int32_t t) { return t >= 0 && (limits_.vocab_size == 0 || t < limits_.vocab_size); };
     for (const auto& [token, bias] : p.logit_bias)
-      TPS_CHECK(token >= 0 && std::isfinite(bias), "request ", request.id, ": logit_bias of token ", token,
-                " is ", bias);
-    std::vector<int32_t> stops = request.stop_token_ids;
-    if (!request.ignore_eos) stops.insert(stops.end(), eos_.begin(), eos_.end());
+      TPS_CHECK(in_vocab(token) && std::isfinite(bias), "request ", request.id, ": logit_bias of token ",
+                token, " is ", bias, " (vocabulary ", limits_.vocab_size, ")");
+    // min_tokens masks the model's EOS ids whatever ignore_eos says (vLLM's), and the stop_token_ids; ids
+    // beyond the vocabulary cannot be drawn anyway.
+    std::vector<int32_t> stops;
+    for (int32_t t : request.stop_token_ids) {
+      TPS_CHECK(in_vocab(t), "request ", request.id, ": stop token id ", t, " is outside the vocabulary (",
+                limits_.vocab_size, ")");
+      stops.push_back(t);
+    }
+    for (int32_t t : eos_)
+      if (in_vocab(t)) stops.push_back(t);
     seq->adjuster = LogitAdjuster(p, request.prompt, stops);
     // The most a step may need: every row of the sequence naming each tracked token, generated ones too.
     const int64_t rows = p.penalized() ? 1 : 1 + spec_.num_tokens;

@@ -69,6 +69,7 @@ struct SchedulerLimits {
   // Logit adjustments a step may carry (the model is sized for as many); a sequence whose rows would take
   // more than what is left waits for a later step, and a request that could need more than all is refused.
   int max_logit_adjustments = 65536;
+  int32_t vocab_size = 0;  // logit_bias and stop token ids must be below it (0: unchecked)
 };
 
 // Prefix caching counters, in tokens, over requests' first admissions (vLLM's prefix_cache_queries/hits).

@@ -314,8 +314,8 @@ GenerationDefaults load_generation_defaults(const std::string& dir) {
   g.top_k = get_int(j, "top_k", path, false, 0);
   g.min_p = get_double(j, "min_p", path, 0.0);
   g.repetition_penalty = get_double(j, "repetition_penalty", path, 1.0);
-  TPS_CHECK(std::isfinite(g.repetition_penalty) && g.repetition_penalty > 0, path, ": repetition_penalty ",
-            g.repetition_penalty, " must be > 0");
+  TPS_CHECK(g.repetition_penalty >= 1e-6 && g.repetition_penalty <= 1e6, path, ": repetition_penalty ",
+            g.repetition_penalty, " must be in [1e-6, 1e6]");
   g.eos_token_ids = get_int_or_list(j, "eos_token_id", path);
   return g;
 }

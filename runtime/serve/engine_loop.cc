@@ -22,6 +22,11 @@ RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, con
   const Scheduler& scheduler = engine.scheduler();
   limits.max_context_tokens = scheduler.max_request_tokens();
   limits.defaults = engine.source().generation;
+  if (limits.defaults.repetition_penalty != 1.0)
+    log_warn("generation_config.json sets repetition_penalty ", limits.defaults.repetition_penalty,
+             ": every request that does not send its own is penalised, so its steps run without CUDA graphs ",
+             "and without speculation (docs/serving.md, \"Logit bias, penalties and min_tokens\"); requests ",
+             "may send \"repetition_penalty\": 1");
   limits.max_prompt_tokens = server.max_prompt_tokens;
   limits.max_output_tokens = server.max_output_tokens;
   limits.max_stop_sequences = server.max_stop_sequences;
@@ -152,7 +157,7 @@ void EngineLoop::handle(const TokenEvent& e) {
     if (e.finish != FinishReason::kStop) text = a.detokenizer->push(e.token);
     if (e.finish != FinishReason::kNone) text += a.detokenizer->finish();
   }
-  u.text = a.stops.push(text, e.index + 1 >= a.min_tokens);  // stop strings count from min_tokens on
+  u.text = a.stops.push(text, e.index >= a.min_tokens);  // as EOS: from generated token number min_tokens on
   if (a.stops.stopped()) {
     if (e.finish == FinishReason::kNone) engine_.scheduler().abort(e.request_id);  // free its KV now
     finish(e.request_id, a, std::move(u), "stop");

@@ -63,7 +63,7 @@ class EngineLoop {
     int prompt_tokens = 0;
     int completion_tokens = 0;
     int cached_tokens = 0;  // of the prompt, from the prefix cache
-    int min_tokens = 0;     // stop strings count from this many generated tokens on
+    int min_tokens = 0;     // stop strings count in the text of generated token number min_tokens on
     std::chrono::steady_clock::time_point arrival, last_token;
     bool abort_sent = false;
   };

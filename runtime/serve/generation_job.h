@@ -20,9 +20,8 @@ struct GenerationJob {
   bool ignore_eos = false;
   std::vector<std::string> stop;  // stop strings, non-empty; never part of the output
   bool skip_special_tokens = true;
-  int logprobs = -1;
-  LogitProcessing processing;  // logit_bias, penalties, min_tokens  // log-probabilities of the generated
-                               // tokens: -1 none, n >= 0 the drawn one's and top n
+  int logprobs = -1;  // log-probabilities of the generated tokens: -1 none, n >= 0 the drawn one's and top n
+  LogitProcessing processing;  // logit_bias, penalties, min_tokens
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };
 

@@ -32,7 +32,8 @@ LogitProcessing parse_logit_processing(const JsonFields& f, int32_t vocab_size, 
   p.presence_penalty = static_cast<float>(f.number("presence_penalty", -2, 2).value_or(0.0));
   p.frequency_penalty = static_cast<float>(f.number("frequency_penalty", -2, 2).value_or(0.0));
   p.repetition_penalty =
-      static_cast<float>(f.number("repetition_penalty", 0, 1e9, true).value_or(default_repetition));
+      static_cast<float>(f.number("repetition_penalty", kMinRepetitionPenalty, kMaxRepetitionPenalty)
+                             .value_or(default_repetition));
   p.min_tokens =
       static_cast<int>(f.integer("min_tokens", 0, std::numeric_limits<int32_t>::max()).value_or(0));
   if (const Json* bias = f.get("logit_bias")) {

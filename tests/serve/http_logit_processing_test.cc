@@ -41,8 +41,16 @@ TEST(HttpLogitProcessing, BiasPenaltiesAndMinTokensWithoutATokenizer) {
   const std::vector<int32_t> ids = token_ids(r);
   ASSERT_GE(ids.size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_NE(ids[i], plain[0]) << i;
-  EXPECT_NE(token_ids(post(server, "/v1/completions", ids_completion(6, {{"repetition_penalty", 0.25}}))),
-            plain);
+  // A repetition penalty below 1 makes the random model repeat the prompt's tokens; presence and frequency
+  // penalties then each push it off them.
+  const std::vector<int32_t> repeated =
+      token_ids(post(server, "/v1/completions", ids_completion(6, {{"repetition_penalty", 0.25}})));
+  EXPECT_NE(repeated, plain);
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"})
+    EXPECT_NE(token_ids(post(server, "/v1/completions",
+                             ids_completion(6, {{"repetition_penalty", 0.25}, {penalty, 2}}))),
+              repeated)
+        << penalty;
   // Neutral values change nothing.
   EXPECT_EQ(token_ids(post(server, "/v1/completions",
                            ids_completion(6, {{"presence_penalty", 0},
@@ -68,24 +76,36 @@ TEST(HttpLogitProcessing, MoreAdjustmentsThanAStepHoldsIsA400) {
   EXPECT_EQ(token_ids(post(server, "/v1/completions", ids_completion(2))).size(), 2u);
 }
 
-TEST(HttpLogitProcessing, StopStringsCountFromMinTokensOn) {
+// Stop strings count in the text of generated token number min_tokens on (vLLM's: once more than min_tokens
+// tokens were generated), as EOS and stop_token_ids may be drawn from that token on.
+TEST(HttpLogitProcessing, StopStringsCountFromTokenNumberMinTokensOn) {
   SKIP_WITHOUT_TOKENIZER();
   TestServer server;
-  const Json base = {{"prompt", "Hello"}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
-  const Reply plain = post(server, "/v1/completions", base);
-  ASSERT_EQ(plain.status, 200) << plain.raw;
-  const std::string text = plain.body["choices"][0]["text"];
-  ASSERT_GE(text.size(), 2u);
-  Json stopped = base;
-  stopped["stop"] = text.substr(0, 2);
-  Reply r = post(server, "/v1/completions", stopped);
-  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(r.body["choices"][0]["text"], "");
-  // With min_tokens = max_tokens only a stop string ending in the last token's text could count.
-  stopped["min_tokens"] = 8;
-  r = post(server, "/v1/completions", stopped);
-  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length") << r.raw;
-  EXPECT_EQ(r.body["choices"][0]["text"], text);
+  const Json base = {{"prompt", "Hello"}, {"max_tokens", 2}, {"temperature", 0}, {"ignore_eos", true}};
+  auto text_of = [&](const Json& body) {
+    const Reply r = post(server, "/v1/completions", body);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return std::pair{r.body["choices"][0]["text"].get<std::string>(),
+                     r.body["choices"][0]["finish_reason"].get<std::string>()};
+  };
+  Json one = base;
+  one["max_tokens"] = 1;
+  const std::string first = text_of(one).first, both = text_of(base).first;
+  ASSERT_FALSE(first.empty());
+  ASSERT_GT(both.size(), first.size());
+  const std::string second = both.substr(first.size());
+  ASSERT_EQ(first.find(second), std::string::npos) << "the second token's text appears in the first's";
+  Json stop_first = base;
+  stop_first["stop"] = first;
+  EXPECT_EQ(text_of(stop_first), (std::pair<std::string, std::string>{"", "stop"}));
+  stop_first["min_tokens"] = 1;  // token 0 cannot stop the answer
+  EXPECT_EQ(text_of(stop_first), (std::pair<std::string, std::string>{both, "length"}));
+  Json stop_second = base;
+  stop_second["stop"] = second;
+  stop_second["min_tokens"] = 1;  // token 1 can
+  EXPECT_EQ(text_of(stop_second), (std::pair<std::string, std::string>{first, "stop"}));
+  stop_second["min_tokens"] = 2;
+  EXPECT_EQ(text_of(stop_second), (std::pair<std::string, std::string>{both, "length"}));
 }
 
 }  // namespace

@@ -115,7 +115,7 @@ std::vector<Case> cases() {
   // Penalties, logit_bias and min_tokens: types, bounds, keys.
   for (const char* v : {"3", "-2.5", "\"1\"", "[]"}) field("presence_penalty", v);
   for (const char* v : {"-2.5", "2.01", "true"}) field("frequency_penalty", v);
-  for (const char* v : {"0", "-1", "\"1.1\""}) field("repetition_penalty", v);
+  for (const char* v : {"0", "-1", "1e-39", "2e6", "\"1.1\""}) field("repetition_penalty", v);
   field("logit_bias", "[1]");
   field("logit_bias", "5");
   field("logit_bias", R"({"abc": 5})", "logit_bias.abc");

@@ -193,6 +193,19 @@ TEST(SchedulerLogitProcessing, MinTokensMasksEachVerifiedRowByItsOwnIndex) {
   EXPECT_EQ(masked_counters, (std::vector<int>{3, 4, 5}));
 }
 
+// vLLM masks the model's EOS before min_tokens even under ignore_eos; ids beyond the vocabulary are left out.
+TEST(SchedulerLogitProcessing, MinTokensMasksEosEvenUnderIgnoreEos) {
+  SchedulerLimits l = limits();
+  l.vocab_size = 1000;
+  Scheduler s(l, 64, 4, {99, 5000});
+  s.add(request(1, {1, 2, 3}, 4, LogitProcessing{.min_tokens = 2}));  // request() sets ignore_eos
+  auto b = s.schedule();
+  ASSERT_TRUE(b);
+  ASSERT_EQ(b->logit_adjustments.size(), 1u);
+  EXPECT_EQ(b->logit_adjustments[0].token, 99);
+  EXPECT_EQ(b->logit_adjustments[0].bias, -kInf);
+}
+
 TEST(SchedulerLogitProcessing, PenaltiesCountTheGeneratedTokensAcrossAPreemption) {
   // A KV cache too small for both: the second is preempted and recomputed; its counts stay right.
   Scheduler s({.max_batch = 2, .max_step_tokens = 64, .max_seq_len = 64, .max_blocks_per_seq = 16}, 6, 4, {});
@@ -243,6 +256,16 @@ TEST(SchedulerLogitProcessing, RefusesWhatCouldNeverFitOrIsNotANumber) {
   EXPECT_THROW(s.add(request(5, {1}, 4, LogitProcessing{.logit_bias = {{3, INFINITY}}})), Error);
   EXPECT_THROW(s.add(request(6, {1}, 4, LogitProcessing{.logit_bias = {{-1, 1.0f}}})), Error);
   EXPECT_THROW(s.add(request(7, {1}, 4, LogitProcessing{.min_tokens = -1})), Error);
+  // A penalty so small that dividing a logit by it overflows a float.
+  EXPECT_THROW(s.add(request(8, {1}, 4, LogitProcessing{.repetition_penalty = 1e-39f})), Error);
+  SchedulerLimits l = limits(100);
+  l.vocab_size = 1000;
+  Scheduler v(l, 64, 4, {});
+  EXPECT_THROW(v.add(request(9, {1}, 4, LogitProcessing{.logit_bias = {{1000, 1.0f}}})), Error);
+  Request stop = request(10, {1}, 4, LogitProcessing{.min_tokens = 1});
+  stop.stop_token_ids = {1000};
+  EXPECT_THROW(v.add(stop), Error);
+  v.add(request(11, {1}, 4, LogitProcessing{.logit_bias = {{999, 1.0f}}}));
 }
 
 }  // namespace
