@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <utility>
 
 #include "runtime/serve/api_error.h"
 
@@ -91,10 +92,14 @@ void respond_whole(httplib::Response& res, GenerationResponse g) {
     if (g.on_written) g.on_written();  // the request is over; nothing waits on the write
     return;
   }
-  // The prompt counts once (its cached share as the first choice found it), the choices' tokens all.
-  Usage usage{all[0].prompt_tokens, 0, all[0].cached_tokens};
+  // Each prompt counts once (its cached share as its first choice found it), the choices' tokens all.
+  Usage usage{0, 0, 0};
+  const size_t per_prompt = static_cast<size_t>(std::max(g.choices_per_prompt, 1));
   std::vector<Choice> choices;
-  for (StreamUpdate& u : all) {
+  for (size_t i = 0; i < all.size(); ++i) {
+    StreamUpdate& u = all[i];
+    if (i % per_prompt == 0) usage.prompt_tokens += u.prompt_tokens, usage.cached_tokens += u.cached_tokens;
+    if (!g.echo.empty()) u.text = g.echo[i] + u.text;
     usage.completion_tokens += u.completion_tokens;
     Choice c;
     int tool_calls = 0;
@@ -125,6 +130,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
   struct ChoiceState {
     std::shared_ptr<RequestStream> stream;
     std::optional<ChatOutputParser> parser;  // chat answers parsed for reasoning or tool calls
+    std::string echo;                        // completions' echo: sent before the choice's first text
     bool first = true;
     bool finished = false;
     size_t text_offset = 0;  // completions' logprobs: characters of the token strings sent so far
@@ -135,6 +141,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
     Streams streams;
     std::vector<ChoiceState> choices;
     bool include_usage = false;
+    int choices_per_prompt = 1;
     GoneWatch watch;
     bool done = false;
 
@@ -147,7 +154,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
         piece = c.parser->push(u.text);
         if (u.finished) piece.append(c.parser->finish());
       } else {
-        piece.content = std::move(u.text);
+        piece.content = std::exchange(c.echo, {}) + u.text;
       }
       // A step whose text is all held back (a stop string's or a tag's possible start, an incomplete
       // character) sends nothing, unless its token ids are asked for.
@@ -174,10 +181,12 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
   state->header = g.header;
   state->streams = g.streams;
   state->include_usage = g.include_usage;
+  state->choices_per_prompt = std::max(g.choices_per_prompt, 1);
   state->watch.client_gone = std::move(g.client_gone);
-  for (const auto& stream : g.streams) {
+  for (size_t i = 0; i < g.streams.size(); ++i) {
     ChoiceState c;
-    c.stream = stream;
+    c.stream = g.streams[i];
+    if (!g.echo.empty()) c.echo = g.echo[i];
     if (g.chat_output.any()) c.parser.emplace(g.chat_output);
     state->choices.push_back(std::move(c));
   }
@@ -219,8 +228,13 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
                                                         [](const ChoiceState& c) { return c.finished; });
         if (all_finished) {
           if (!failed && state->include_usage) {
-            Usage usage{state->choices[0].prompt_tokens, 0, state->choices[0].cached_tokens};  // prompt once
-            for (const ChoiceState& c : state->choices) usage.completion_tokens += c.completion_tokens;
+            Usage usage{0, 0, 0};  // each prompt once
+            for (size_t i = 0; i < state->choices.size(); ++i) {
+              const ChoiceState& c = state->choices[i];
+              if (i % state->choices_per_prompt == 0)
+                usage.prompt_tokens += c.prompt_tokens, usage.cached_tokens += c.cached_tokens;
+              usage.completion_tokens += c.completion_tokens;
+            }
             out += sse_event(usage_chunk(state->header, usage));
           }
           out += "data: [DONE]\n\n";

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/serve/chat_output_parser.h"
@@ -19,7 +20,9 @@ namespace tpserve::serve {
 
 struct GenerationResponse {
   ResponseHeader header;
-  std::vector<std::shared_ptr<RequestStream>> streams;  // one per choice (`n`), in order
+  std::vector<std::shared_ptr<RequestStream>> streams;  // one per choice, in order (prompt-major)
+  int choices_per_prompt = 1;                           // `n`: usage counts each prompt once
+  std::vector<std::string> echo;  // completions' echo: per choice, the text its text starts with (or none)
   bool include_usage = false;
   // Chat answers: what the text is parsed for (reasoning, tool calls); nothing: the text is the content.
   ChatOutputOptions chat_output;

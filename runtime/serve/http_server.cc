@@ -243,16 +243,21 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
   }
   g.on_written = [this] { response_done(); };
   g.client_gone = [] { return ConnectionServer::client_gone(); };
-  // One engine request per choice; refused as a whole when any is (those already queued are cancelled).
+  g.choices_per_prompt = static_cast<int>(parsed.choice_seeds.size());
+  // One engine request per choice of each prompt, prompt-major; refused as a whole when any is (those
+  // already queued are cancelled).
   Submission submitted;
-  for (const int64_t seed : parsed.choice_seeds) {
-    GenerationJob job = parsed.job;
-    job.sampling.seed = seed;
-    submitted = loop_->submit(std::move(job));
-    if (submitted.stream == nullptr) break;
-    g.streams.push_back(std::move(submitted.stream));
-  }
-  if (g.streams.size() < parsed.choice_seeds.size()) {
+  const size_t choices = parsed.jobs.size() * parsed.choice_seeds.size();
+  for (size_t p = 0; p < parsed.jobs.size() && submitted.refusal == Submission::Refusal::kNone; ++p)
+    for (const int64_t seed : parsed.choice_seeds) {
+      GenerationJob job = parsed.jobs[p];
+      job.sampling.seed = seed;
+      submitted = loop_->submit(std::move(job));
+      if (submitted.stream == nullptr) break;
+      g.streams.push_back(std::move(submitted.stream));
+      if (!parsed.echo.empty()) g.echo.push_back(parsed.echo[p]);
+    }
+  if (g.streams.size() < choices) {
     for (const auto& stream : g.streams) stream->cancel();
     response_done();
     if (submitted.refusal == Submission::Refusal::kQueueFull) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "runtime/serve/api_error.h"
@@ -38,29 +39,65 @@ std::vector<int32_t> tokenize(const std::string& text, const std::string& path, 
   return ids;
 }
 
-// prompt: a string, a list of one string, a list of token ids, or a list of one list of token ids.
-std::vector<int32_t> parse_prompt(const JsonFields& f, const RequestLimits& limits) {
+// One prompt of a completion request: its ids, the text it was given as (absent for token ids), and the
+// field that names it in errors.
+struct PromptInput {
+  std::vector<int32_t> ids;
+  std::optional<std::string> text;
+  std::string field;
+};
+
+PromptInput one_prompt(const Json& prompt, const std::string& field, const RequestLimits& limits) {
+  PromptInput p{{}, std::nullopt, field};
+  if (prompt.is_string()) {
+    p.text = prompt.get<std::string>();
+    p.ids = tokenize(*p.text, field, limits);
+  } else {
+    if (prompt.empty()) bad_request(field, "is an empty list of token ids");
+    p.ids = token_id_list(prompt, field, limits.vocab_size);
+  }
+  if (p.ids.empty()) bad_request(field, "is empty (it has no tokens)");
+  return p;
+}
+
+// prompt: a string, a list of token ids, or a batch: a list of strings or of lists of token ids (each its
+// own choices, prompt-major: choice index = prompt x n + i, as OpenAI's and vLLM's).
+std::vector<PromptInput> parse_prompts(const JsonFields& f, const RequestLimits& limits, int n) {
   const Json* prompt = f.get("prompt");
   if (prompt == nullptr) bad_request("prompt", "is required", "missing_required_parameter");
-  if (prompt->is_string()) return tokenize(prompt->get<std::string>(), "prompt", limits);
+  if (prompt->is_string()) return {one_prompt(*prompt, "prompt", limits)};
   if (!prompt->is_array())
     bad_request(
         "prompt",
-        "expected a string, a list of token ids or a list of one of those, got " + describe_json(*prompt),
+        "expected a string, a list of token ids, or a list of strings or of lists of token ids, got " +
+            describe_json(*prompt),
         "invalid_type");
   if (prompt->empty()) bad_request("prompt", "is an empty list");
   const Json& first = (*prompt)[0];
-  if (first.is_string() || first.is_array()) {
-    if (prompt->size() > 1)
-      bad_request("prompt",
-                  "a batch of " + std::to_string(prompt->size()) +
-                      " prompts is not supported: send one prompt per request",
-                  "unsupported_parameter");
-    if (first.is_string()) return tokenize(first.get<std::string>(), "prompt[0]", limits);
-    if (first.empty()) bad_request("prompt[0]", "is an empty list of token ids");
-    return token_id_list(first, "prompt[0]", limits.vocab_size);
+  if (!first.is_string() && !first.is_array()) return {one_prompt(*prompt, "prompt", limits)};
+  // Every choice of every prompt takes a place in the queue (all or none).
+  const int64_t sequences = static_cast<int64_t>(prompt->size()) * n;
+  if (limits.max_queued_requests > 0 && sequences > limits.max_queued_requests)
+    bad_request("prompt",
+                std::to_string(prompt->size()) + " prompts x n = " + std::to_string(n) + " choices take " +
+                    std::to_string(sequences) + " places in the queue, which holds " +
+                    std::to_string(limits.max_queued_requests) + " (server.max_queued_requests)",
+                "limit_exceeded");
+  if (prompt->size() > static_cast<size_t>(kMaxBatchPrompts))
+    bad_request("prompt",
+                "a batch of " + std::to_string(prompt->size()) + " prompts; at most " +
+                    std::to_string(kMaxBatchPrompts),
+                "limit_exceeded");
+  std::vector<PromptInput> prompts;
+  for (size_t i = 0; i < prompt->size(); ++i) {
+    const Json& item = (*prompt)[i];
+    const std::string field = "prompt[" + std::to_string(i) + "]";
+    if (!item.is_string() && !item.is_array())
+      bad_request(field, "expected a string or a list of token ids, got " + describe_json(item),
+                  "invalid_type");
+    prompts.push_back(one_prompt(item, field, limits));
   }
-  return token_id_list(*prompt, "prompt", limits.vocab_size);
+  return prompts;
 }
 
 // A list longer than the server's max_stop_sequences: 400 limit_exceeded.
@@ -168,8 +205,8 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
 // max_tokens absent: all the room left (at most the server's max_output_tokens). Too long: a 400 that says
 // by how much.
 void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& field,
-                        const std::string& prompt_field, const RequestLimits& limits, ParsedRequest& out) {
-  const int64_t prompt = static_cast<int64_t>(out.job.prompt.size());
+                        const std::string& prompt_field, const RequestLimits& limits, GenerationJob& job) {
+  const int64_t prompt = static_cast<int64_t>(job.prompt.size());
   if (limits.max_prompt_tokens > 0 && prompt > limits.max_prompt_tokens)
     bad_request(prompt_field,
                 "the prompt has " + std::to_string(prompt) +
@@ -197,8 +234,8 @@ void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& fi
                 "context_length_exceeded");
   const int64_t default_tokens =
       limits.max_output_tokens > 0 ? std::min(room, limits.max_output_tokens) : room;
-  out.job.max_tokens = static_cast<int>(max_tokens.value_or(default_tokens));
-  check_min_tokens(out.job.processing, out.job.max_tokens, max_tokens ? field.c_str() : "the room left");
+  job.max_tokens = static_cast<int>(max_tokens.value_or(default_tokens));
+  check_min_tokens(job.processing, job.max_tokens, max_tokens ? field.c_str() : "the room left");
 }
 
 }  // namespace
@@ -241,17 +278,32 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
   const JsonFields f(doc, "");
   ParsedRequest out;
   parse_common(f, limits, out);
-  f.boolean("echo");
-  f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
-  if (const auto n = f.integer("logprobs", 0, 20))
+  const bool echo = f.boolean("echo").value_or(false);
+  if (const auto n = f.integer("logprobs", 0, 20)) {
+    if (echo)
+      bad_request("echo",
+                  "with logprobs it needs the prompt's log-probabilities, which this server does not compute",
+                  "unsupported_parameter");
     out.job.logprobs = checked_logprobs(*n, "logprobs", limits);
+  }
   f.integer("best_of", 1, 128);
   f.refuse_unless_neutral("best_of", 1, "only best_of = 1");
   f.string("suffix");
   f.refuse_unless_neutral("suffix", nullptr, "suffixes are not implemented");
-  out.job.prompt = parse_prompt(f, limits);
-  if (out.job.prompt.empty()) bad_request("prompt", "is empty (it has no tokens)");
-  resolve_max_tokens(f.integer("max_tokens", 1, kInt32Max), "max_tokens", "prompt", limits, out);
+  const auto max_tokens = f.integer("max_tokens", 1, kInt32Max);
+  for (PromptInput& p : parse_prompts(f, limits, static_cast<int>(out.choice_seeds.size()))) {
+    GenerationJob job = out.job;
+    job.prompt = std::move(p.ids);
+    resolve_max_tokens(max_tokens, "max_tokens", p.field, limits, job);
+    if (echo) {
+      // The prompt as given, or its ids' text (special tokens included, as /detokenize gives it).
+      out.echo.push_back(p.text ? *p.text
+                                : require_tokenizer(limits, "echo", ": send the prompt as text")
+                                      .decode(job.prompt, /*skip_special_tokens=*/false));
+    }
+    out.jobs.push_back(std::move(job));
+  }
+  out.job = out.jobs.front();
   return out;
 }
 
@@ -272,7 +324,9 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   const auto max_tokens = f.integer("max_tokens", 1, kInt32Max);
   const auto max_completion_tokens = f.integer("max_completion_tokens", 1, kInt32Max);
   resolve_max_tokens(max_completion_tokens ? max_completion_tokens : max_tokens,
-                     max_completion_tokens ? "max_completion_tokens" : "max_tokens", "messages", limits, out);
+                     max_completion_tokens ? "max_completion_tokens" : "max_tokens", "messages", limits,
+                     out.job);
+  out.jobs = {out.job};
   return out;
 }
 

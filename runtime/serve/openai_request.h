@@ -1,6 +1,6 @@
 // Parsing and validation of OpenAI /v1/completions and /v1/chat/completions request bodies into a
 // GenerationJob. Every problem throws ApiError naming the field; unknown fields are ignored (as OpenAI
-// does); fields we cannot honour (echo, best_of, suffix, ...) are refused with a 400 that names
+// does); fields we cannot honour (best_of, suffix, ...) are refused with a 400 that names
 // them instead of being silently ignored. docs/serving.md lists every field.
 #pragma once
 
@@ -39,12 +39,19 @@ struct ParsedRequest {
   bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
   bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
   ChatOutputOptions chat_output;  // chat: what the answer's text is parsed for
-  // One seed per choice (`n` of them): the server runs `job` once per choice with its seed.
+  // One seed per choice (`n` of them): the server runs each of `jobs` once per choice with its seed.
   std::vector<int64_t> choice_seeds;
+  // One job per prompt (completions may send a batch; chat one), `job` being the first: choices are
+  // prompt-major, choice index = prompt x n + i.
+  std::vector<GenerationJob> jobs;
+  // Completions' echo: per prompt, the text its choices' text starts with (empty without echo).
+  std::vector<std::string> echo;
 };
 
 // Most choices (`n`) a request may ask for; each is a sequence of its own in the engine.
 inline constexpr int kMaxChoices = 16;
+// Most prompts in a completion request's batch (each also within server.max_queued_requests x n).
+inline constexpr int kMaxBatchPrompts = 1024;
 
 // The served tokenizer, or a 400 tokenizer_unavailable naming `field` (hint: appended to the message).
 const Tokenizer& require_tokenizer(const RequestLimits& limits, const std::string& field,

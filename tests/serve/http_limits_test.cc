@@ -37,7 +37,10 @@ TEST(HttpLimits, PromptOutputAndStopLimitsAre400s) {
   // Prompt length: 8 tokens pass, 9 do not.
   EXPECT_EQ(post(server, kC, ids_prompt(8)).status, 200);
   expect_refused(post(server, kC, ids_prompt(9)), 400, "prompt", "limit_exceeded");
-  expect_refused(post(server, kC, {{"prompt", {std::vector<int>(9, 7)}}}), 400, "prompt", "limit_exceeded");
+  // A batch names the prompt that is too long.
+  expect_refused(post(server, kC, {{"prompt", {std::vector<int>(9, 7)}}}), 400, "prompt[0]", "limit_exceeded");
+  expect_refused(post(server, kC, {{"prompt", {std::vector<int>(3, 7), std::vector<int>(9, 7)}}}), 400,
+                 "prompt[1]", "limit_exceeded");
   // max_tokens: 16 passes, 17 does not; absent means min(16, room).
   EXPECT_EQ(post(server, kC, ids_prompt(4, {{"max_tokens", 16}})).status, 200);
   const Reply over = post(server, kC, ids_prompt(4, {{"max_tokens", 17}}));
@@ -64,7 +67,7 @@ TEST(HttpLimits, PromptOutputAndStopLimitsAre400s) {
   EXPECT_EQ(
       metric_value(send(server, "GET", "/metrics").raw,
                    "tpserve:requests_refused_total{model_name=\"synthetic-tiny\",reason=\"limit_exceeded\"}"),
-      7);
+      8);
 }
 
 double metric(const TestServer& server, const std::string& sample) {

@@ -80,8 +80,14 @@ std::vector<Case> cases() {
   field("prompt", "[]");
   field("prompt", "\"\"");
   field("prompt", "[[]]", "prompt[0]");
-  field("prompt", R"(["a", "b"])");
-  field("prompt", "[[1], [2]]");
+  field("prompt", R"(["a", ""])", "prompt[1]");
+  field("prompt", R"([[1], []])", "prompt[1]");
+  field("prompt", R"([[1], 2])", "prompt[1]");
+  field("prompt", R"(["a", [1, -1]])", "prompt[1][1]");
+  // 17 prompts x n = 16 choices: more places than the queue's 256.
+  bad(kC, Json({{"prompt", std::vector<std::vector<int>>(17, {1})}, {"n", 16}, {"max_tokens", 4}}).dump(),
+      "prompt");
+  bad(kC, Json({{"prompt", std::vector<std::string>(1025, "a")}, {"max_tokens", 4}}).dump(), "prompt");
   field("prompt", "[1, -1]", "prompt[1]");
   field("prompt", "[1, 151936]", "prompt[1]");
   field("prompt", "[1, 2.5]", "prompt[1]");
@@ -138,7 +144,8 @@ std::vector<Case> cases() {
   field("logprobs", "21");
   field("logprobs", "-1");
   field("logprobs", "true");
-  field("echo", "true");
+  bad(kC, Json({{"prompt", "Hi"}, {"echo", true}, {"logprobs", 1}}).dump(), "echo");  // prompt logprobs
+  chat_field("echo", "true");
   field("best_of", "2");
   field("best_of", "0");
   field("suffix", "\"end\"");
