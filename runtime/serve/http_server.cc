@@ -249,9 +249,9 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
   Submission submitted;
   const size_t choices = parsed.jobs.size() * parsed.choice_seeds.size();
   for (size_t p = 0; p < parsed.jobs.size() && submitted.refusal == Submission::Refusal::kNone; ++p)
-    for (const int64_t seed : parsed.choice_seeds) {
+    for (size_t i = 0; i < parsed.choice_seeds.size(); ++i) {
       GenerationJob job = parsed.jobs[p];
-      job.sampling.seed = seed;
+      job.sampling.seed = parsed.seeds[p * parsed.choice_seeds.size() + i];
       submitted = loop_->submit(std::move(job));
       if (submitted.stream == nullptr) break;
       g.streams.push_back(std::move(submitted.stream));
@@ -263,8 +263,10 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
     if (submitted.refusal == Submission::Refusal::kQueueFull) {
       res.set_header("Retry-After", "1");
       throw ApiError(503,
-                     "the server is overloaded: " + std::to_string(config_.max_queued_requests) +
-                         " requests are already waiting (server.max_queued_requests); retry later",
+                     "the server is overloaded: the request's " + std::to_string(choices) +
+                         " sequences do not all fit in the queue of " +
+                         std::to_string(config_.max_queued_requests) +
+                         " waiting requests (server.max_queued_requests); retry later",
                      "", "server_overloaded");
     }
     refuse_shutting_down(res);

@@ -75,6 +75,7 @@ std::vector<PromptInput> parse_prompts(const JsonFields& f, const RequestLimits&
   if (prompt->empty()) bad_request("prompt", "is an empty list");
   const Json& first = (*prompt)[0];
   if (!first.is_string() && !first.is_array()) return {one_prompt(*prompt, "prompt", limits)};
+  const bool strings = first.is_string();  // a batch is all strings or all lists of ids (OpenAI's, vLLM's)
   // Every choice of every prompt takes a place in the queue (all or none).
   const int64_t sequences = static_cast<int64_t>(prompt->size()) * n;
   if (limits.max_queued_requests > 0 && sequences > limits.max_queued_requests)
@@ -92,8 +93,11 @@ std::vector<PromptInput> parse_prompts(const JsonFields& f, const RequestLimits&
   for (size_t i = 0; i < prompt->size(); ++i) {
     const Json& item = (*prompt)[i];
     const std::string field = "prompt[" + std::to_string(i) + "]";
-    if (!item.is_string() && !item.is_array())
-      bad_request(field, "expected a string or a list of token ids, got " + describe_json(item),
+    if (strings ? !item.is_string() : !item.is_array())
+      bad_request(field,
+                  std::string("a batch whose first prompt is ") +
+                      (strings ? "a string takes strings" : "a list of token ids takes lists of token ids") +
+                      ", got " + describe_json(item),
                   "invalid_type");
     prompts.push_back(one_prompt(item, field, limits));
   }
@@ -174,6 +178,7 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
                 "limit_exceeded");
   // Choice i draws with seed + i (wrapping), so that choice 0 is the n = 1 answer and every choice is
   // reproducible; without a seed each choice gets a fresh one.
+  out.seeded = seed.has_value();
   for (int i = 0; i < n; ++i)
     out.choice_seeds.push_back(
         seed ? static_cast<int64_t>(static_cast<uint64_t>(*seed) + static_cast<uint64_t>(i)) : fresh_seed());
@@ -304,6 +309,11 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
     out.jobs.push_back(std::move(job));
   }
   out.job = out.jobs.front();
+  // Choice i of every prompt draws with seed + i when a seed was sent; else every choice of every prompt with
+  // a fresh seed of its own (the same prompt sent twice in a batch gives two samples).
+  for (size_t p = 0; p < out.jobs.size(); ++p)
+    for (const int64_t seed : out.choice_seeds)
+      out.seeds.push_back(out.seeded || p == 0 ? seed : fresh_seed());
   return out;
 }
 
@@ -327,6 +337,7 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
                      max_completion_tokens ? "max_completion_tokens" : "max_tokens", "messages", limits,
                      out.job);
   out.jobs = {out.job};
+  out.seeds = out.choice_seeds;
   return out;
 }
 

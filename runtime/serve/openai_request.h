@@ -39,8 +39,11 @@ struct ParsedRequest {
   bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
   bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
   ChatOutputOptions chat_output;  // chat: what the answer's text is parsed for
-  // One seed per choice (`n` of them): the server runs each of `jobs` once per choice with its seed.
+  // One seed per choice (`n` of them) of the first prompt; `seeded`: the request sent a seed.
   std::vector<int64_t> choice_seeds;
+  bool seeded = false;
+  // Every choice's seed, prompt-major (jobs.size() x n): the server runs each job once per choice.
+  std::vector<int64_t> seeds;
   // One job per prompt (completions may send a batch; chat one), `job` being the first: choices are
   // prompt-major, choice index = prompt x n + i.
   std::vector<GenerationJob> jobs;

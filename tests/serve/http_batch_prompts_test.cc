@@ -74,6 +74,17 @@ TEST(HttpBatchPrompts, ChoicesArePromptMajorAndEachIsItsPromptsAnswer) {
   EXPECT_EQ(usage, batch.body["usage"]);
 }
 
+// Without a seed every choice of every prompt draws its own: the same prompt twice gives two samples.
+TEST(HttpBatchPrompts, UnseededChoicesDrawApart) {
+  TestServer server({}, false);
+  Json b = body(std::vector<std::vector<int32_t>>(3, kPrompts[0]), 2, {{"temperature", 1.0}});
+  b.erase("seed");
+  const auto got = choice_ids(post(server, "/v1/completions", b));
+  ASSERT_EQ(got.size(), 6u);
+  for (size_t i = 0; i < got.size(); ++i)
+    for (size_t j = i + 1; j < got.size(); ++j) EXPECT_NE(got[i], got[j]) << i << " " << j;
+}
+
 TEST(HttpBatchPrompts, EchoPutsThePromptsTextFirst) {
   SKIP_WITHOUT_TOKENIZER();
   TestServer server;

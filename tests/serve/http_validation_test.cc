@@ -83,7 +83,9 @@ std::vector<Case> cases() {
   field("prompt", R"(["a", ""])", "prompt[1]");
   field("prompt", R"([[1], []])", "prompt[1]");
   field("prompt", R"([[1], 2])", "prompt[1]");
-  field("prompt", R"(["a", [1, -1]])", "prompt[1][1]");
+  field("prompt", R"(["a", [1, 2]])", "prompt[1]");  // strings and id lists do not mix
+  field("prompt", R"([[1], "a"])", "prompt[1]");
+  field("prompt", R"([[1], [1, -1]])", "prompt[1][1]");
   // 17 prompts x n = 16 choices: more places than the queue's 256.
   bad(kC, Json({{"prompt", std::vector<std::vector<int>>(17, {1})}, {"n", 16}, {"max_tokens", 4}}).dump(),
       "prompt");
