@@ -133,6 +133,24 @@ int Scheduler::take_cached_prefix(Sequence& s) {
   return s.num_cached;
 }
 
+bool Scheduler::computing_next_block(const Sequence& s) const {
+  if (!blocks_.prefix_caching()) return false;
+  const int bs = blocks_.block_size(), size = static_cast<int>(s.tokens.size());
+  const int block = s.num_cached / bs;               // its first block not from the cache
+  if (block >= (size - 1) / bs) return false;        // none it could take (its last token is computed)
+  const int end = (block + 1) * bs;                  // past that block
+  const int keyed = end + (mtp_drafting() ? 1 : 0);  // the tokens its cache key holds
+  if (keyed > size) return false;
+  for (const Scheduled& sc : last_) {
+    const Sequence& a = *sc.seq;
+    const bool computes = a.num_cached < end && a.num_cached + sc.num_tokens > block * bs;
+    if (computes && static_cast<int>(a.tokens.size()) >= keyed &&
+        std::equal(s.tokens.begin(), s.tokens.begin() + keyed, a.tokens.begin()))
+      return true;
+  }
+  return false;
+}
+
 // Drafts verified for `s` this step: k once it is decoding and a draft source has drafts for it.
 int Scheduler::drafts_for(const Sequence& s) const {
   if (!speculating() || s.num_cached + 1 != static_cast<int>(s.tokens.size())) return 0;
@@ -186,11 +204,17 @@ std::optional<StepBatch> Scheduler::schedule() {
     adjust_budget -= adjustments;
     if (drafts == 0 && left > 1) prefill_budget -= n;
   }
-  // Then admit waiting requests as prefills.
-  while (!waiting_.empty() && std::min(budget, prefill_budget) > 0 &&
-         static_cast<int>(running_.size()) < limits_.max_batch) {
-    Sequence* s = waiting_.front().get();
+  // Then admit waiting requests as prefills, in order; one whose next block another sequence computes this
+  // step waits (and takes it from the cache next step).
+  for (size_t w = 0; w < waiting_.size() && std::min(budget, prefill_budget) > 0 &&
+                     static_cast<int>(running_.size()) < limits_.max_batch;) {
+    Sequence* s = waiting_[w].get();
     const int hit = take_cached_prefix(*s);
+    if (computing_next_block(*s)) {
+      release(*s);
+      ++w;
+      continue;
+    }
     const int n =
         std::min(static_cast<int>(s->tokens.size()) - s->num_cached, std::min(budget, prefill_budget));
     const bool samples = s->num_cached + n == static_cast<int>(s->tokens.size());
@@ -211,8 +235,8 @@ std::optional<StepBatch> Scheduler::schedule() {
         prefix_metrics_.hit_tokens += hit;
       }
     }
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    running_.push_back(std::move(waiting_[w]));
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     last_.push_back({s, n, samples, 0});
     budget -= n;
     prefill_budget -= n;

@@ -67,9 +67,10 @@ TEST(PrefixCacheModel, CachedPrefixesGiveTheTokensOfComputingEverything) {
     ASSERT_EQ(plain.tokens.size(), 7u);
     EXPECT_EQ(cached.tokens, plain.tokens);
     EXPECT_EQ(plain.prefix.hit_tokens, 0);
-    // Second wave: 20 of 22 tokens (5 blocks of 4), 32 of 35 (8 blocks), 20 of 24 (the system prompt's 5
-    // blocks), 20 of 23 (5 blocks; with MTP 4: the fifth was followed by system[20], not 1234).
-    EXPECT_EQ(cached.prefix.hit_tokens, spec.empty() ? 20 + 32 + 20 + 20 : 20 + 32 + 20 + 16);
+    // First wave: the second and third prompts wait a step for the first's system prompt blocks (5 of 4
+    // tokens; with MTP too: each has system[20] after them). Second wave: 20 of 22 tokens, 32 of 35 (8
+    // blocks), 20 of 24, 20 of 23 (with MTP 16: the fifth block was followed by system[20], not 1234).
+    EXPECT_EQ(cached.prefix.hit_tokens, 20 + 20 + (spec.empty() ? 20 + 32 + 20 + 20 : 20 + 32 + 20 + 16));
     // Each prompt is one chunk and nothing is preempted, so verifications fall alike with and without the
     // cache: the same drafts are accepted when the draft layer reads the KV it would have computed.
     EXPECT_EQ(cached.accepted_drafts, plain.accepted_drafts);

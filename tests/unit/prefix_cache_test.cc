@@ -85,6 +85,52 @@ TEST(PrefixCache, ARequestStartsAfterTheBlocksAnotherComputed) {
   EXPECT_EQ(off.prefix_cache_metrics().queried_tokens, 0);
 }
 
+// Requests with one prompt that arrive together (n choices, a batch): the first computes it; the others wait
+// one step and take its blocks from the cache; a different prompt behind them is not held up.
+TEST(PrefixCache, ThePromptOfRequestsAdmittedTogetherIsComputedOnce) {
+  for (const bool mtp : {false, true}) {
+    SCOPED_TRACE(mtp ? "MTP key" : "block key");
+    SpeculativeSettings spec;
+    if (mtp) {
+      spec.num_tokens = 1;
+      spec.device_draft = [](int slot, int j) { return -(1 + slot + j); };
+    }
+    Scheduler s(limits(true), 32, kBs, {}, spec);
+    s.add(request(1, iota_tokens(10), 2));
+    s.add(request(2, iota_tokens(10), 2));
+    s.add(request(3, iota_tokens(10, 500), 2));
+    auto b = s.schedule();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->num_seqs(), 2);  // 1 and 3; 2 waits for 1's blocks
+    EXPECT_EQ(b->num_tokens(), 20);
+    auto admitted = s.take_admitted();
+    ASSERT_EQ(admitted.size(), 2u);
+    EXPECT_EQ(admitted[1].request_id, 3);
+    StepResult r;
+    r.tokens.assign(b->sample_rows.size(), 7);
+    if (!b->group_start.empty()) r.accepted.assign(b->num_groups(), 0);
+    s.complete(r);
+    b = s.schedule();
+    ASSERT_TRUE(b);
+    admitted = s.take_admitted();
+    ASSERT_EQ(admitted.size(), 1u);
+    EXPECT_EQ(admitted[0].request_id, 2);
+    EXPECT_EQ(admitted[0].cached_tokens, 8);            // its last token's block is computed (its logits)
+    EXPECT_EQ(b->num_tokens(), 2 * (mtp ? 2 : 1) + 2);  // 1 and 3 decode (1 + k rows each), 2 computes 2
+    r.tokens.assign(b->sample_rows.size(), 7);
+    if (!b->group_start.empty()) r.accepted.assign(b->num_groups(), 0);
+    s.complete(r);
+    drain(s);
+  }
+  // Without prefix caching both compute it in the first step.
+  Scheduler off(limits(false), 32, kBs, {});
+  off.add(request(1, iota_tokens(10), 2));
+  off.add(request(2, iota_tokens(10), 2));
+  auto b = off.schedule();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->num_seqs(), 2);
+}
+
 TEST(PrefixCache, GeneratedTokensAreCachedToo) {
   Scheduler s(limits(true), 32, kBs, {});
   s.add(request(1, iota_tokens(5), 7));  // 5 + 7 tokens, the last one without KV: 2 full blocks cached
