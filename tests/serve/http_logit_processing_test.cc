@@ -9,14 +9,10 @@
 namespace tpserve::serve::testing {
 namespace {
 
-Json ids_completion(int max_tokens, Json extra = Json::object()) {
-  Json body = {{"prompt", {1000, 1007, 1014, 1021, 1028}},
-               {"max_tokens", max_tokens},
-               {"temperature", 0},
-               {"ignore_eos", true},
-               {"return_token_ids", true}};
-  body.update(extra);
-  return body;
+// ids_completion (test_server.h) with the generated ids returned.
+Json ids_completion_returning_ids(int max_tokens, Json extra = Json::object()) {
+  extra["return_token_ids"] = true;
+  return ids_completion(max_tokens, std::move(extra));
 }
 
 std::vector<int32_t> token_ids(const Reply& r) {
@@ -26,38 +22,40 @@ std::vector<int32_t> token_ids(const Reply& r) {
 
 TEST(HttpLogitProcessing, BiasPenaltiesAndMinTokensWithoutATokenizer) {
   TestServer server({}, false);
-  EXPECT_EQ(token_ids(post(server, "/v1/completions", ids_completion(5, {{"logit_bias", {{"77", 100}}}}))),
+  EXPECT_EQ(token_ids(post(server, "/v1/completions",
+                           ids_completion_returning_ids(5, {{"logit_bias", {{"77", 100}}}}))),
             std::vector<int32_t>(5, 77));
-  const std::vector<int32_t> plain = token_ids(post(server, "/v1/completions", ids_completion(6)));
+  const std::vector<int32_t> plain =
+      token_ids(post(server, "/v1/completions", ids_completion_returning_ids(6)));
   ASSERT_EQ(plain.size(), 6u);
   // The first greedy token as a stop token: the answer ends at once, unless min_tokens holds it off.
   const Json stop = {{"stop_token_ids", {plain[0]}}};
-  Reply r = post(server, "/v1/completions", ids_completion(6, stop));
+  Reply r = post(server, "/v1/completions", ids_completion_returning_ids(6, stop));
   EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(r.body["usage"]["completion_tokens"], 1);
   Json held = stop;
   held["min_tokens"] = 4;
-  r = post(server, "/v1/completions", ids_completion(6, held));
+  r = post(server, "/v1/completions", ids_completion_returning_ids(6, held));
   const std::vector<int32_t> ids = token_ids(r);
   ASSERT_GE(ids.size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_NE(ids[i], plain[0]) << i;
   // A repetition penalty below 1 makes the random model repeat the prompt's tokens; presence and frequency
   // penalties then each push it off them.
-  const std::vector<int32_t> repeated =
-      token_ids(post(server, "/v1/completions", ids_completion(6, {{"repetition_penalty", 0.25}})));
+  const std::vector<int32_t> repeated = token_ids(
+      post(server, "/v1/completions", ids_completion_returning_ids(6, {{"repetition_penalty", 0.25}})));
   EXPECT_NE(repeated, plain);
   for (const char* penalty : {"presence_penalty", "frequency_penalty"})
     EXPECT_NE(token_ids(post(server, "/v1/completions",
-                             ids_completion(6, {{"repetition_penalty", 0.25}, {penalty, 2}}))),
+                             ids_completion_returning_ids(6, {{"repetition_penalty", 0.25}, {penalty, 2}}))),
               repeated)
         << penalty;
   // Neutral values change nothing.
   EXPECT_EQ(token_ids(post(server, "/v1/completions",
-                           ids_completion(6, {{"presence_penalty", 0},
-                                              {"frequency_penalty", 0},
-                                              {"repetition_penalty", 1},
-                                              {"min_tokens", 0},
-                                              {"logit_bias", {{"5", 0}}}}))),
+                           ids_completion_returning_ids(6, {{"presence_penalty", 0},
+                                                            {"frequency_penalty", 0},
+                                                            {"repetition_penalty", 1},
+                                                            {"min_tokens", 0},
+                                                            {"logit_bias", {{"5", 0}}}}))),
             plain);
 }
 
@@ -67,13 +65,13 @@ TEST(HttpLogitProcessing, MoreAdjustmentsThanAStepHoldsIsA400) {
   TestServer server({"server.max_stop_sequences=65536"}, false);
   std::vector<int32_t> stops(20000);
   for (int i = 0; i < 20000; ++i) stops[i] = 2 * i;
-  const Reply r =
-      post(server, "/v1/completions", ids_completion(4, {{"stop_token_ids", stops}, {"min_tokens", 2}}));
+  const Reply r = post(server, "/v1/completions",
+                       ids_completion_returning_ids(4, {{"stop_token_ids", stops}, {"min_tokens", 2}}));
   EXPECT_EQ(r.status, 400) << r.raw;
   EXPECT_EQ(r.body["error"]["type"], "invalid_request_error");
   EXPECT_NE(r.body["error"]["message"].get<std::string>().find("a step carries at most"), std::string::npos)
       << r.raw;
-  EXPECT_EQ(token_ids(post(server, "/v1/completions", ids_completion(2))).size(), 2u);
+  EXPECT_EQ(token_ids(post(server, "/v1/completions", ids_completion_returning_ids(2))).size(), 2u);
 }
 
 // Stop strings count in the text of generated token number min_tokens on (vLLM's: once more than min_tokens

@@ -12,15 +12,6 @@
 namespace tpserve::serve::testing {
 namespace {
 
-Json ids_completion(int max_tokens, Json extra = Json::object()) {
-  Json body = {{"prompt", {1000, 1007, 1014, 1021, 1028}},
-               {"max_tokens", max_tokens},
-               {"temperature", 0},
-               {"ignore_eos", true}};
-  body.update(extra);
-  return body;
-}
-
 TEST(HttpLogprobs, CompletionsWholeAndStreamedWithoutATokenizer) {
   TestServer server({}, false);
   const Reply r = post(server, "/v1/completions", ids_completion(6, {{"logprobs", 3}}));

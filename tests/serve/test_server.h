@@ -120,6 +120,17 @@ struct Stream {
   std::string raw;
 };
 
+// A greedy completion of a fixed five-token prompt (token ids: no tokenizer needed), `extra` fields merged
+// in.
+inline Json ids_completion(int max_tokens, Json extra = Json::object()) {
+  Json body = {{"prompt", {1000, 1007, 1014, 1021, 1028}},
+               {"max_tokens", max_tokens},
+               {"temperature", 0},
+               {"ignore_eos", true}};
+  body.update(extra);
+  return body;
+}
+
 inline Stream post_stream(const TestServer& server, const std::string& path, const Json& body) {
   auto cli = server.client();
   Stream s;
