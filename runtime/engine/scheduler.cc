@@ -204,19 +204,30 @@ std::optional<StepBatch> Scheduler::schedule() {
     adjust_budget -= adjustments;
     if (drafts == 0 && left > 1) prefill_budget -= n;
   }
-  // Then admit waiting requests as prefills, in order; one whose next block another sequence computes this
-  // step waits (and takes it from the cache next step).
+  // Then admit waiting requests as prefills, in order. One whose next block another sequence computes this
+  // step waits (and takes it from the cache next step), keeping its place in the batch and the KV blocks its
+  // whole prompt needs from those behind it.
+  deferred_ = 0;
+  int promised_blocks = 0;  // the deferred ones' (an upper bound: what they match next step is not taken)
   for (size_t w = 0; w < waiting_.size() && std::min(budget, prefill_budget) > 0 &&
-                     static_cast<int>(running_.size()) < limits_.max_batch;) {
+                     static_cast<int>(running_.size()) + deferred_ < limits_.max_batch;) {
     Sequence* s = waiting_[w].get();
     const int hit = take_cached_prefix(*s);
+    const int n =
+        std::min(static_cast<int>(s->tokens.size()) - s->num_cached, std::min(budget, prefill_budget));
+    const int blocks_needed =
+        blocks_.blocks_for(s->num_cached + n + lookahead) - static_cast<int>(s->blocks.size());
+    if (blocks_needed > blocks_.num_free() - promised_blocks) {  // no room beside the deferred ones
+      release(*s);
+      break;
+    }
     if (computing_next_block(*s)) {
       release(*s);
+      ++deferred_;
+      promised_blocks += blocks_.blocks_for(static_cast<int>(s->tokens.size()) + lookahead);
       ++w;
       continue;
     }
-    const int n =
-        std::min(static_cast<int>(s->tokens.size()) - s->num_cached, std::min(budget, prefill_budget));
     const bool samples = s->num_cached + n == static_cast<int>(s->tokens.size());
     const int adjustments = samples ? adjustments_for(*s, 1) : 0;
     if (adjustments > adjust_budget || !blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {

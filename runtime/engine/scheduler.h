@@ -129,6 +129,9 @@ class Scheduler {
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  // Of them, those the last schedule() held back for a block another request computed in that step: they
+  // are taken next step (they count as running for the batch's places, not as queued for room).
+  int num_deferred() const { return deferred_; }
   double kv_usage() const { return blocks_.usage(); }
   int64_t preemptions() const { return preemptions_; }
   const SpeculativeMetrics& speculative_metrics() const { return spec_metrics_; }
@@ -198,6 +201,7 @@ class Scheduler {
   std::vector<TokenEvent> aborted_events_;
   std::vector<Admission> admitted_;
   int64_t preemptions_ = 0;
+  int deferred_ = 0;  // num_deferred()
   SpeculativeMetrics spec_metrics_;
   PrefixCacheMetrics prefix_metrics_;
   std::vector<int> free_slots_;

@@ -79,9 +79,13 @@ void EngineLoop::refresh_gauges() {
   Scheduler& s = engine_.scheduler();
   std::lock_guard<std::mutex> lock(mutex_);
   running_ = s.num_running();
-  waiting_ = s.num_waiting() + static_cast<int>(incoming_.size());
+  // Requests held back a step for a block another computes (Scheduler::num_deferred) are taken next step:
+  // not queued for room, and their places in the batch are theirs.
+  const int queued = s.num_waiting() - s.num_deferred();
+  waiting_ = queued + static_cast<int>(incoming_.size());
   // A queue in the scheduler beside free places means the KV cache holds no more: none free then.
-  free_batch_places_ = s.num_waiting() > 0 ? 0 : std::max(0, s.limits().max_batch - s.num_running());
+  free_batch_places_ =
+      queued > 0 ? 0 : std::max(0, s.limits().max_batch - s.num_running() - s.num_deferred());
   kv_usage_ = s.kv_usage();
   preemptions_ = s.preemptions();
 }

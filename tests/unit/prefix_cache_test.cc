@@ -122,6 +122,27 @@ TEST(PrefixCache, ThePromptOfRequestsAdmittedTogetherIsComputedOnce) {
     s.complete(r);
     drain(s);
   }
+  // The one that waits keeps its place in the batch: with room for two, the other prompt waits behind it
+  // (it would otherwise run beside the first to the end, and the second start only after one finished).
+  SchedulerLimits two = limits(true);
+  two.max_batch = 2;
+  Scheduler s(two, 32, kBs, {});
+  s.add(request(1, iota_tokens(10), 20));
+  s.add(request(2, iota_tokens(10), 20));
+  s.add(request(3, iota_tokens(10, 500), 20));
+  auto first = s.schedule();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->num_seqs(), 1);
+  EXPECT_EQ(s.num_deferred(), 1);
+  StepResult one;
+  one.tokens.assign(first->sample_rows.size(), 7);
+  s.complete(one);
+  s.schedule();
+  auto admitted = s.take_admitted();
+  ASSERT_EQ(admitted.size(), 2u);
+  EXPECT_EQ(admitted[1].request_id, 2);
+  EXPECT_EQ(admitted[1].cached_tokens, 8);
+  EXPECT_EQ(s.num_deferred(), 0);
   // Without prefix caching both compute it in the first step.
   Scheduler off(limits(false), 32, kBs, {});
   off.add(request(1, iota_tokens(10), 2));
