@@ -134,7 +134,9 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
     bool first = true;
     bool finished = false;
     size_t text_offset = 0;  // completions' logprobs: characters of the token strings sent so far
-    int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+    int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // when finished
+    int prompt_tokens_sent = 0;  // the prompt's tokens, known from the start (continuous usage)
+    int generated = 0;           // tokens received so far
   };
   struct State {
     ResponseHeader header;
@@ -142,6 +144,7 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
     std::vector<ChoiceState> choices;
     bool include_usage = false;
     int choices_per_prompt = 1;
+    bool continuous_usage = false;
     GoneWatch watch;
     bool done = false;
 
@@ -160,21 +163,34 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
       // character) sends nothing, unless its token ids are asked for.
       const bool new_ids = header.return_token_ids && !u.token_ids.empty();
       const bool new_logprobs = header.logprobs && !u.logprobs.empty();
+      c.generated += static_cast<int>(u.token_ids.size());
+      if (u.finished) {
+        c.prompt_tokens = u.prompt_tokens, c.completion_tokens = u.completion_tokens;
+        c.cached_tokens = u.cached_tokens;
+      }
       if (!piece.empty() || new_ids || new_logprobs || c.first) {
-        out += sse_event(
-            stream_chunk(header, i, piece, u.token_ids, c.first, std::nullopt, u.logprobs, c.text_offset));
+        out += event(
+            i, stream_chunk(header, i, piece, u.token_ids, c.first, std::nullopt, u.logprobs, c.text_offset));
         for (const TokenLogprob& t : u.logprobs) c.text_offset += completion_text_length(t);
       }
       c.first = false;
       if (u.finished) {
         const int tool_calls = c.parser ? c.parser->tool_calls() : 0;
         out +=
-            sse_event(stream_chunk(header, i, {}, {}, false, finish_reason_for(u.finish_reason, tool_calls)));
+            event(i, stream_chunk(header, i, {}, {}, false, finish_reason_for(u.finish_reason, tool_calls)));
         c.finished = true;
-        c.prompt_tokens = u.prompt_tokens, c.completion_tokens = u.completion_tokens;
-        c.cached_tokens = u.cached_tokens;
       }
       return out;
+    }
+
+    // A chunk of choice i as an event, with its usage so far where every chunk carries it.
+    std::string event(int i, nlohmann::ordered_json chunk) const {
+      if (continuous_usage) {
+        const ChoiceState& c = choices[i];
+        chunk["usage"] = usage_json(c.finished ? Usage{c.prompt_tokens, c.completion_tokens, c.cached_tokens}
+                                               : Usage{c.prompt_tokens_sent, c.generated, 0});
+      }
+      return sse_event(chunk);
     }
   };
   auto state = std::make_shared<State>();
@@ -182,11 +198,13 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
   state->streams = g.streams;
   state->include_usage = g.include_usage;
   state->choices_per_prompt = std::max(g.choices_per_prompt, 1);
+  state->continuous_usage = g.continuous_usage;
   state->watch.client_gone = std::move(g.client_gone);
   for (size_t i = 0; i < g.streams.size(); ++i) {
     ChoiceState c;
     c.stream = g.streams[i];
     if (!g.echo.empty()) c.echo = g.echo[i];
+    if (i < g.prompt_tokens.size()) c.prompt_tokens_sent = g.prompt_tokens[i];
     if (g.chat_output.any()) c.parser.emplace(g.chat_output);
     state->choices.push_back(std::move(c));
   }
@@ -204,7 +222,8 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
           // Every choice's first chunk (the role), in index order, before any text: clients build their
           // choices list by index as chunks come (the openai SDK's stream helper requires it).
           for (size_t i = 0; i < state->choices.size(); ++i) {
-            out += sse_event(stream_chunk(state->header, static_cast<int>(i), {}, {}, true, std::nullopt));
+            out += state->event(static_cast<int>(i),
+                                stream_chunk(state->header, static_cast<int>(i), {}, {}, true, std::nullopt));
             state->choices[i].first = false;
           }
         }

@@ -24,6 +24,10 @@ struct GenerationResponse {
   int choices_per_prompt = 1;                           // `n`: usage counts each prompt once
   std::vector<std::string> echo;  // completions' echo: per choice, the text its text starts with (or none)
   bool include_usage = false;
+  // stream_options.continuous_usage_stats: every chunk carries its choice's usage so far (prompt tokens per
+  // choice, as prompt_tokens).
+  bool continuous_usage = false;
+  std::vector<int> prompt_tokens;
   // Chat answers: what the text is parsed for (reasoning, tool calls); nothing: the text is the content.
   ChatOutputOptions chat_output;
   std::function<void()> on_written;   // called once the response is fully written, or abandoned

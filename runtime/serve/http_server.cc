@@ -236,6 +236,7 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
                                   limits_.model_name, parsed.return_token_ids);
   g.header.logprobs = parsed.job.logprobs >= 0;
   g.include_usage = parsed.include_usage;
+  g.continuous_usage = parsed.continuous_usage;
   g.chat_output = parsed.chat_output;
   {
     std::lock_guard<std::mutex> lock(responses_mutex_);
@@ -255,6 +256,7 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
       submitted = loop_->submit(std::move(job));
       if (submitted.stream == nullptr) break;
       g.streams.push_back(std::move(submitted.stream));
+      g.prompt_tokens.push_back(static_cast<int>(parsed.jobs[p].prompt.size()));
       if (!parsed.echo.empty()) g.echo.push_back(parsed.echo[p]);
     }
   if (g.streams.size() < choices) {

@@ -200,7 +200,8 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
     if (!out.stream) bad_request("stream_options", "is only allowed with \"stream\": true");
     JsonFields o(*options, "stream_options");
     out.include_usage = o.boolean("include_usage").value_or(false);
-    o.boolean("continuous_usage_stats");  // type-checked, not supported: usage comes in the last chunk
+    // vLLM's: every chunk carries its choice's usage so far (with include_usage only).
+    out.continuous_usage = o.boolean("continuous_usage_stats").value_or(false) && out.include_usage;
   }
 
   out.job.processing = parse_logit_processing(f, limits.vocab_size, limits.defaults.repetition_penalty);

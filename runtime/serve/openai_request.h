@@ -36,7 +36,9 @@ struct RequestLimits {
 struct ParsedRequest {
   GenerationJob job;
   bool stream = false;
-  bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
+  bool continuous_usage =
+      false;  // stream_options.continuous_usage_stats (with include_usage): every chunk too
   bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
   ChatOutputOptions chat_output;  // chat: what the answer's text is parsed for
   // One seed per choice (`n` of them) of the first prompt; `seeded`: the request sent a seed.

@@ -85,6 +85,37 @@ TEST(HttpBatchPrompts, UnseededChoicesDrawApart) {
     for (size_t j = i + 1; j < got.size(); ++j) EXPECT_NE(got[i], got[j]) << i << " " << j;
 }
 
+// stream_options.continuous_usage_stats (with include_usage): every chunk carries its choice's usage so far
+// (vLLM's): its prompt's tokens and the tokens the choice has streamed; without include_usage, none.
+TEST(HttpBatchPrompts, ContinuousUsageCountsEachChoiceSoFar) {
+  TestServer server({}, false);
+  const Json options = {{"include_usage", true}, {"continuous_usage_stats", true}};
+  const Stream s =
+      post_stream(server, "/v1/completions",
+                  body({kPrompts[0], kPrompts[1]}, 2, {{"stream", true}, {"stream_options", options}}));
+  ASSERT_EQ(s.status, 200) << s.raw;
+  std::map<int, int> streamed;
+  int chunks = 0;
+  for (const Json& e : s.events) {
+    if (e["choices"].empty()) continue;  // the last usage chunk
+    ++chunks;
+    ASSERT_TRUE(e.contains("usage")) << e.dump();
+    const Json& c = e["choices"][0];
+    const int i = c["index"];
+    if (c.contains("token_ids")) streamed[i] += static_cast<int>(c["token_ids"].size());
+    EXPECT_EQ(e["usage"]["prompt_tokens"], kPrompts[i / 2].size()) << e.dump();
+    EXPECT_EQ(e["usage"]["completion_tokens"], streamed[i]) << e.dump();
+    EXPECT_EQ(e["usage"]["total_tokens"], streamed[i] + static_cast<int>(kPrompts[i / 2].size()));
+  }
+  EXPECT_GE(chunks, 4 * 2);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(streamed[i], 5) << i;
+  Json plain_options = options;
+  plain_options["include_usage"] = false;
+  const Stream quiet = post_stream(
+      server, "/v1/completions", body(kPrompts[0], 1, {{"stream", true}, {"stream_options", plain_options}}));
+  for (const Json& e : quiet.events) EXPECT_FALSE(e.contains("usage") && !e["usage"].is_null()) << e.dump();
+}
+
 TEST(HttpBatchPrompts, EchoPutsThePromptsTextFirst) {
   SKIP_WITHOUT_TOKENIZER();
   TestServer server;
