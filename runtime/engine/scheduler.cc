@@ -133,22 +133,30 @@ int Scheduler::take_cached_prefix(Sequence& s) {
   return s.num_cached;
 }
 
-bool Scheduler::computing_next_block(const Sequence& s) const {
-  if (!blocks_.prefix_caching()) return false;
+int Scheduler::blocks_computed_for(const Sequence& s) const {
+  if (!blocks_.prefix_caching()) return 0;
   const int bs = blocks_.block_size(), size = static_cast<int>(s.tokens.size());
-  const int block = s.num_cached / bs;               // its first block not from the cache
-  if (block >= (size - 1) / bs) return false;        // none it could take (its last token is computed)
-  const int end = (block + 1) * bs;                  // past that block
-  const int keyed = end + (mtp_drafting() ? 1 : 0);  // the tokens its cache key holds
-  if (keyed > size) return false;
+  const int block = s.num_cached / bs;   // its first block not from the cache
+  const int takeable = (size - 1) / bs;  // its last token is always computed
+  if (block >= takeable) return 0;
+  const int end = (block + 1) * bs;              // past that block
+  const int key_extra = mtp_drafting() ? 1 : 0;  // MTP's key holds the token after a block too
+  if (end + key_extra > size) return 0;
+  int best = 0;
   for (const Scheduled& sc : last_) {
     const Sequence& a = *sc.seq;
-    const bool computes = a.num_cached < end && a.num_cached + sc.num_tokens > block * bs;
-    if (computes && static_cast<int>(a.tokens.size()) >= keyed &&
-        std::equal(s.tokens.begin(), s.tokens.begin() + keyed, a.tokens.begin()))
-      return true;
+    const int a_size = static_cast<int>(a.tokens.size());
+    if (a.num_cached >= end || a.num_cached + sc.num_tokens <= block * bs || a_size < end + key_extra)
+      continue;
+    const int common = static_cast<int>(
+        std::mismatch(s.tokens.begin(), s.tokens.begin() + std::min(size, a_size), a.tokens.begin()).first -
+        s.tokens.begin());
+    if (common < end + key_extra) continue;  // not the same block
+    // After this step: its cached blocks, and those `a` will have completed with the same tokens (and keys).
+    const int completed = (a.num_cached + sc.num_tokens) / bs;
+    best = std::max({best, block, std::min({completed, (common - key_extra) / bs, takeable})});
   }
-  return false;
+  return best;
 }
 
 // Drafts verified for `s` this step: k once it is decoding and a draft source has drafts for it.
@@ -213,20 +221,26 @@ std::optional<StepBatch> Scheduler::schedule() {
                      static_cast<int>(running_.size()) + deferred_ < limits_.max_batch;) {
     Sequence* s = waiting_[w].get();
     const int hit = take_cached_prefix(*s);
+    if (const int cached_next = blocks_computed_for(*s); cached_next > 0) {
+      // Next step it takes those blocks from the cache and needs the rest of its prompt's: promised, with
+      // the cached ones that letting go of now counts as free.
+      const int free_before = blocks_.num_free();
+      release(*s);
+      const int promise = blocks_.blocks_for(static_cast<int>(s->tokens.size()) + lookahead) - cached_next +
+                          (blocks_.num_free() - free_before);
+      if (promise > blocks_.num_free() - promised_blocks) break;  // no room for it: it waits as queued
+      ++deferred_;
+      promised_blocks += promise;
+      ++w;
+      continue;
+    }
     const int n =
         std::min(static_cast<int>(s->tokens.size()) - s->num_cached, std::min(budget, prefill_budget));
     const int blocks_needed =
         blocks_.blocks_for(s->num_cached + n + lookahead) - static_cast<int>(s->blocks.size());
-    if (blocks_needed > blocks_.num_free() - promised_blocks) {  // no room beside the deferred ones
+    if (blocks_needed > blocks_.num_free() - promised_blocks) {  // no room beside the ones held back
       release(*s);
       break;
-    }
-    if (computing_next_block(*s)) {
-      release(*s);
-      ++deferred_;
-      promised_blocks += blocks_.blocks_for(static_cast<int>(s->tokens.size()) + lookahead);
-      ++w;
-      continue;
     }
     const bool samples = s->num_cached + n == static_cast<int>(s->tokens.size());
     const int adjustments = samples ? adjustments_for(*s, 1) : 0;

@@ -179,11 +179,12 @@ class Scheduler {
   void release(Sequence& s);
   // Prefix caching: takes the cached blocks of a sequence's leading tokens before its first chunk.
   int take_cached_prefix(Sequence& s);
-  // Prefix caching: whether a sequence already in this step computes the block after `s`'s cached ones,
-  // with the same tokens up to its end (and the next token, which MTP's key holds). Then `s` waits a step
-  // and takes that block from the cache instead of computing the same prompt again (n choices, a batch of
-  // prompts with one system prompt).
-  bool computing_next_block(const Sequence& s) const;
+  // Prefix caching: where a sequence already in this step computes (part of) the block after `s`'s cached
+  // ones, with the same tokens up to its end (and the next token, which MTP's key holds), how many leading
+  // blocks `s` can take from the cache after this step (at least its cached ones); else 0. Then `s` waits
+  // a step and takes them instead of computing the same prompt again (n choices, a batch of prompts with
+  // one system prompt).
+  int blocks_computed_for(const Sequence& s) const;
 
   void preempt_newest();
   FinishReason finish_reason(const Sequence& s, int32_t token) const;

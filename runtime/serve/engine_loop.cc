@@ -78,7 +78,7 @@ SchedulerGauges EngineLoop::gauges() const {
 void EngineLoop::refresh_gauges() {
   Scheduler& s = engine_.scheduler();
   std::lock_guard<std::mutex> lock(mutex_);
-  running_ = s.num_running();
+  running_ = s.num_running() + s.num_deferred();  // held back a step: taken next step
   // Requests held back a step for a block another computes (Scheduler::num_deferred) are taken next step:
   // not queued for room, and their places in the batch are theirs.
   const int queued = s.num_waiting() - s.num_deferred();

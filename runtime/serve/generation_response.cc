@@ -187,8 +187,13 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
     std::string event(int i, nlohmann::ordered_json chunk) const {
       if (continuous_usage) {
         const ChoiceState& c = choices[i];
-        chunk["usage"] = usage_json(c.finished ? Usage{c.prompt_tokens, c.completion_tokens, c.cached_tokens}
-                                               : Usage{c.prompt_tokens_sent, c.generated, 0});
+        if (c.finished) {
+          chunk["usage"] = usage_json(Usage{c.prompt_tokens, c.completion_tokens, c.cached_tokens});
+        } else {  // what is known so far (the cached share comes with the finish)
+          chunk["usage"] = {{"prompt_tokens", c.prompt_tokens_sent},
+                            {"completion_tokens", c.generated},
+                            {"total_tokens", c.prompt_tokens_sent + c.generated}};
+        }
       }
       return sse_event(chunk);
     }

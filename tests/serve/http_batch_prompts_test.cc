@@ -86,7 +86,7 @@ TEST(HttpBatchPrompts, UnseededChoicesDrawApart) {
 }
 
 // stream_options.continuous_usage_stats (with include_usage): every chunk carries its choice's usage so far
-// (vLLM's): its prompt's tokens and the tokens the choice has streamed; without include_usage, none.
+// (vLLM's): its prompt's tokens and the tokens the choice has generated; without include_usage, none.
 TEST(HttpBatchPrompts, ContinuousUsageCountsEachChoiceSoFar) {
   TestServer server({}, false);
   const Json options = {{"include_usage", true}, {"continuous_usage_stats", true}};

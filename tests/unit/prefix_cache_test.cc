@@ -143,6 +143,24 @@ TEST(PrefixCache, ThePromptOfRequestsAdmittedTogetherIsComputedOnce) {
   EXPECT_EQ(admitted[1].request_id, 2);
   EXPECT_EQ(admitted[1].cached_tokens, 8);
   EXPECT_EQ(s.num_deferred(), 0);
+  // What it is promised is the rest of its prompt's blocks, not those it takes from the cache: with 14
+  // blocks, the first request's 10 leave 4, and the one held back needs 1 of them next step, so a short
+  // prompt behind it still runs now.
+  Scheduler tight(limits(true), 14, kBs, {});
+  tight.add(request(1, iota_tokens(40), 2));
+  tight.add(request(2, iota_tokens(40), 2));
+  tight.add(request(3, iota_tokens(4, 500), 2));
+  auto both = tight.schedule();
+  ASSERT_TRUE(both);
+  EXPECT_EQ(both->num_seqs(), 2);
+  EXPECT_EQ(tight.num_deferred(), 1);
+  one.tokens.assign(both->sample_rows.size(), 7);
+  tight.complete(one);
+  tight.schedule();
+  admitted = tight.take_admitted();
+  ASSERT_EQ(admitted.size(), 3u);
+  EXPECT_EQ(admitted[2].request_id, 2);
+  EXPECT_EQ(admitted[2].cached_tokens, 36);
   // Without prefix caching both compute it in the first step.
   Scheduler off(limits(false), 32, kBs, {});
   off.add(request(1, iota_tokens(10), 2));
