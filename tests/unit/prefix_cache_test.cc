@@ -25,16 +25,28 @@ std::vector<int32_t> iota_tokens(int n, int from = 100) {
   return t;
 }
 
-// Runs `s` until idle answering every sampled row with 7 and no drafts accepted.
+// Completes step `b`, answering every sampled row with 7 and accepting no drafts.
+void answer(Scheduler& s, const StepBatch& b) {
+  StepResult r;
+  r.tokens.assign(b.sample_rows.size(), 7);
+  if (!b.group_start.empty()) r.accepted.assign(b.num_groups(), 0);
+  s.complete(r);
+}
+
+// Runs `s` until idle, answering as answer() does.
 void drain(Scheduler& s) {
   while (s.has_work()) {
     auto b = s.schedule();
     ASSERT_TRUE(b);
-    StepResult r;
-    r.tokens.assign(b->sample_rows.size(), 7);
-    if (!b->group_start.empty()) r.accepted.assign(b->num_groups(), 0);
-    s.complete(r);
+    answer(s, *b);
   }
+}
+
+// Requests 1 and 2 with one prompt of `len` tokens, then 3 with another of `other_len`.
+void add_two_alike_then_another(Scheduler& s, int len, int other_len, int max_tokens) {
+  s.add(request(1, iota_tokens(len), max_tokens));
+  s.add(request(2, iota_tokens(len), max_tokens));
+  s.add(request(3, iota_tokens(other_len, 500), max_tokens));
 }
 
 SchedulerLimits limits(bool prefix_caching) {
@@ -96,9 +108,7 @@ TEST(PrefixCache, ThePromptOfRequestsAdmittedTogetherIsComputedOnce) {
       spec.device_draft = [](int slot, int j) { return -(1 + slot + j); };
     }
     Scheduler s(limits(true), 32, kBs, {}, spec);
-    s.add(request(1, iota_tokens(10), 2));
-    s.add(request(2, iota_tokens(10), 2));
-    s.add(request(3, iota_tokens(10, 500), 2));
+    add_two_alike_then_another(s, 10, 10, 2);
     auto b = s.schedule();
     ASSERT_TRUE(b);
     EXPECT_EQ(b->num_seqs(), 2);  // 1 and 3; 2 waits for 1's blocks
@@ -106,10 +116,7 @@ TEST(PrefixCache, ThePromptOfRequestsAdmittedTogetherIsComputedOnce) {
     auto admitted = s.take_admitted();
     ASSERT_EQ(admitted.size(), 2u);
     EXPECT_EQ(admitted[1].request_id, 3);
-    StepResult r;
-    r.tokens.assign(b->sample_rows.size(), 7);
-    if (!b->group_start.empty()) r.accepted.assign(b->num_groups(), 0);
-    s.complete(r);
+    answer(s, *b);
     b = s.schedule();
     ASSERT_TRUE(b);
     admitted = s.take_admitted();
@@ -117,57 +124,53 @@ TEST(PrefixCache, ThePromptOfRequestsAdmittedTogetherIsComputedOnce) {
     EXPECT_EQ(admitted[0].request_id, 2);
     EXPECT_EQ(admitted[0].cached_tokens, 8);            // its last token's block is computed (its logits)
     EXPECT_EQ(b->num_tokens(), 2 * (mtp ? 2 : 1) + 2);  // 1 and 3 decode (1 + k rows each), 2 computes 2
-    r.tokens.assign(b->sample_rows.size(), 7);
-    if (!b->group_start.empty()) r.accepted.assign(b->num_groups(), 0);
-    s.complete(r);
+    answer(s, *b);
     drain(s);
   }
-  // The one that waits keeps its place in the batch: with room for two, the other prompt waits behind it
-  // (it would otherwise run beside the first to the end, and the second start only after one finished).
+  // Without prefix caching both compute it in the first step.
+  Scheduler off(limits(false), 32, kBs, {});
+  add_two_alike_then_another(off, 10, 10, 2);
+  auto b = off.schedule();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->num_seqs(), 3);
+}
+
+// The one that waits keeps its place in the batch: with room for two, the other prompt waits behind it (it
+// would otherwise run beside the first to the end, and the second start only after one finished).
+TEST(PrefixCache, ARequestHeldBackKeepsItsPlaceInTheBatch) {
   SchedulerLimits two = limits(true);
   two.max_batch = 2;
   Scheduler s(two, 32, kBs, {});
-  s.add(request(1, iota_tokens(10), 20));
-  s.add(request(2, iota_tokens(10), 20));
-  s.add(request(3, iota_tokens(10, 500), 20));
-  auto first = s.schedule();
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->num_seqs(), 1);
+  add_two_alike_then_another(s, 10, 10, 20);
+  auto b = s.schedule();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->num_seqs(), 1);
   EXPECT_EQ(s.num_deferred(), 1);
-  StepResult one;
-  one.tokens.assign(first->sample_rows.size(), 7);
-  s.complete(one);
+  answer(s, *b);
   s.schedule();
-  auto admitted = s.take_admitted();
+  const auto admitted = s.take_admitted();
   ASSERT_EQ(admitted.size(), 2u);
   EXPECT_EQ(admitted[1].request_id, 2);
   EXPECT_EQ(admitted[1].cached_tokens, 8);
   EXPECT_EQ(s.num_deferred(), 0);
-  // What it is promised is the rest of its prompt's blocks, not those it takes from the cache: with 14
-  // blocks, the first request's 10 leave 4, and the one held back needs 1 of them next step, so a short
-  // prompt behind it still runs now.
-  Scheduler tight(limits(true), 14, kBs, {});
-  tight.add(request(1, iota_tokens(40), 2));
-  tight.add(request(2, iota_tokens(40), 2));
-  tight.add(request(3, iota_tokens(4, 500), 2));
-  auto both = tight.schedule();
-  ASSERT_TRUE(both);
-  EXPECT_EQ(both->num_seqs(), 2);
-  EXPECT_EQ(tight.num_deferred(), 1);
-  one.tokens.assign(both->sample_rows.size(), 7);
-  tight.complete(one);
-  tight.schedule();
-  admitted = tight.take_admitted();
+}
+
+// What it is promised is the rest of its prompt's blocks, not those it takes from the cache: with 14 blocks,
+// the first request's 10 leave 4, and the one held back needs 1 of them next step, so a short prompt behind
+// it still runs now.
+TEST(PrefixCache, ARequestHeldBackIsPromisedOnlyTheBlocksItWillCompute) {
+  Scheduler s(limits(true), 14, kBs, {});
+  add_two_alike_then_another(s, 40, 4, 2);
+  auto b = s.schedule();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->num_seqs(), 2);
+  EXPECT_EQ(s.num_deferred(), 1);
+  answer(s, *b);
+  s.schedule();
+  const auto admitted = s.take_admitted();
   ASSERT_EQ(admitted.size(), 3u);
   EXPECT_EQ(admitted[2].request_id, 2);
   EXPECT_EQ(admitted[2].cached_tokens, 36);
-  // Without prefix caching both compute it in the first step.
-  Scheduler off(limits(false), 32, kBs, {});
-  off.add(request(1, iota_tokens(10), 2));
-  off.add(request(2, iota_tokens(10), 2));
-  auto b = off.schedule();
-  ASSERT_TRUE(b);
-  EXPECT_EQ(b->num_seqs(), 2);
 }
 
 TEST(PrefixCache, GeneratedTokensAreCachedToo) {
