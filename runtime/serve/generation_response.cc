@@ -27,6 +27,14 @@ nlohmann::ordered_json engine_error(const StreamUpdate& u) {
                    : ApiError(500, u.error, "", "engine_error").body();
 }
 
+// Adds choice `index`'s counts to a response's usage: each prompt once (its cached share as its first
+// choice found it; choices are prompt-major, per_prompt a prompt), every choice's tokens.
+void add_choice_usage(Usage& total, size_t index, int per_prompt, const Usage& choice) {
+  if (index % static_cast<size_t>(std::max(per_prompt, 1)) == 0)
+    total.prompt_tokens += choice.prompt_tokens, total.cached_tokens += choice.cached_tokens;
+  total.completion_tokens += choice.completion_tokens;
+}
+
 void cancel_all(const Streams& streams) {
   for (const auto& stream : streams) stream->cancel();
 }
@@ -92,15 +100,12 @@ void respond_whole(httplib::Response& res, GenerationResponse g) {
     if (g.on_written) g.on_written();  // the request is over; nothing waits on the write
     return;
   }
-  // Each prompt counts once (its cached share as its first choice found it), the choices' tokens all.
   Usage usage{0, 0, 0};
-  const size_t per_prompt = static_cast<size_t>(std::max(g.choices_per_prompt, 1));
   std::vector<Choice> choices;
   for (size_t i = 0; i < all.size(); ++i) {
     StreamUpdate& u = all[i];
-    if (i % per_prompt == 0) usage.prompt_tokens += u.prompt_tokens, usage.cached_tokens += u.cached_tokens;
+    add_choice_usage(usage, i, g.choices_per_prompt, {u.prompt_tokens, u.completion_tokens, u.cached_tokens});
     if (!g.echo.empty()) u.text = g.echo[i] + u.text;
-    usage.completion_tokens += u.completion_tokens;
     Choice c;
     int tool_calls = 0;
     if (g.chat_output.any()) {
@@ -252,12 +257,11 @@ void respond_streaming(httplib::Response& res, GenerationResponse g) {
                                                         [](const ChoiceState& c) { return c.finished; });
         if (all_finished) {
           if (!failed && state->include_usage) {
-            Usage usage{0, 0, 0};  // each prompt once
+            Usage usage{0, 0, 0};
             for (size_t i = 0; i < state->choices.size(); ++i) {
               const ChoiceState& c = state->choices[i];
-              if (i % state->choices_per_prompt == 0)
-                usage.prompt_tokens += c.prompt_tokens, usage.cached_tokens += c.cached_tokens;
-              usage.completion_tokens += c.completion_tokens;
+              add_choice_usage(usage, i, state->choices_per_prompt,
+                               {c.prompt_tokens, c.completion_tokens, c.cached_tokens});
             }
             out += sse_event(usage_chunk(state->header, usage));
           }
