@@ -149,7 +149,7 @@ class Parser {
       const size_t from = i;
       value = 0;
       while (i < s_.size() && s_[i] >= '0' && s_[i] <= '9') {
-        value = std::min<long long>(kMaxCount, value * 10LL + (s_[i] - '0'));
+        value = static_cast<int>(std::min<long long>(kMaxCount, value * 10LL + (s_[i] - '0')));
         ++i;
       }
       return i > from;
