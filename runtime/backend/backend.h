@@ -226,6 +226,11 @@ class Backend {
   virtual void adjust_logits(Tensor logits /*[R, V] f32*/, int64_t vocab_begin,
                              Tensor targets /*[E, 2] i32: row, token*/,
                              Tensor values /*[E, 3] f32: bias, scale, subtract*/) = 0;
+  // In place, before sampling (after adjust_logits): for each mask m, the logit of every token
+  // vocab_begin + v of this rank's slice becomes -inf in row rows[m] unless bit t % 32 of masks[m, t / 32]
+  // is set (t = vocab_begin + v; StepBatch::token_masks).
+  virtual void mask_logits(Tensor logits /*[R, V] f32*/, int64_t vocab_begin, Tensor rows /*[M] i32*/,
+                           Tensor masks /*[M, W] i32*/) = 0;
   // Merges the candidates of R ranks and draws one token per row: greedy = largest logit; otherwise
   // temperature, then top-k, min-p (p >= min_p * p_max) and top-p (the smallest prefix whose mass reaches
   // top_p, of the distribution left by top-k and min-p, renormalised; of the full softmax when neither is

@@ -65,6 +65,8 @@ Engine::Engine(const Config& config, parallel::Communicator& control, parallel::
   // every token and a full logit_bias, or the 1 + k verified rows of a biased one: HTTP allows 1024 bias
   // tokens, and a few stop tokens), plus 256 a sequence; more wait for a later step.
   mo.max_logit_adjustments = rt.max_seq_len + 2048 * (1 + k) + 256 * rt.max_batch;
+  // Token masks (structured output): a constrained sequence samples one row a step (it is not speculated).
+  mo.max_token_masks = rt.max_batch;
   mo.keep_logits = options.keep_logits;
   mo.record_routing = options.record_routing;
   model_ = std::make_unique<Qwen3MoeModel>(source_.spec, layout, std::move(weights), mo, *backend_, data_);

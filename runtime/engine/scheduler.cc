@@ -19,6 +19,8 @@ const char* finish_reason_name(FinishReason r) {
       return "length";
     case FinishReason::kAborted:
       return "abort";
+    case FinishReason::kComplete:
+      return "complete";
   }
   return "?";
 }
@@ -90,6 +92,9 @@ void Scheduler::add(Request request) {
               ": its logit bias, penalties and ", "min_tokens may adjust ", need,
               " logits in one step; a step carries at most ", limits_.max_logit_adjustments);
   }
+  if (request.constraint)
+    TPS_CHECK(limits_.vocab_size > 0, "request ", request.id,
+              ": structured output needs the vocabulary size (SchedulerLimits::vocab_size)");
   seq->tokens = request.prompt;
   seq->request = std::move(request);
   waiting_.push_back(std::move(seq));
@@ -163,6 +168,7 @@ int Scheduler::blocks_computed_for(const Sequence& s) const {
 int Scheduler::drafts_for(const Sequence& s) const {
   if (!speculating() || s.num_cached + 1 != static_cast<int>(s.tokens.size())) return 0;
   if (s.adjuster.penalized()) return 0;  // its rows' penalties would depend on the drafts
+  if (s.request.constraint) return 0;    // and a constrained row's mask on the tokens before it
   if (spec_.script) return spec_.num_tokens;
   return s.has_drafts ? spec_.num_tokens : 0;
 }
@@ -316,6 +322,8 @@ std::optional<StepBatch> Scheduler::schedule() {
         // Row p draws the token at position p + 1: generated token number p + 1 - prompt.
         s.adjuster.append(static_cast<int32_t>(b.sample_rows.size()) - 1,
                           p + 1 - static_cast<int>(s.request.prompt.size()), b.logit_adjustments);
+        if (s.request.constraint && s.request.constraint->active())
+          append_token_mask(s, static_cast<int32_t>(b.sample_rows.size()) - 1, b);
       }
       if (mtp) {
         // The token after this row: known (prompt or earlier output), or emitted at this sampled row now.
@@ -339,6 +347,22 @@ std::optional<StepBatch> Scheduler::schedule() {
   return b;
 }
 
+void Scheduler::append_token_mask(const Sequence& s, int32_t row, StepBatch& b) const {
+  const int words = mask_words(limits_.vocab_size);
+  b.mask_rows.push_back(row);
+  b.token_masks.resize(b.token_masks.size() + words, 0u);
+  uint32_t* mask = b.token_masks.data() + b.token_masks.size() - words;
+  TokenConstraint& rule = *s.request.constraint;
+  rule.allowed(mask, words);
+  if (!rule.complete()) return;
+  auto allow = [&](int32_t t) {
+    if (t >= 0 && t < limits_.vocab_size) mask[t / 32] |= 1u << (t % 32);
+  };
+  for (int32_t t : s.request.stop_token_ids) allow(t);
+  if (!s.request.ignore_eos)
+    for (int32_t t : eos_) allow(t);
+}
+
 FinishReason Scheduler::finish_reason(const Sequence& s, int32_t token) const {
   const auto& stop = s.request.stop_token_ids;
   if (std::find(stop.begin(), stop.end(), token) != stop.end()) return FinishReason::kStop;
@@ -347,6 +371,17 @@ FinishReason Scheduler::finish_reason(const Sequence& s, int32_t token) const {
   if (s.num_generated >= s.request.max_tokens) return FinishReason::kLength;
   if (static_cast<int>(s.tokens.size()) >= limits_.max_seq_len) return FinishReason::kLength;
   return FinishReason::kNone;
+}
+
+FinishReason Scheduler::advance_constraint(Sequence& s, int32_t token, FinishReason reason) const {
+  TokenConstraint& rule = *s.request.constraint;
+  if (!rule.advance(token)) {
+    // The mask allowed only what the rule allows: a token outside it means the two disagree.
+    log_error("request ", s.request.id, ": generated token ", token,
+              " breaks its structured output rule; the request is aborted");
+    return FinishReason::kAborted;
+  }
+  return rule.finished() ? FinishReason::kComplete : reason;  // whole: it ends here, not truncated
 }
 
 void Scheduler::finish(std::vector<std::unique_ptr<Sequence>>::iterator it) {
@@ -388,7 +423,9 @@ std::vector<TokenEvent> Scheduler::complete(const StepResult& result) {
       s.tokens.push_back(token);
       s.adjuster.observe(token);
       ++s.num_generated;
-      const FinishReason reason = finish_reason(s, token);
+      FinishReason reason = finish_reason(s, token);
+      if (s.request.constraint && reason != FinishReason::kStop)
+        reason = advance_constraint(s, token, reason);
       events.push_back({s.request.id, token, s.num_generated - 1, reason});
       if (s.request.logprobs >= 0) {
         TPS_CHECK(row + j < result.logprobs.size(), "step result lacks the log-probabilities of row ",

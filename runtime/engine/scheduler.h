@@ -15,6 +15,7 @@
 
 #include "runtime/engine/kv_block_allocator.h"
 #include "runtime/engine/logit_adjuster.h"
+#include "runtime/engine/token_constraint.h"
 #include "runtime/model/step_batch.h"
 
 namespace tpserve {
@@ -31,9 +32,16 @@ struct Request {
   // Logit bias, penalties, min_tokens (logit_adjuster.h). A request with penalties is not speculated: its
   // rows' adjustments depend on every token before them.
   LogitProcessing processing;
+  // Structured output (token_constraint.h): the tokens it allows next, and the request's stop tokens once
+  // the text is whole. One per request (it holds the request's state); a constrained request is not
+  // speculated, and it stops when the rule is finished.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
-enum class FinishReason { kNone, kStop, kLength, kAborted };
+// kStop: a stop token (EOS, stop_token_ids) ended the request; it is not part of the text. kComplete: the
+// structured output rule is finished (nothing may follow); the token is the text's last, and the answer's
+// finish_reason is "stop" too.
+enum class FinishReason { kNone, kStop, kLength, kAborted, kComplete };
 const char* finish_reason_name(FinishReason r);
 
 struct TokenEvent {
@@ -187,6 +195,11 @@ class Scheduler {
   int blocks_computed_for(const Sequence& s) const;
 
   void preempt_newest();
+  // Structured output: the mask of the tokens sampled row `row` of `s` may draw (its rule's, and its stop
+  // tokens once the text is whole), appended to the batch.
+  void append_token_mask(const Sequence& s, int32_t row, StepBatch& b) const;
+  // Tells the rule the token `s` generated; the reason it finishes then (kStop once the rule is finished).
+  FinishReason advance_constraint(Sequence& s, int32_t token, FinishReason reason) const;
   FinishReason finish_reason(const Sequence& s, int32_t token) const;
   void finish(std::vector<std::unique_ptr<Sequence>>::iterator it);
 

@@ -60,7 +60,7 @@ class Reader {
   size_t pos_ = 0;
 };
 
-constexpr uint32_t kMagic = 0x54505334;  // "TPS4": bump when the layout changes
+constexpr uint32_t kMagic = 0x54505335;  // "TPS5": bump when the layout changes
 
 }  // namespace
 
@@ -83,6 +83,8 @@ void visit_fields(Batch& b, Visit&& v) {
   v.vec(b.group_seq);
   v.vec(b.logprobs);
   v.vec(b.logit_adjustments);
+  v.vec(b.mask_rows);
+  v.vec(b.token_masks);
 }
 
 std::vector<char> encode_step(const StepBatch& b) {

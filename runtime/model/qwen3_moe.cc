@@ -101,6 +101,10 @@ Qwen3MoeModel::Qwen3MoeModel(const ModelSpec& spec, const ShardLayout& layout, M
     host_adjust_targets_.reserve(static_cast<size_t>(E) * 2);
     host_adjust_values_.reserve(static_cast<size_t>(E) * 3);
   }
+  if (options_.max_token_masks > 0) {
+    mask_rows_ = backend_.alloc(DType::kI32, {options_.max_token_masks});
+    token_masks_ = backend_.alloc(DType::kI32, {options_.max_token_masks, mask_words(spec_.vocab_size)});
+  }
   ones_ = backend_.alloc(DType::kF32, {R});
   backend_.copy_from_host(ones_, std::vector<float>(static_cast<size_t>(R), 1.0f).data());
   const int64_t S = options_.max_seqs;
@@ -248,6 +252,7 @@ Qwen3MoeModel::StepShape Qwen3MoeModel::upload(const StepBatch& b) {
     shape.logprobs = true;
   }
   shape.adjustments = upload_logit_adjustments(b);
+  shape.masks = upload_token_masks(b);
   for (int q = 0; q < shape.seqs; ++q)
     shape.max_query_len = std::max(shape.max_query_len, b.query_start[q + 1] - b.query_start[q]);
   shape.max_context_len =
@@ -277,11 +282,14 @@ SamplingInputs Qwen3MoeModel::sampling_inputs(const StepShape& shape) const {
 }
 
 Qwen3MoeModel::Candidates Qwen3MoeModel::lm_head_candidates(Tensor hidden, int n, Tensor temperature,
-                                                            Tensor logits, int adjustments) {
+                                                            Tensor logits, int adjustments, int masks) {
   backend_.linear(hidden, weights_.lm_head, logits);
   if (adjustments > 0)
     backend_.adjust_logits(logits, layout_.vocab_begin(spec_), adjust_targets_.rows(0, adjustments),
                            adjust_values_.rows(0, adjustments));
+  if (masks > 0)
+    backend_.mask_logits(logits, layout_.vocab_begin(spec_), mask_rows_.rows(0, masks),
+                         token_masks_.rows(0, masks));
   return candidates(logits, n, temperature, {cand_vals_, cand_ids_, cand_stats_},
                     {all_vals_, all_ids_, all_stats_});
 }
@@ -444,7 +452,8 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
     Tensor sample_rows = input(off_rows_, DType::kI32, rows);
     Tensor hidden = sample_hidden_.rows(0, rows), logits = logits_.rows(0, rows);
     backend_.gather_rows(normed_.rows(0, tokens), sample_rows, hidden);
-    const Candidates cand = lm_head_candidates(hidden, rows, sampling.temperature, logits, shape.adjustments);
+    const Candidates cand =
+        lm_head_candidates(hidden, rows, sampling.temperature, logits, shape.adjustments, shape.masks);
     Tensor emitted = emitted_.rows(0, rows);
     if (shape.speculative) {
       Tensor row_tokens = row_tokens_.rows(0, rows);

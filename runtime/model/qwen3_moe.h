@@ -30,6 +30,7 @@ struct ModelOptions {
   int sampling_candidates = 256;   // per rank and row; top-p works within the best of these
   int num_speculative_tokens = 0;  // k drafts per sequence and step (MTP or scripted drafts)
   int max_logit_adjustments = 0;   // StepBatch::logit_adjustments a step may carry
+  int max_token_masks = 0;         // StepBatch::mask_rows a step may carry (structured output)
   bool keep_logits = false;        // allow StepResult::logits (tests)
   bool record_routing = false;     // keep every MoE layer's expert ids for last_step_routing() (benchmarks)
 };
@@ -89,6 +90,7 @@ class Qwen3MoeModel {
     bool mtp = false;          // the MTP head runs (mtp_next_tokens given)
     bool logprobs = false;     // a row asks for log-probabilities (eager steps only)
     int adjustments = 0;       // logit adjustments uploaded (eager steps only)
+    int masks = 0;             // token masks uploaded (eager steps only)
     int max_query_len = 0, max_context_len = 0;
   };
   StepShape upload(const StepBatch& batch);
@@ -103,13 +105,16 @@ class Qwen3MoeModel {
   // padding_batch(size) uploaded (attention planned for any context) and run eagerly, waited for.
   StepShape run_padding_step(int size);
   Tensor input(size_t offset, DType dtype, int64_t n) const;  // a typed view of the step-input buffer
-  // lm_head on this rank's vocabulary slice, the step's first `adjustments` logit adjustments, then every
-  // rank's best candidates (all-gathered under TP).
+  // lm_head on this rank's vocabulary slice, the step's first `adjustments` logit adjustments and first
+  // `masks` token masks, then every rank's best candidates (all-gathered under TP).
   Candidates lm_head_candidates(Tensor hidden, int n, Tensor temperature, Tensor logits_out,
-                                int adjustments = 0);
+                                int adjustments = 0, int masks = 0);
   // Checks the batch's logit adjustments and copies them to the device (qwen3_moe_logit_adjust.cc);
   // returns how many.
   int upload_logit_adjustments(const StepBatch& batch);
+  // Checks the batch's token masks and copies them to the device (qwen3_moe_logit_adjust.cc); returns
+  // how many.
+  int upload_token_masks(const StepBatch& batch);
   // The C best logits of this rank's slice of n rows and their stats into `mine` ([R, C], [R, C], [R, 2]),
   // then every rank's into `all` ([P, R, C], ...; used with several ranks).
   Candidates candidates(Tensor logits, int n, Tensor temperature, const Candidates& mine,
@@ -186,6 +191,10 @@ class Qwen3MoeModel {
   Tensor adjust_values_;   // [E, 3] f32: bias, scale, subtract
   std::vector<int32_t> host_adjust_targets_;
   std::vector<float> host_adjust_values_;
+  // Token masks of the step (M = options_.max_token_masks, W = mask_words(vocab)), copied only when a step
+  // has some.
+  Tensor mask_rows_;    // [M] i32: sampled row
+  Tensor token_masks_;  // [M, W] i32: bit t % 32 of word t / 32 set = token t allowed
   // Speculative decoding and the MTP head.
   Tensor row_tokens_, step_results_, emitted_, accepted_, draft_table_, mtp_a_, mtp_b_, mtp_h_, draft_tokens_,
       draft_rows_, draft_pos_, draft_slots_, draft_ctx_, draft_tables_;

@@ -13,8 +13,9 @@
 namespace tpserve {
 
 int Qwen3MoeModel::graph_bucket(const StepBatch& b) const {
-  // Log-probabilities and logit adjustments: eager.
-  if (graphs_.empty() || !b.logprobs.empty() || !b.logit_adjustments.empty()) return -1;
+  // Log-probabilities, logit adjustments and token masks: eager.
+  if (graphs_.empty() || !b.logprobs.empty() || !b.logit_adjustments.empty() || !b.mask_rows.empty())
+    return -1;
   const int seqs = b.num_seqs(), q = 1 + options_.num_speculative_tokens;
   const bool speculative = !b.group_start.empty();
   if (speculative != (options_.num_speculative_tokens > 0)) return -1;

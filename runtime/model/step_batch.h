@@ -26,6 +26,11 @@ struct LogitAdjustment {
   float subtract = 0.0f;  // frequency x count + presence
 };
 
+// 32-bit words of a token mask over a vocabulary of `vocab` ids.
+inline int mask_words(int64_t vocab) {
+  return static_cast<int>((vocab + 31) / 32);
+}
+
 struct StepBatch {
   std::vector<int32_t> token_ids;     // [T]
   std::vector<int32_t> positions;     // [T]
@@ -58,6 +63,13 @@ struct StepBatch {
   // rows' logits before they are sampled (and before log-probabilities are taken). A step that has any runs
   // eagerly.
   std::vector<LogitAdjustment> logit_adjustments;  // [E]
+
+  // Token masks (structured output; empty unless a row is constrained): sampled row mask_rows[m] may draw
+  // only the tokens whose bits are set in token_masks[m * W, (m + 1) * W), W = mask_words(vocab) (token t:
+  // bit t % 32 of word t / 32); the others' logits become -inf, after the logit adjustments. A step that has
+  // any runs eagerly.
+  std::vector<int32_t> mask_rows;     // [M] distinct sampled rows
+  std::vector<uint32_t> token_masks;  // [M * W]
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }

@@ -60,7 +60,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SamplingCandidatesTest,
 // in random order, -inf biases and negative logits among them.
 TEST(LogitAdjust, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
-  for (const auto [rows, vocab] : {std::pair{1, 1000}, std::pair{5, 37984}, std::pair{16, 151936}}) {
+  for (const auto& [rows, vocab] : {std::pair{1, 1000}, std::pair{5, 37984}, std::pair{16, 151936}}) {
     std::mt19937 rng(rows * 131 + vocab);
     Backends b;
     const int64_t vocab_begin = 500;  // entries below it or past the slice belong to other ranks
@@ -95,6 +95,32 @@ TEST(LogitAdjust, MatchesCpu) {
     b.gpu().adjust_logits(logits.gpu, vocab_begin, t.gpu, v.gpu);
     expect_close("adjusted logits V " + std::to_string(vocab), cpu_floats(logits.cpu), b.floats(logits.gpu),
                  {1e-6f, 1e-6f});
+  }
+}
+
+// Token masks applied in place: random masks over the whole vocabulary, this rank's slice starting inside a
+// word, some rows masked and others not.
+TEST(LogitMask, MatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const auto& [rows, vocab] : {std::pair{1, 1000}, std::pair{5, 37984}, std::pair{16, 151936}}) {
+    std::mt19937 rng(rows * 17 + vocab);
+    Backends b;
+    const int64_t vocab_begin = 45;  // not a multiple of 32
+    const int words = static_cast<int>((vocab_begin + vocab + 31) / 32);
+    std::vector<int32_t> mask_rows;
+    for (int r = 0; r < rows; ++r)
+      if (r % 3 != 1) mask_rows.push_back(r);
+    std::shuffle(mask_rows.begin(), mask_rows.end(), rng);
+    const int n = static_cast<int>(mask_rows.size());
+    std::vector<int32_t> masks(size_t(n) * words);
+    std::uniform_int_distribution<uint32_t> bits;
+    for (auto& w : masks) w = static_cast<int32_t>(bits(rng) & bits(rng));  // about a quarter allowed
+    Pair logits = b.f32({rows, vocab}, uniform(rng, size_t(rows) * vocab, -8.0f, 8.0f));
+    Pair r = b.i32({n}, mask_rows), m = b.i32({n, words}, masks);
+    b.cpu().mask_logits(logits.cpu, vocab_begin, r.cpu, m.cpu);
+    b.gpu().mask_logits(logits.gpu, vocab_begin, r.gpu, m.gpu);
+    expect_close("masked logits V " + std::to_string(vocab), cpu_floats(logits.cpu), b.floats(logits.gpu),
+                 {0.0f, 0.0f});
   }
 }
 

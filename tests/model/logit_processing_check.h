@@ -47,9 +47,11 @@ struct ProcessedRun {
 };
 
 // Runs `r` alone on `run` (keep_logits), checking every emitted token's logits (-inf exactly, the others
-// within atol + rtol * |want|) against processed_logits() of `plain`'s raw logits.
+// within atol + rtol * |want|) against processed_logits() of `plain`'s raw logits, and, with `mirror` (a
+// second instance of r's structured-output rule, for requests with ignore_eos and no stop ids), -inf for
+// the tokens the rule refuses.
 inline ProcessedRun check_processed_run(Engine& run, Engine& plain, const Request& r, double atol,
-                                        double rtol) {
+                                        double rtol, TokenConstraint* mirror = nullptr) {
   const int64_t vocab = run.model().spec().vocab_size;
   run.scheduler().add(r);
   ProcessedRun out;
@@ -59,7 +61,13 @@ inline ProcessedRun check_processed_run(Engine& run, Engine& plain, const Reques
     for (size_t j = 0; j < events.size(); ++j) {  // one sequence: event j was drawn at sampled row j
       std::vector<int32_t> prefix = r.prompt;
       prefix.insert(prefix.end(), out.tokens.begin(), out.tokens.end());
-      const std::vector<float> want = processed_logits(raw_logits(plain, prefix), r, out.tokens);
+      std::vector<float> want = processed_logits(raw_logits(plain, prefix), r, out.tokens);
+      if (mirror != nullptr && mirror->active()) {
+        std::vector<uint32_t> words(static_cast<size_t>(mask_words(vocab)), 0u);
+        mirror->allowed(words.data(), static_cast<int>(words.size()));
+        for (int64_t v = 0; v < vocab; ++v)
+          if (!((words[v / 32] >> (v % 32)) & 1u)) want[v] = -INFINITY;
+      }
       int mismatches = 0;
       for (int64_t v = 0; v < vocab; ++v) {
         const float got = logits[j * vocab + v];
@@ -70,6 +78,9 @@ inline ProcessedRun check_processed_run(Engine& run, Engine& plain, const Reques
                         << want[v];
       }
       out.tokens.push_back(events[j].token);
+      if (mirror != nullptr) {
+        EXPECT_TRUE(mirror->advance(events[j].token)) << "token " << out.tokens.size();
+      }
     }
   }
   out.drafts = run.scheduler().speculative_metrics().drafts;

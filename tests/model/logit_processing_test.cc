@@ -8,6 +8,7 @@
 #include "runtime/engine/engine.h"
 #include "tests/model/logit_processing_check.h"
 #include "tests/model/mtp_fixture.h"
+#include "tests/unit/modulo_constraint.h"
 
 namespace tpserve {
 namespace {
@@ -18,11 +19,11 @@ const std::string kModel = "model: {synthetic: {preset: tiny, seed: 9, vocab: 40
 const std::vector<std::string> kMtp = {"speculative.method=mtp", "speculative.num_speculative_tokens=2"};
 
 ProcessedRun run_and_check(const std::vector<std::string>& overrides, const Request& r,
-                           EngineOptions options = {}) {
+                           EngineOptions options = {}, TokenConstraint* mirror = nullptr) {
   options.keep_logits = true;
   EngineRun run(make_config(kModel, overrides), std::move(options));
   EngineRun plain(make_config(kModel), EngineOptions{.keep_logits = true});
-  return check_processed_run(*run.engine, *plain.engine, r, 1e-4, 1e-4);
+  return check_processed_run(*run.engine, *plain.engine, r, 1e-4, 1e-4, mirror);
 }
 
 std::vector<int32_t> plain_greedy(const std::vector<int32_t>& prompt, int n) {
@@ -95,6 +96,33 @@ TEST(LogitProcessing, EveryVerifiedRowHasItsOwnMinTokensMask) {
   const ProcessedRun scripted = run_and_check({}, r, options);
   EXPECT_EQ(scripted.tokens, plain.tokens);
   EXPECT_GE(scripted.accepted, 6);
+}
+
+// Structured output: a rule over ids (after n tokens, t with (t + n) % 7 == 0; finished after 6), with a
+// bias on one of its tokens: every step's logits are the processed raw ones with the refused tokens at -inf,
+// the request stops when the rule is finished, and it is not speculated.
+Request constrained(const SamplingParams& sampling) {
+  Request r{.id = 1, .prompt = {31, 32, 33}, .sampling = sampling, .max_tokens = 16, .ignore_eos = true};
+  r.constraint = std::make_shared<ModuloConstraint>(7, 6);
+  r.processing.logit_bias = {{700, 3.0f}, {701, 50.0f}};
+  return r;
+}
+
+TEST(StructuredOutput, MaskedLogitsGreedySampledAndUnderMtp) {
+  for (const bool mtp : {false, true})
+    for (const SamplingParams& sampling :
+         {SamplingParams{}, SamplingParams{.temperature = 0.9f, .seed = 5}}) {
+      SCOPED_TRACE(std::string(mtp ? "mtp" : "plain") + (sampling.temperature > 0 ? " sampled" : " greedy"));
+      ModuloConstraint mirror(7, 6);
+      const ProcessedRun got =
+          run_and_check(mtp ? kMtp : std::vector<std::string>{}, constrained(sampling), {}, &mirror);
+      ASSERT_EQ(got.tokens.size(), 6u);  // stopped when the rule was finished, not at max_tokens
+      for (int n = 0; n < 6; ++n) EXPECT_EQ((got.tokens[n] + n) % 7, 0) << n;
+      EXPECT_EQ(got.drafts, 0);
+      if (sampling.temperature == 0) {
+        EXPECT_NE(got.tokens, plain_greedy({31, 32, 33}, 6));
+      }
+    }
 }
 
 }  // namespace

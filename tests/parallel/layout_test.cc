@@ -3,7 +3,7 @@
 // parallel with all-to-all dispatch. Each must give the single-rank logits (1e-5 relative L2), greedy
 // tokens and seeded samples (drawn on the prompt blocks the greedy run left in the prefix cache), and
 // log-probabilities (merged from every rank's vocabulary slice), and tokens under logit bias and penalties
-// (applied on each rank's slice), on the
+// (applied on each rank's slice), and under a structured-output rule (its token masks too), on the
 // transformers fixtures and on a synthetic model. A skewed-routing checkpoint (every token to experts 0 and
 // 1, both on rank 0) proves the all-to-all drops nothing.
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include "tests/parallel/layouts.h"
 #include "tests/parallel/mpi_test_env.h"
 #include "tests/parallel/skewed_checkpoint.h"
+#include "tests/unit/modulo_constraint.h"
 
 namespace tpserve {
 namespace {
@@ -31,6 +32,7 @@ struct Outcome {
   int64_t prefix_hits = 0;              // prompt tokens the sampled run found cached by the greedy one
   std::vector<TokenLogprobs> logprobs;  // a greedy run's, top 3 (vocab-parallel: merged from every rank)
   std::vector<int32_t> processed;       // greedy under logit bias, penalties and min_tokens
+  std::vector<int32_t> constrained;     // greedy under a structured-output rule (ModuloConstraint(5, 8))
 };
 
 const SamplingParams kSampling{.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .min_p = 0.0f, .seed = 7};
@@ -60,6 +62,10 @@ Outcome exercise(Engine& engine, const std::vector<int32_t>& sequence, int promp
                     .presence_penalty = 0.4f,
                     .min_tokens = 4};
     o.processed = engine.generate_together({r}).front();
+    // Token masks: each rank masks its own slice of the vocabulary.
+    Request c{.id = 1, .prompt = prompt, .max_tokens = 12, .ignore_eos = true};
+    c.constraint = std::make_shared<ModuloConstraint>(5, 8);
+    o.constrained = engine.generate_together({c}).front();
   });
   return o;
 }
@@ -101,6 +107,9 @@ void check_layouts(const std::string& model_yaml, const std::vector<int32_t>& se
     EXPECT_EQ(got.sampled, reference.sampled) << layout.name;
     EXPECT_EQ(got.processed, reference.processed) << layout.name;
     EXPECT_NE(got.processed, got.greedy) << layout.name;
+    EXPECT_EQ(got.constrained, reference.constrained) << layout.name;
+    ASSERT_EQ(got.constrained.size(), 8u) << layout.name;  // the rule finished after 8 tokens
+    for (int n = 0; n < 8; ++n) EXPECT_EQ((got.constrained[n] + n) % 5, 0) << layout.name << " token " << n;
     // The sampled run's prompt started on the greedy run's cached blocks (of 4), on every rank.
     EXPECT_EQ(got.prefix_hits, (prompt_len - 1) / 4 * 4) << layout.name;
     EXPECT_EQ(got.prefix_hits, reference.prefix_hits) << layout.name;

@@ -20,8 +20,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // (token -> entry) of one row, to compare without depending on the order of the entries.
 std::map<int32_t, LogitAdjustment> by_token(const std::vector<LogitAdjustment>& entries, int32_t row) {
   std::map<int32_t, LogitAdjustment> out;
-  for (const auto& a : entries)
-    if (a.row == row) EXPECT_TRUE(out.emplace(a.token, a).second) << "token " << a.token << " named twice";
+  for (const auto& a : entries) {
+    if (a.row != row) continue;
+    EXPECT_TRUE(out.emplace(a.token, a).second) << "token " << a.token << " named twice";
+  }
   return out;
 }
 
@@ -81,7 +83,7 @@ TEST(LogitAdjustOp, AppliesTheFormulaToItsOwnSliceOnly) {
   auto be = make_cpu_backend();
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 2.0f);
-  const int rows = 3, vocab = 40, slice = 20;  // this rank holds ids [20, 40)
+  const int rows = 3, slice = 20;  // this rank holds ids [20, 40) of a vocabulary of 40
   std::vector<float> logits(rows * slice);
   for (float& x : logits) x = normal(rng);
   const std::vector<int32_t> targets = {0, 25, 2, 39, 1, 20, 0, 3 /* another rank's */, 2, 21};
@@ -266,6 +268,36 @@ TEST(SchedulerLogitProcessing, RefusesWhatCouldNeverFitOrIsNotANumber) {
   stop.stop_token_ids = {1000};
   EXPECT_THROW(v.add(stop), Error);
   v.add(request(11, {1}, 4, LogitProcessing{.logit_bias = {{999, 1.0f}}}));
+}
+
+// Token masks (structured output): a rank's slice [20, 52) of a 52-token vocabulary, two rows masked with
+// masks that name tokens on both sides of a word boundary; the third row untouched.
+TEST(LogitMaskOp, KeepsTheAllowedTokensOfItsOwnSliceOnly) {
+  auto be = make_cpu_backend();
+  const int rows = 3, slice = 32, begin = 20, words = 2;  // mask_words(52) = 2
+  std::vector<float> logits(rows * slice);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 0.25f * static_cast<float>(i) - 7.0f;
+  const std::vector<int32_t> mask_rows = {2, 0};
+  std::vector<uint32_t> masks(2 * words, 0u);
+  const std::vector<std::vector<int32_t>> allowed = {{3, 20, 31, 32, 51}, {21, 33}};
+  for (int m = 0; m < 2; ++m)
+    for (int32_t t : allowed[m]) masks[m * words + t / 32] |= 1u << (t % 32);
+  Tensor l = be->alloc(DType::kF32, {rows, slice}), r = be->alloc(DType::kI32, {2});
+  Tensor k = be->alloc(DType::kI32, {2, words});
+  be->copy_from_host(l, logits.data());
+  be->copy_from_host(r, mask_rows.data());
+  be->copy_from_host(k, masks.data());
+  be->mask_logits(l, begin, r, k);
+  std::vector<float> got(logits.size());
+  be->copy_to_host(got.data(), l);
+  for (int row = 0; row < rows; ++row)
+    for (int v = 0; v < slice; ++v) {
+      const int32_t t = begin + v;
+      const int m = row == 2 ? 0 : row == 0 ? 1 : -1;
+      const bool keep = m < 0 || std::count(allowed[m].begin(), allowed[m].end(), t) > 0;
+      EXPECT_EQ(got[row * slice + v], keep ? logits[row * slice + v] : -kInf)
+          << "row " << row << " token " << t;
+    }
 }
 
 }  // namespace

@@ -28,6 +28,8 @@ TEST(StepCodec, RoundTripsEveryField) {
   b.group_seq = {0};
   b.logprobs = {-1, 3, 0};
   b.logit_adjustments = {{0, 17, 2.5f, 1.0f, 0.0f}, {2, 3, -INFINITY, 1.3f, 0.75f}};
+  b.mask_rows = {2};
+  b.token_masks = {0x80000001u, 7u};
   const StepBatch d = decode_step(encode_step(b));
   EXPECT_EQ(d.token_ids, b.token_ids);
   EXPECT_EQ(d.positions, b.positions);
@@ -53,8 +55,10 @@ TEST(StepCodec, RoundTripsEveryField) {
   EXPECT_EQ(d.logit_adjustments[1].scale, 1.3f);
   EXPECT_EQ(d.logit_adjustments[1].subtract, 0.75f);
   EXPECT_EQ(d.logit_adjustments[0].bias, 2.5f);
+  EXPECT_EQ(d.mask_rows, b.mask_rows);
+  EXPECT_EQ(d.token_masks, b.token_masks);
   // The encoding covers the whole struct: a new field must be added to the codec (and here).
-  static_assert(sizeof(StepBatch) == 15 * sizeof(std::vector<int32_t>) + 8,
+  static_assert(sizeof(StepBatch) == 17 * sizeof(std::vector<int32_t>) + 8,
                 "StepBatch changed: update step_codec");
 }
 

@@ -140,6 +140,9 @@ class CpuBackend final : public Backend {
   void adjust_logits(Tensor logits, int64_t vocab_begin, Tensor targets, Tensor values) override {
     cpu::adjust_logits(logits, vocab_begin, targets, values);
   }
+  void mask_logits(Tensor logits, int64_t vocab_begin, Tensor rows, Tensor masks) override {
+    cpu::mask_logits(logits, vocab_begin, rows, masks);
+  }
   void resolve_tokens(Tensor ids, Tensor table) override {
     int32_t* v = ids.ptr<int32_t>();
     for (int64_t i = 0; i < ids.numel(); ++i) {

@@ -21,6 +21,7 @@ void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out)
 void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature, Tensor values, Tensor ids,
                          Tensor stats);
 void adjust_logits(Tensor logits, int64_t vocab_begin, Tensor targets, Tensor values);
+void mask_logits(Tensor logits, int64_t vocab_begin, Tensor rows, Tensor masks);
 void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens);
 void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params,
                        Tensor row_tokens, Tensor group_start, Tensor emitted, Tensor accepted);

@@ -146,6 +146,23 @@ void adjust_logits(Tensor logits, int64_t vocab_begin, Tensor targets, Tensor va
   }
 }
 
+void mask_logits(Tensor logits, int64_t vocab_begin, Tensor rows, Tensor masks) {
+  const int64_t num_rows = logits.dim(0), vocab = logits.dim(1), n = rows.numel();
+  TPS_CHECK(masks.ndim == 2 && masks.dim(0) == n && (vocab_begin + vocab + 31) / 32 <= masks.dim(1),
+            "mask_logits: logits ", logits.shape_string(), " from ", vocab_begin, " rows ",
+            rows.shape_string(), " masks ", masks.shape_string());
+  for (int64_t m = 0; m < n; ++m) {
+    const int64_t row = rows.ptr<int32_t>()[m];
+    TPS_CHECK(row >= 0 && row < num_rows, "mask_logits: row ", row, " of ", num_rows);
+    const auto* words = reinterpret_cast<const uint32_t*>(masks.ptr<int32_t>() + m * masks.dim(1));
+    float* x = logits.ptr<float>() + row * vocab;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const int64_t t = vocab_begin + v;
+      if (!((words[t / 32] >> (t % 32)) & 1u)) x[v] = -INFINITY;
+    }
+  }
+}
+
 void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens) {
   for (int64_t r = 0; r < values.dim(1); ++r)
     tokens.ptr<int32_t>()[r] = RowDistribution(values, ids, stats, params, r).draw();

@@ -98,6 +98,7 @@ class CudaBackend final : public Backend {
   void sampling_candidates(Tensor logits, int64_t vocab_begin, Tensor temperature, Tensor values, Tensor ids,
                            Tensor stats) override;
   void adjust_logits(Tensor logits, int64_t vocab_begin, Tensor targets, Tensor values) override;
+  void mask_logits(Tensor logits, int64_t vocab_begin, Tensor rows, Tensor masks) override;
   void sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params, Tensor tokens) override;
   void verify_and_sample(Tensor values, Tensor ids, Tensor stats, const SamplingInputs& params,
                          Tensor row_tokens, Tensor group_start, Tensor emitted, Tensor accepted) override;

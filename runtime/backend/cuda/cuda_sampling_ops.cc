@@ -1,8 +1,9 @@
-// CudaBackend sampling ops: per-rank candidates (two-stage exact top-C), logit adjustments, and the merge +
-// filters + draw.
+// CudaBackend sampling ops: per-rank candidates (two-stage exact top-C), logit adjustments and token masks,
+// and the merge + filters + draw.
 #include <algorithm>
 
 #include "kernels/logit_adjust.h"
+#include "kernels/logit_mask.h"
 #include "kernels/sample.h"
 #include "kernels/sampling_candidates.h"
 #include "runtime/backend/cuda/cuda_backend.h"
@@ -73,6 +74,29 @@ void CudaBackend::adjust_logits(Tensor logits, int64_t vocab_begin, Tensor targe
   p.rows = to_int(logits.dim(0), "rows");
   p.n = n;
   kernels::launch_logit_adjust(p, stream_, *policy_);
+}
+
+void CudaBackend::mask_logits(Tensor logits, int64_t vocab_begin, Tensor rows, Tensor masks) {
+  const char* op = "mask_logits";
+  expect(logits, DType::kF32, op, "logits");
+  expect(rows, DType::kI32, op, "rows");
+  expect(masks, DType::kI32, op, "masks");
+  const int n = to_int(rows.numel(), "masks");
+  const int vocab = to_int(logits.dim(1), "vocabulary");
+  TPS_CHECK(logits.ndim == 2 && masks.ndim == 2 && masks.dim(0) == n &&
+                (vocab_begin + vocab + 31) / 32 <= masks.dim(1),
+            op, ": logits ", logits.shape_string(), " from ", vocab_begin, " rows ", rows.shape_string(),
+            " masks ", masks.shape_string());
+  kernels::LogitMaskParams p;
+  p.logits = logits.ptr<float>();
+  p.rows = rows.ptr<int32_t>();
+  p.masks = reinterpret_cast<const uint32_t*>(masks.ptr<int32_t>());
+  p.vocab_begin = vocab_begin;
+  p.vocab = vocab;
+  p.num_rows = to_int(logits.dim(0), "rows");
+  p.words = to_int(masks.dim(1), "mask words");
+  p.n = n;
+  kernels::launch_logit_mask(p, stream_, *policy_);
 }
 
 kernels::SampleParams CudaBackend::sample_params(Tensor values, Tensor ids, Tensor stats,
