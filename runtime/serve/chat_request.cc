@@ -106,11 +106,6 @@ ChatTemplateOptions parse_template_options(const JsonFields& f) {
   if (const Json* choice = f.get("tool_choice");
       choice && !(choice->is_string() && (*choice == "auto" || *choice == "none")))
     bad_request("tool_choice", "only \"auto\" and \"none\" are supported", "unsupported_parameter");
-  if (const Json* format = f.get("response_format")) {
-    if (JsonFields(*format, "response_format").string("type").value_or("text") != "text")
-      bad_request("response_format.type", "only \"text\" is supported (no structured output)",
-                  "unsupported_parameter");
-  }
   f.boolean("parallel_tool_calls");  // accepted and ignored: every tool call the answer makes is returned
   return options;
 }
@@ -121,6 +116,12 @@ std::string parse_chat_prompt(const JsonFields& f) {
   const std::vector<ChatMessage> messages = parse_messages(f);
   const ChatTemplateOptions options = parse_template_options(f);
   return render_chat_prompt(messages, options);
+}
+
+bool chat_thinks(const JsonFields& f) {
+  const Json* kwargs = f.get("chat_template_kwargs");
+  return kwargs == nullptr ||
+         JsonFields(*kwargs, "chat_template_kwargs").boolean("enable_thinking").value_or(true);
 }
 
 bool chat_may_call_tools(const JsonFields& f) {

@@ -14,5 +14,8 @@ std::string parse_chat_prompt(const JsonFields& f);
 // Whether the answer may call tools: the request offers some (a non-empty `tools`) and `tool_choice` is not
 // "none". The fields were validated by parse_chat_prompt.
 bool chat_may_call_tools(const JsonFields& f);
+// Whether the answer starts with its reasoning: chat_template_kwargs.enable_thinking is not false (Qwen3's
+// template then leaves the <think> block to the model).
+bool chat_thinks(const JsonFields& f);
 
 }  // namespace tpserve::serve

@@ -35,6 +35,7 @@ RequestLimits request_limits_for(Engine& engine, const Tokenizer* tokenizer, con
   limits.max_logprobs = scheduler.limits().max_logprobs;
   limits.parse_reasoning = server.reasoning_parser == ReasoningParser::kQwen3;
   limits.parse_tool_calls = server.tool_call_parser == ToolCallParser::kHermes;
+  if (tokenizer != nullptr) limits.grammars = std::make_shared<StructuredGrammars>(*tokenizer);
   return limits;
 }
 
@@ -100,6 +101,7 @@ void EngineLoop::admit(Submitted s) {
   r.ignore_eos = s.job.ignore_eos;
   r.logprobs = s.job.logprobs;
   r.processing = s.job.processing;
+  if (s.job.structured) r.constraint = s.job.structured->start(s.job.structured_begin_after);
   try {
     engine_.scheduler().add(std::move(r));
   } catch (const Error& e) {  // validation upstream makes this rare: answer the client, keep serving
@@ -169,7 +171,8 @@ void EngineLoop::handle(const TokenEvent& e) {
   }
   if (e.finish != FinishReason::kNone) {
     u.text += a.stops.flush();
-    finish(e.request_id, a, std::move(u), e.finish == FinishReason::kStop ? "stop" : "length");
+    const bool stopped = e.finish == FinishReason::kStop || e.finish == FinishReason::kComplete;
+    finish(e.request_id, a, std::move(u), stopped ? "stop" : "length");
     return;
   }
   a.stream->publish(std::move(u));

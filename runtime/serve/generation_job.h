@@ -4,11 +4,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/engine/logit_adjuster.h"
 #include "runtime/model/step_batch.h"
+#include "runtime/serve/structured_grammar.h"
 
 namespace tpserve::serve {
 
@@ -22,6 +25,10 @@ struct GenerationJob {
   bool skip_special_tokens = true;
   int logprobs = -1;  // log-probabilities of the generated tokens: -1 none, n >= 0 the drawn one's and top n
   LogitProcessing processing;  // logit_bias, penalties, min_tokens
+  // Structured output: the rule the output follows (each choice starts its own constraint), from the token
+  // after `structured_begin_after` when given (the end of the chat answer's reasoning).
+  std::shared_ptr<StructuredGrammar> structured;
+  std::optional<int32_t> structured_begin_after;
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };
 

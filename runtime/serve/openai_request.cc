@@ -10,6 +10,7 @@
 #include "runtime/serve/chat_request.h"
 #include "runtime/serve/json_fields.h"
 #include "runtime/serve/logit_processing_fields.h"
+#include "runtime/serve/structured_output_fields.h"
 
 namespace tpserve::serve {
 namespace {
@@ -205,6 +206,7 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
   }
 
   out.job.processing = parse_logit_processing(f, limits.vocab_size, limits.defaults.repetition_penalty);
+  out.job.structured = parse_structured_output(f, limits.grammars.get());
   f.string("user");  // accepted and ignored
 }
 
@@ -331,6 +333,10 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
   out.job.prompt = tokenize(parse_chat_prompt(f), "messages", limits);
   out.chat_output.reasoning = limits.parse_reasoning;
+  // With the reasoning parsed out, the rule applies to the answer after it (vLLM's): from the token after
+  // </think>, unless the template closed the reasoning block already.
+  if (out.job.structured && limits.parse_reasoning && chat_thinks(f))
+    out.job.structured_begin_after = limits.tokenizer->token_id("</think>");
   out.chat_output.tool_calls = limits.parse_tool_calls && chat_may_call_tools(f);
   const auto max_tokens = f.integer("max_tokens", 1, kInt32Max);
   const auto max_completion_tokens = f.integer("max_completion_tokens", 1, kInt32Max);

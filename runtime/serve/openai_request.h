@@ -10,6 +10,7 @@
 #include "runtime/serve/chat_output_parser.h"
 #include "runtime/serve/generation_job.h"
 #include "runtime/serve/json_fields.h"
+#include "runtime/serve/structured_grammars.h"
 #include "runtime/serve/tokenizer.h"
 
 namespace tpserve::serve {
@@ -31,6 +32,8 @@ struct RequestLimits {
   // <tool_call> blocks as tool_calls where the request offers tools (server.tool_call_parser).
   bool parse_reasoning = false;
   bool parse_tool_calls = false;
+  // Structured output's compiled rules over the tokenizer's vocabulary (nullptr without a tokenizer).
+  std::shared_ptr<StructuredGrammars> grammars;
 };
 
 struct ParsedRequest {

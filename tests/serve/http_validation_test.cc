@@ -198,7 +198,7 @@ std::vector<Case> cases() {
   chat_field("tools", R"([{"type": "retrieval"}])", "tools[0].type");
   chat_field("tools", R"([{"type": "function"}])", "tools[0].function");
   chat_field("tool_choice", "\"required\"");
-  chat_field("response_format", R"({"type": "json_object"})", "response_format.type");
+  chat_field("response_format", R"({"type": "json_yaml"})", "response_format.type");
   chat_field("chat_template_kwargs", "5");
   chat_field("chat_template_kwargs", R"({"enable_thinking": "no"})", "chat_template_kwargs.enable_thinking");
   chat_field("add_generation_prompt", "1");

@@ -1,0 +1,25 @@
+// The request fields that ask for structured output, compiled into a grammar (runtime/serve/
+// structured_grammars.h): vLLM's `structured_outputs` {json, regex, choice, json_object, whitespace_pattern,
+// disable_any_whitespace}, its older `guided_json`, `guided_regex`, `guided_choice` and
+// `guided_whitespace_pattern`, and OpenAI's `response_format` {"type": "json_object"} or {"type":
+// "json_schema", "json_schema": {"name", "schema"}}. At most one rule; grammars (`grammar`,
+// `guided_grammar`) and structural tags are refused. Every problem throws ApiError naming the field.
+#pragma once
+
+#include <memory>
+
+#include "runtime/serve/json_fields.h"
+#include "runtime/serve/structured_grammar.h"
+
+namespace tpserve::serve {
+
+class StructuredGrammars;
+
+// The rule the request asks for, or nullptr. `grammars` is nullptr on a server without a tokenizer (a rule
+// is then refused: it is written over the vocabulary's text).
+std::shared_ptr<StructuredGrammar> parse_structured_output(const JsonFields& f, StructuredGrammars* grammars);
+
+// A regular expression that matches exactly the given text (RegexDfa's syntax).
+std::string regex_literal(std::string_view text);
+
+}  // namespace tpserve::serve

@@ -1,0 +1,187 @@
+// Structured output over HTTP on the tiny random model with Qwen3's tokenizer: whatever the random model
+// prefers, the answer is one of guided_choice's strings, matches guided_regex, or is JSON of the schema
+// (response_format, structured_outputs, guided_json); JSON mode's answer is valid JSON as far as it goes.
+// Refusals are 400s naming the field.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "runtime/serve/json_value_automaton.h"
+#include "runtime/serve/openai_request.h"
+#include "runtime/serve/regex_dfa.h"
+#include "tests/serve/qwen3_tokenizer.h"
+#include "tests/serve/test_server.h"
+
+namespace tpserve::serve::testing {
+namespace {
+
+Json completion(const Json& extra, int max_tokens = 24) {
+  Json body = {{"prompt", "The answer is"}, {"max_tokens", max_tokens}, {"temperature", 0.9}, {"seed", 7}};
+  body.update(extra);
+  return body;
+}
+
+Json chat(const Json& extra, int max_tokens = 48) {
+  Json body = {{"messages", {{{"role", "user"}, {"content", "Give me JSON."}}}},
+               {"max_tokens", max_tokens},
+               {"temperature", 0.9},
+               {"seed", 3},
+               {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  body.update(extra);
+  return body;
+}
+
+std::vector<std::string> texts(const Reply& r) {
+  EXPECT_EQ(r.status, 200) << r.raw;
+  std::vector<std::string> out;
+  for (const Json& c : r.body["choices"])
+    out.push_back(c.contains("text") ? c["text"].get<std::string>()
+                                     : c["message"]["content"].get<std::string>());
+  return out;
+}
+
+TEST(HttpStructuredOutput, ChoiceAndRegexHoldWhateverTheModelPrefers) {
+  TestServer server;
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  const std::vector<std::string> choices = {"yes", "no", "maybe so", "Oslo, Norway"};
+  const Reply r = post(server, "/v1/completions", completion({{"guided_choice", choices}, {"n", 4}}));
+  for (const std::string& text : texts(r))
+    EXPECT_NE(std::find(choices.begin(), choices.end(), text), choices.end()) << text;
+  for (const Json& c : r.body["choices"]) EXPECT_EQ(c["finish_reason"], "stop");
+
+  const std::string pattern = "[0-9]{3}-[a-z]{2,4}( ok)?";
+  for (const Json& rule :
+       {Json{{"guided_regex", pattern}}, Json{{"structured_outputs", {{"regex", pattern}}}}}) {
+    const Reply g = post(server, "/v1/completions", completion(rule));
+    RegexDfa dfa(pattern);
+    for (const std::string& text : texts(g)) EXPECT_TRUE(dfa.matches(text)) << text;
+    EXPECT_EQ(g.body["choices"][0]["finish_reason"], "stop");
+  }
+  // Streamed: the deltas add up to one of the choices.
+  const Stream s =
+      post_stream(server, "/v1/chat/completions", chat({{"guided_choice", choices}, {"stream", true}}));
+  EXPECT_TRUE(s.done);
+  EXPECT_NE(std::find(choices.begin(), choices.end(), stream_text(s)), choices.end()) << stream_text(s);
+}
+
+TEST(HttpStructuredOutput, SchemaAnswersAreJsonOfTheSchema) {
+  TestServer server;
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  const Json schema = {{"type", "object"},
+                       {"properties",
+                        {{"ok", {{"type", "boolean"}}},
+                         {"size", {{"enum", {"S", "M", "L"}}}},
+                         {"n", {{"type", "integer"}, {"maxLength", 3}}}}},
+                       {"required", {"ok", "size"}}};
+  Json small_n = schema;
+  small_n["properties"]["n"] = {{"enum", {1, 22, 333}}};
+  const std::vector<std::pair<std::string, Json>> requests = {
+      {"/v1/chat/completions",
+       chat({{"response_format",
+              {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", small_n}}}}}})},
+      {"/v1/completions", completion({{"structured_outputs", {{"json", small_n}}}, {"n", 2}}, 64)},
+      {"/v1/completions", completion({{"guided_json", small_n.dump()}}, 64)},
+  };
+  for (const auto& [path, body] : requests) {
+    const Reply r = post(server, path, body);
+    for (const std::string& text : texts(r)) {
+      const Json v = Json::parse(text, nullptr, false);
+      ASSERT_FALSE(v.is_discarded()) << path << ": " << text;
+      EXPECT_TRUE(v["ok"].is_boolean()) << text;
+      EXPECT_TRUE(v["size"] == "S" || v["size"] == "M" || v["size"] == "L") << text;
+      if (v.contains("n")) {
+        EXPECT_TRUE(v["n"] == 1 || v["n"] == 22 || v["n"] == 333) << text;
+      }
+      EXPECT_LE(v.size(), 3u) << text;
+    }
+    for (const Json& c : r.body["choices"]) EXPECT_EQ(c["finish_reason"], "stop") << path;
+  }
+}
+
+TEST(HttpStructuredOutput, JsonModeAnswersAreJsonAsFarAsTheyGo) {
+  TestServer server;
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  for (const Json& rule : {Json{{"response_format", {{"type", "json_object"}}}},
+                           Json{{"structured_outputs", {{"json_object", true}}}}}) {
+    const Reply r = post(server, "/v1/chat/completions", chat(rule, 40));
+    const std::string text = texts(r).at(0);
+    const size_t first = text.find_first_not_of(" \n\t\r");
+    ASSERT_NE(first, std::string::npos) << text;
+    EXPECT_EQ(text[first], '{') << text;
+    JsonValueAutomaton json;
+    JsonValueState s = json.start();
+    for (size_t i = 0; i < text.size(); ++i)
+      ASSERT_TRUE(json.step(s, static_cast<uint8_t>(text[i]))) << "byte " << i << " of " << text;
+    if (r.body["choices"][0]["finish_reason"] == "stop") {
+      EXPECT_TRUE(json.accepting(s)) << text;
+    } else {
+      EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+    }
+  }
+}
+
+void expect_400(const TestServer& server, const std::string& path, const Json& body, const std::string& param,
+                const std::string& says) {
+  const Reply r = post(server, path, body);
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_EQ(r.body["error"]["param"], param) << r.raw;
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find(says), std::string::npos) << r.raw;
+}
+
+TEST(HttpStructuredOutput, RulesThatCannotRunAreRefused) {
+  TestServer server;
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  const std::string c = "/v1/completions";
+  expect_400(server, c, completion({{"guided_regex", "a(?=b)"}}), "guided_regex", "(?=");
+  expect_400(server, c, completion({{"guided_regex", "[ab]*a[ab]{20}"}}), "guided_regex", "states");
+  expect_400(server, c, completion({{"guided_regex", 5}}), "guided_regex", "string");
+  expect_400(server, c, completion({{"guided_choice", Json::array()}}), "guided_choice", "non-empty");
+  expect_400(server, c, completion({{"guided_choice", {"a", ""}}}), "guided_choice[1]", "non-empty");
+  expect_400(server, c, completion({{"guided_grammar", "root ::= \"a\""}}), "guided_grammar",
+             "not supported");
+  expect_400(server, c, completion({{"structured_outputs", {{"grammar", "x"}}}}),
+             "structured_outputs.grammar", "not supported");
+  expect_400(server, c, completion({{"guided_regex", "a"}, {"guided_choice", {"b"}}}), "guided_choice",
+             "only one");
+  expect_400(server, c, completion({{"guided_json", {{"type", "object"}, {"not", {{"type", "null"}}}}}}),
+             "guided_json", "not");
+  expect_400(server, c, completion({{"guided_json", "{oops"}}), "guided_json", "JSON schema");
+  expect_400(server, "/v1/chat/completions", chat({{"response_format", {{"type", "yaml"}}}}),
+             "response_format.type", "json_schema");
+  expect_400(server, "/v1/chat/completions", chat({{"response_format", {{"type", "json_schema"}}}}),
+             "response_format.json_schema", "required");
+  // The server goes on serving.
+  const Reply fine = post(server, c, completion({{"guided_choice", {"fine"}}, {"return_token_ids", true}}));
+  EXPECT_EQ(fine.body["choices"][0]["text"], "fine") << fine.raw;
+}
+
+TEST(HttpStructuredOutput, RulesNeedTheTokenizer) {
+  TestServer server({}, false);
+  const Reply r = post(server, "/v1/completions", ids_completion(4, {{"guided_regex", "[0-9]+"}}));
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_EQ(r.body["error"]["code"], "tokenizer_unavailable") << r.raw;
+}
+
+// With the reasoning parsed out (server.reasoning_parser) and the model left to think, the rule starts after
+// </think>; with thinking off it starts at once.
+TEST(HttpStructuredOutput, ChatRulesStartAfterTheReasoning) {
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  RequestLimits limits;
+  limits.tokenizer = tok;
+  limits.vocab_size = 151936;
+  limits.max_context_tokens = 512;
+  limits.grammars = std::make_shared<StructuredGrammars>(*tok);
+  limits.parse_reasoning = true;
+  Json body = chat({{"guided_choice", {"a"}}});
+  body.erase("chat_template_kwargs");
+  ParsedRequest thinking = parse_chat_request(body.dump(), limits);
+  ASSERT_TRUE(thinking.job.structured);
+  EXPECT_EQ(thinking.job.structured_begin_after, tok->token_id("</think>"));
+  EXPECT_FALSE(
+      parse_chat_request(chat({{"guided_choice", {"a"}}}).dump(), limits).job.structured_begin_after);
+  limits.parse_reasoning = false;
+  EXPECT_FALSE(parse_chat_request(body.dump(), limits).job.structured_begin_after);
+}
+
+}  // namespace
+}  // namespace tpserve::serve::testing
