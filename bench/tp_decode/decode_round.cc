@@ -24,6 +24,16 @@ uint64_t mix(uint64_t x) {
   return mix64(x + 0x9e3779b97f4a7c15ull);
 }
 
+// A structured-output rule that allows every token and is always whole: a masked step's cost alone.
+class EveryToken : public TokenConstraint {
+ public:
+  bool active() const override { return true; }
+  void allowed(uint32_t* words, int num_words) override { std::fill(words, words + num_words, ~0u); }
+  bool complete() const override { return true; }
+  bool finished() const override { return false; }
+  bool advance(int32_t) override { return true; }
+};
+
 }  // namespace
 
 double RequestSample::decode_tokens_per_s() const {
@@ -76,6 +86,7 @@ RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCo
     r.max_tokens = spec.output_len;
     r.ignore_eos = true;
     r.processing = spec.processing;
+    if (spec.token_mask) r.constraint = std::make_shared<EveryToken>();
     scheduler.add(std::move(r));
   }
 

@@ -56,6 +56,7 @@ struct RoundSpec {
   int round = 0;
   bool keep_tokens = false;    // RequestSample::token_ids
   LogitProcessing processing;  // every request's (ArmSpec::processing)
+  bool token_mask = false;     // every request under a rule allowing every token (ArmSpec::token_mask)
 };
 
 // Deterministic prompts: request i of (seed, concurrency, round) gets the same ids in every arm. The first

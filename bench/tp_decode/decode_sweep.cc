@@ -27,6 +27,7 @@ struct ArmRuntime {
   std::unique_ptr<DeviceProbe> probe;
   std::unique_ptr<StepCostModel> cost;
   LogitProcessing processing;  // every request's (ArmSpec::processing)
+  bool token_mask = false;     // ArmSpec::token_mask
 };
 
 // The greedy continuations of every (concurrency, round) of the schedule, from an engine without
@@ -76,6 +77,7 @@ std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm,
     options.draft_script_tokens = arm.scripted_drafts;
   }
   rt->processing = arm.processing;
+  rt->token_mask = arm.token_mask;
   rt->setup = std::make_unique<RuntimeSetup>(config);
   const bool driver = rt->setup->world().rank() == 0;
   options.record_routing = driver;
@@ -112,6 +114,7 @@ std::optional<RoundRecord> run_once(ArmRuntime& rt, const RoundSpec& spec) {
   if (rt.drafts) rt.drafts->set_run(spec.concurrency, spec.round);
   RoundSpec arm_spec = spec;
   arm_spec.processing = rt.processing;
+  arm_spec.token_mask = rt.token_mask;
   RoundRecord rec = run_decode_round(e, arm_spec, rt.cost.get(), *rt.probe);
   e.stop_followers();
   return rec;

@@ -66,11 +66,14 @@ void parse_bench_key(ArmSpec& arm, const std::string& key, const std::string& va
               ": bench.logit_bias_tokens must be 0..1024, not ", value);
     arm.processing.logit_bias.clear();
     for (int t = 0; t < static_cast<int>(v); ++t) arm.processing.logit_bias.emplace_back(t, 0.5f);
+  } else if (key == "bench.token_mask") {
+    TPS_CHECK(v == 0 || v == 1, "--arm ", arm.name, ": bench.token_mask must be 0 or 1, not ", value);
+    arm.token_mask = v == 1;
   } else {
     TPS_THROW(
         "--arm ", arm.name, ": unknown tp_decode key '", key,
         "' (bench.scripted_drafts, bench.draft_acceptance, bench.skip_all_reduce, bench.presence_penalty, "
-        "bench.frequency_penalty, bench.repetition_penalty, bench.logit_bias_tokens)");
+        "bench.frequency_penalty, bench.repetition_penalty, bench.logit_bias_tokens, bench.token_mask)");
   }
 }
 

@@ -28,6 +28,10 @@ struct ArmSpec {
   // `bench.logit_bias_tokens=n` (a bias of 0.5 on tokens 0..n-1), so that the arm's step time against the
   // same arm without them is what they cost (their steps run eagerly).
   LogitProcessing processing;
+  // `bench.token_mask=1`: every request under a structured-output rule that allows every token (docs/
+  // serving.md, "Structured output"), so that the arm's step time against the same arm without it is what a
+  // step's token masks cost (the masks' copy and kernel, and eager steps), not a grammar's host work.
+  bool token_mask = false;
 };
 
 struct SweepOptions {
