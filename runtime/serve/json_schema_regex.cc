@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "runtime/serve/json_string_pattern.h"
 #include "runtime/serve/json_value_regex.h"
 #include "runtime/serve/regex_dfa.h"
 
@@ -191,11 +192,11 @@ class Converter {
     if (!arg.is_array() || arg.empty()) fail(at, "must be a non-empty array of schemas");
     if (combinator == "allOf") {
       if (arg.size() != 1) fail(at, "'allOf' of more than one schema is not supported");
-      return value(arg[0], at + "/0", depth);
+      return value(arg[0], at + "/0", depth + 1);  // a level too: nested combinators are bounded
     }
     std::vector<std::string> alternatives;
     for (size_t i = 0; i < arg.size(); ++i) {
-      alternatives.push_back(value(arg[i], at + "/" + std::to_string(i), depth));
+      alternatives.push_back(value(arg[i], at + "/" + std::to_string(i), depth + 1));
     }
     return alternation(alternatives);
   }
@@ -258,20 +259,14 @@ class Converter {
     return json_string_regex(min, max);
   }
 
-  // A user's pattern, checked on its own (so that its errors point into it), without its anchors.
-  static std::string embedded_pattern(std::string pattern, const std::string& at) {
+  // A user's pattern as the string's content (json_string_pattern.h), checked on its own so that its errors
+  // point into it.
+  static std::string embedded_pattern(const std::string& pattern, const std::string& at) {
     try {
-      RegexDfa check(pattern);
+      return json_string_pattern(pattern);
     } catch (const Error& e) {
       fail(at, e.what());
     }
-    if (!pattern.empty() && pattern[0] == '^') pattern.erase(0, 1);
-    size_t backslashes = 0;  // a '$' preceded by an odd number of backslashes is escaped
-    while (backslashes + 1 < pattern.size() && pattern[pattern.size() - 2 - backslashes] == '\\') {
-      ++backslashes;
-    }
-    if (!pattern.empty() && pattern.back() == '$' && backslashes % 2 == 0) pattern.pop_back();
-    return pattern;
   }
 
   std::string array_value(const Json& s, const std::string& pointer, int depth) {

@@ -3,8 +3,11 @@
 namespace tpserve::serve {
 namespace {
 
-// A string character: anything but '"', '\' and U+0000..U+001F, or an escape.
-constexpr std::string_view kStringChar = R"((?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}))";
+// A string character: anything but '"', '\' and U+0000..U+001F, or an escape; a \u escape of a surrogate
+// only as a high one followed by a low one (strict parsers refuse lone surrogates, as JSON mode does).
+constexpr std::string_view kStringChar =
+    R"((?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-CefEF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})|)"
+    R"(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))";
 constexpr std::string_view kInteger = R"(-?(?:0|[1-9][0-9]*))";
 constexpr std::string_view kFraction = R"((?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)";
 

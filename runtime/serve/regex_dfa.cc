@@ -67,6 +67,12 @@ int32_t RegexDfa::state_of(std::vector<int32_t> set) {
     throw Error("regex: the pattern needs more than " + std::to_string(max_states_) +
                 " automaton states (simplify it or bound its repetitions)");
   }
+  set_entries_ += set.size();
+  if (set_entries_ > kMaxSetEntries || (sets_.size() + 1) * num_classes_ > kMaxTableEntries) {
+    throw Error("regex: the pattern's automaton is too large to build (" + std::to_string(sets_.size()) +
+                " states of " + std::to_string(set_entries_) +
+                " pattern positions so far; simplify it or bound its repetitions)");
+  }
   const auto id = static_cast<int32_t>(sets_.size());
   const bool accepts = std::binary_search(set.begin(), set.end(), nfa_.match);
   auto [it, inserted] = ids_.emplace(std::move(set), id);
@@ -77,6 +83,7 @@ int32_t RegexDfa::state_of(std::vector<int32_t> set) {
 }
 
 int32_t RegexDfa::compute(int32_t state, uint8_t byte) {
+  if (built_) throw Error("regex: internal error: a transition missing after build_all()");
   const uint8_t cls = class_of_[byte];
   const uint8_t b = class_byte_[cls];  // every byte of the class moves alike
   std::vector<int32_t> seeds;
@@ -87,6 +94,27 @@ int32_t RegexDfa::compute(int32_t state, uint8_t byte) {
   const int32_t to = state_of(closure(seeds));
   table_[static_cast<size_t>(state) * num_classes_ + cls] = to;
   return to;
+}
+
+void RegexDfa::build_all() {
+  if (built_) return;
+  // States are numbered as made: walking ids in order reaches every state made on the way.
+  for (int32_t state = start_ == kDead ? 0 : start_; state >= 0 && static_cast<size_t>(state) < sets_.size();
+       ++state)
+    for (size_t cls = 0; cls < num_classes_; ++cls) next(state, class_byte_[cls]);
+  built_ = true;
+  ids_ = {};
+  sets_.clear();
+  sets_.shrink_to_fit();
+  nfa_ = Nfa{};
+  visited_ = {};
+}
+
+size_t RegexDfa::bytes() const {
+  size_t set_bytes = 0;
+  for (const auto* set : sets_) set_bytes += set->size() * sizeof(int32_t) + 64;
+  return table_.size() * sizeof(int32_t) + accepting_.size() + set_bytes +
+         nfa_.states.size() * sizeof(NfaState);
 }
 
 bool RegexDfa::matches(std::string_view text) {

@@ -24,10 +24,15 @@ class RegexDfa {
   static constexpr int32_t kDead = -1;
   // Bounds the NFA (unrolled counted repetitions): a larger pattern is refused by the constructor.
   static constexpr size_t kMaxNfaStates = 250000;
+  // Bounds what building the DFA holds and does: the NFA states of all DFA states together (a short
+  // pattern such as (?:.?){0,5000} has few DFA states of thousands of NFA states each), and the transition
+  // table (states x byte classes).
+  static constexpr size_t kMaxSetEntries = 4u << 20;
+  static constexpr size_t kMaxTableEntries = 8u << 20;
 
   // Throws tpserve::Error for syntax errors and unsupported constructs ("regex: ... at offset N"). A pattern
   // whose DFA needs more than max_states states throws from next() when the limit is crossed.
-  explicit RegexDfa(std::string_view pattern, size_t max_states = 20000);
+  explicit RegexDfa(std::string_view pattern, size_t max_states = 100000);
 
   // kDead when the pattern matches nothing.
   int32_t start() const { return start_; }
@@ -44,7 +49,14 @@ class RegexDfa {
 
   bool matches(std::string_view text);
 
-  size_t num_states() const { return sets_.size(); }
+  // Builds every state and transition reachable from the start now (throwing as next() would), then lets
+  // go of what building needed (the NFA, the state sets): next() is from then on a table lookup that never
+  // throws, and the automaton holds only its table.
+  void build_all();
+
+  size_t num_states() const { return accepting_.size(); }
+  // Bytes the automaton holds (after build_all(): its table).
+  size_t bytes() const;
   size_t num_byte_classes() const { return num_classes_; }
 
  private:
@@ -72,6 +84,8 @@ class RegexDfa {
   std::vector<uint32_t> visited_;                  // closure's marks: visited_[s] == mark_
   uint32_t mark_ = 0;
   int32_t start_ = kDead;
+  size_t set_entries_ = 0;  // NFA states of all DFA states
+  bool built_ = false;      // build_all() ran: nothing left to compute
 };
 
 }  // namespace tpserve::serve

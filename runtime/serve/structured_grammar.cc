@@ -1,6 +1,7 @@
 #include "runtime/serve/structured_grammar.h"
 
 #include <algorithm>
+#include <list>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -22,27 +23,14 @@ class RegexAutomaton {
   RegexAutomaton(std::string_view pattern, size_t max_states) : dfa_(pattern, max_states) {
     if (dfa_.start() == RegexDfa::kDead) throw Error("regex: matches no text at all");
     // Every state and transition now: a rule too large fails here, at the request, not in a step.
-    std::vector<char> seen;
-    std::vector<State> todo;
-    auto visit = [&](State s) {
-      if (static_cast<size_t>(s) >= seen.size()) seen.resize(static_cast<size_t>(s) + 1, 0);
-      if (!seen[s]) todo.push_back(s);
-      seen[s] = 1;
-    };
-    visit(dfa_.start());
-    bool continues = false;
-    while (!todo.empty()) {
-      const State s = todo.back();
-      todo.pop_back();
-      for (int b = 0; b < 256; ++b)
-        if (const State n = dfa_.next(s, static_cast<uint8_t>(b)); n != RegexDfa::kDead) {
-          visit(n);
-          continues = true;
-        }
-    }
+    dfa_.build_all();
     // The output has at least one token, and a rule's tokens are never special ones.
+    bool continues = false;
+    for (int b = 0; b < 256 && !continues; ++b)
+      continues = dfa_.next(dfa_.start(), static_cast<uint8_t>(b)) != RegexDfa::kDead;
     if (!continues) throw Error("regex: matches only the empty text");
   }
+  size_t bytes() const { return dfa_.bytes(); }
   State start() const { return dfa_.start(); }
   bool step(State& s, uint8_t byte) {
     const State n = dfa_.next(s, byte);
@@ -65,13 +53,14 @@ class JsonAutomaton {
   State start() const { return json_.start(); }
   bool step(State& s, uint8_t byte) { return json_.step(s, byte); }
   bool accepting(const State& s) const { return json_.accepting(s); }
+  size_t bytes() const { return sizeof(*this); }
 
  private:
   JsonValueAutomaton json_;
 };
 
-// Masks kept per grammar; past this many, the memo starts again (a rule that visits many states).
-constexpr size_t kMaxMemoizedMasks = 256;
+// Masks kept per grammar (19 KB each over Qwen3's vocabulary); past this many, the least recently used goes.
+constexpr size_t kMaxMemoizedMasks = 512;
 
 template <class Automaton>
 class AutomatonGrammar : public StructuredGrammar,
@@ -90,14 +79,27 @@ class AutomatonGrammar : public StructuredGrammar,
   void allowed(const State& s, uint32_t* words, int num_words) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = masks_.find(s);
-    if (it == masks_.end()) {
-      if (masks_.size() >= kMaxMemoizedMasks) masks_.clear();
+    if (it != masks_.end()) {
+      recent_.splice(recent_.begin(), recent_, it->second);
+    } else {
+      if (recent_.size() >= kMaxMemoizedMasks) {
+        masks_.erase(recent_.back().first);
+        recent_.pop_back();
+      }
       std::vector<uint32_t> mask(static_cast<size_t>(vocabulary_->vocab_size() + 31) / 32, 0u);
       vocabulary_->allowed_tokens(automaton_, s, mask.data(), static_cast<int>(mask.size()));
-      it = masks_.emplace(s, std::move(mask)).first;
+      recent_.emplace_front(s, std::move(mask));
+      it = masks_.emplace(s, recent_.begin()).first;
     }
-    const size_t n = std::min(it->second.size(), static_cast<size_t>(num_words));
-    for (size_t i = 0; i < n; ++i) words[i] |= it->second[i];
+    const std::vector<uint32_t>& mask = it->second->second;
+    const size_t n = std::min(mask.size(), static_cast<size_t>(num_words));
+    for (size_t i = 0; i < n; ++i) words[i] |= mask[i];
+  }
+  size_t bytes() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t masks = 0;
+    for (const auto& entry : recent_) masks += entry.second.size() * sizeof(uint32_t);
+    return automaton_.bytes() + masks;
   }
   bool accepting(const State& s) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -129,7 +131,8 @@ class AutomatonGrammar : public StructuredGrammar,
   std::mutex mutex_;  // requests' constraints are used on the engine's thread, start() on the server's
   Automaton automaton_;
   std::shared_ptr<const TokenTrie> vocabulary_;
-  std::unordered_map<State, std::vector<uint32_t>, typename Automaton::Hash> masks_;
+  std::list<std::pair<State, std::vector<uint32_t>>> recent_;  // memoized masks, most recently used first
+  std::unordered_map<State, typename decltype(recent_)::iterator, typename Automaton::Hash> masks_;
 };
 
 // One request's place in its grammar.

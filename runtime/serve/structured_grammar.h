@@ -2,10 +2,11 @@
 // schema turned into one, or JSON mode's any-object automaton), compiled over the tokenizer's vocabulary
 // and shared by every request and choice that sends the same rule. start() gives one request its
 // TokenConstraint (runtime/engine/token_constraint.h): the scheduler asks it for each step's token mask.
-// Masks are memoized per automaton state: a rule's first steps through a state walk the vocabulary trie
-// (milliseconds for the 151k-token Qwen3 vocabulary), later ones copy the mask.
+// Masks are memoized per automaton state (the 512 most recently used): a rule's first step through a state
+// walks the vocabulary trie (milliseconds for the 151k-token Qwen3 vocabulary), later ones copy the mask.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,6 +24,8 @@ class StructuredGrammar {
   // One request's constraint, at the rule's start. begin_after: the output is free until this token is
   // generated (the end of a reasoning block), and follows the rule from the next token on.
   virtual std::shared_ptr<TokenConstraint> start(std::optional<int32_t> begin_after = std::nullopt) = 0;
+  // Bytes it holds: its automaton and its memoized masks.
+  virtual size_t bytes() = 0;
 };
 
 // Whole-text regular expressions (RegexDfa's syntax). The automaton is built whole here, so that a rule too
@@ -30,7 +33,7 @@ class StructuredGrammar {
 // tpserve::Error), not while the engine steps.
 std::shared_ptr<StructuredGrammar> regex_grammar(std::string_view pattern,
                                                  std::shared_ptr<const TokenTrie> vocabulary,
-                                                 size_t max_states = 20000);
+                                                 size_t max_states = 100000);
 // JSON text (JSON mode: an object under the default options).
 std::shared_ptr<StructuredGrammar> json_grammar(const JsonValueOptions& options,
                                                 std::shared_ptr<const TokenTrie> vocabulary);

@@ -4,11 +4,12 @@
 
 namespace tpserve::serve {
 
-StructuredGrammars::StructuredGrammars(const Tokenizer& tokenizer, size_t capacity)
-    : StructuredGrammars(std::make_shared<const TokenTrie>(TokenTrie::of(tokenizer)), capacity) {}
+StructuredGrammars::StructuredGrammars(const Tokenizer& tokenizer, size_t capacity, size_t max_bytes)
+    : StructuredGrammars(std::make_shared<const TokenTrie>(TokenTrie::of(tokenizer)), capacity, max_bytes) {}
 
-StructuredGrammars::StructuredGrammars(std::shared_ptr<const TokenTrie> vocabulary, size_t capacity)
-    : vocabulary_(std::move(vocabulary)), capacity_(capacity) {}
+StructuredGrammars::StructuredGrammars(std::shared_ptr<const TokenTrie> vocabulary, size_t capacity,
+                                       size_t max_bytes)
+    : vocabulary_(std::move(vocabulary)), capacity_(capacity), max_bytes_(max_bytes) {}
 
 template <class Compile>
 std::shared_ptr<StructuredGrammar> StructuredGrammars::cached(const std::string& key, Compile compile) {
@@ -26,7 +27,10 @@ std::shared_ptr<StructuredGrammar> StructuredGrammars::cached(const std::string&
   if (auto it = by_key_.find(key); it != by_key_.end()) return it->second->second;
   recent_.emplace_front(key, grammar);
   by_key_[key] = recent_.begin();
-  if (recent_.size() > capacity_) {
+  size_t bytes = 0;
+  for (const auto& entry : recent_) bytes += entry.second->bytes();
+  while (recent_.size() > 1 && (recent_.size() > capacity_ || bytes > max_bytes_)) {
+    bytes -= recent_.back().second->bytes();
     by_key_.erase(recent_.back().first);
     recent_.pop_back();
   }

@@ -25,6 +25,10 @@ struct RuleField {
 Json schema_of(const Json& value, const std::string& field) {
   if (value.is_object() || value.is_boolean()) return value;
   if (value.is_string()) {
+    // As deep as a request body may be (json_fields.h), or the parse and the schema's walk recurse too far.
+    if (json_nesting_depth(value.get<std::string>()) > kMaxJsonDepth)
+      bad_request(field, "the schema is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                  "invalid_value");
     Json parsed = Json::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean()))
       bad_request(field, "expected a JSON schema (an object, or a string holding one)", "invalid_value");

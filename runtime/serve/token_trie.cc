@@ -17,8 +17,10 @@ TokenTrie::TokenTrie(const std::vector<std::string>& tokens) : bytes_(tokens) {
 
 TokenTrie TokenTrie::of(const Tokenizer& tokenizer) {
   std::vector<std::string> tokens(static_cast<size_t>(tokenizer.vocab_size()));
-  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id)
-    if (!tokenizer.is_special(id)) tokens[id] = tokenizer.token_bytes(id);
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) tokens[id] = tokenizer.token_bytes(id);
+  // Added tokens, special or not (Qwen3's <think>, <tool_call>, ...), are markup, not text a rule matches.
+  for (const AddedToken& added : tokenizer.added_tokens())
+    if (added.id >= 0 && added.id < tokenizer.vocab_size()) tokens[added.id].clear();
   return TokenTrie(tokens);
 }
 

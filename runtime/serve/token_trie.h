@@ -1,7 +1,7 @@
 // TokenTrie: the vocabulary's tokens as a trie of their bytes, for structured output: the tokens a rule
 // allows next are found by walking the trie beside the rule's automaton, so that tokens sharing a prefix
-// share its steps, and a prefix the rule refuses cuts off every token under it. Special tokens (and ids
-// without bytes) are left out: a rule never allows them.
+// share its steps, and a prefix the rule refuses cuts off every token under it. Added tokens (special or not:
+// <|im_end|>, <think>, <tool_call>) and ids without bytes are left out: a rule never allows them.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ class TokenTrie {
  public:
   // tokens[id] = the token's bytes (empty: left out).
   explicit TokenTrie(const std::vector<std::string>& tokens);
-  // The tokenizer's vocabulary, special tokens left out.
+  // The tokenizer's vocabulary, added tokens left out.
   static TokenTrie of(const Tokenizer& tokenizer);
 
   // Sets in `words` (bit t % 32 of words[t / 32]; ids past num_words * 32 are skipped) the bit of every token

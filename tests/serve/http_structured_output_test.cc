@@ -67,14 +67,12 @@ TEST(HttpStructuredOutput, ChoiceAndRegexHoldWhateverTheModelPrefers) {
 TEST(HttpStructuredOutput, SchemaAnswersAreJsonOfTheSchema) {
   TestServer server;
   QWEN3_TOKENIZER_OR_SKIP(tok);
-  const Json schema = {{"type", "object"},
-                       {"properties",
-                        {{"ok", {{"type", "boolean"}}},
-                         {"size", {{"enum", {"S", "M", "L"}}}},
-                         {"n", {{"type", "integer"}, {"maxLength", 3}}}}},
-                       {"required", {"ok", "size"}}};
-  Json small_n = schema;
-  small_n["properties"]["n"] = {{"enum", {1, 22, 333}}};
+  const Json small_n = {{"type", "object"},
+                        {"properties",
+                         {{"ok", {{"type", "boolean"}}},
+                          {"size", {{"enum", {"S", "M", "L"}}}},
+                          {"n", {{"enum", {1, 22, 333}}}}}},
+                        {"required", {"ok", "size"}}};
   const std::vector<std::pair<std::string, Json>> requests = {
       {"/v1/chat/completions",
        chat({{"response_format",
@@ -146,6 +144,13 @@ TEST(HttpStructuredOutput, RulesThatCannotRunAreRefused) {
   expect_400(server, c, completion({{"guided_json", {{"type", "object"}, {"not", {{"type", "null"}}}}}}),
              "guided_json", "not");
   expect_400(server, c, completion({{"guided_json", "{oops"}}), "guided_json", "JSON schema");
+  // A schema in a string is held to the body's nesting limit (its parse and walk recurse).
+  std::string deep;
+  for (int i = 0; i < 20000; ++i) deep += R"({"anyOf":[)";
+  deep += "{}";
+  for (int i = 0; i < 20000; ++i) deep += "]}";
+  expect_400(server, c, completion({{"guided_json", deep}}), "guided_json", "nested deeper");
+  expect_400(server, c, completion({{"guided_regex", "(?:.?){0,5000}"}}), "guided_regex", "too large");
   expect_400(server, "/v1/chat/completions", chat({{"response_format", {{"type", "yaml"}}}}),
              "response_format.type", "json_schema");
   expect_400(server, "/v1/chat/completions", chat({{"response_format", {{"type", "json_schema"}}}}),

@@ -310,5 +310,41 @@ TEST(JsonSchemaRegex, MinimumAndMaximumAreIgnored) {
   expect_instances(R"({"type":"integer","minimum":1,"maximum":5})", {"3", "100", "-1"}, {"1.5"});
 }
 
+// A pattern's sets are cut to what a JSON string holds unescaped: `.` or `[^@]` cannot write a bare quote,
+// backslash or control character; a pattern that needs one is refused.
+TEST(JsonSchemaRegex, PatternsNeverAdmitBrokenJson) {
+  RegexDfa any(json_schema_to_regex(nlohmann::json{{"type", "string"}, {"pattern", "^.*$"}}));
+  EXPECT_TRUE(any.matches(R"("ab c")"));
+  EXPECT_TRUE(any.matches("\"\xC3\xA9\""));
+  EXPECT_FALSE(any.matches(R"("a"b")"));
+  EXPECT_FALSE(any.matches("\"a\\b\""));
+  EXPECT_FALSE(any.matches("\"a\tb\""));
+  RegexDfa email(json_schema_to_regex(nlohmann::json{{"type", "string"}, {"pattern", "^[^@]+@[^@]+$"}}));
+  EXPECT_TRUE(email.matches(R"("a@b")"));
+  EXPECT_FALSE(email.matches(R"("a"@b")"));
+  RegexDfa spaced(json_schema_to_regex(nlohmann::json{{"type", "string"}, {"pattern", "a\\sb"}}));
+  EXPECT_TRUE(spaced.matches(R"("a b")"));
+  EXPECT_FALSE(spaced.matches("\"a\tb\""));
+  RegexDfa astral(json_schema_to_regex(nlohmann::json{{"type", "string"}, {"pattern", "^x.$"}}));
+  EXPECT_TRUE(astral.matches("\"x\xF0\x9F\x98\x80\""));
+  for (const char* needs_escape : {"\\n", "\\\\", "\""}) {
+    try {
+      json_schema_to_regex(nlohmann::json{{"type", "string"}, {"pattern", needs_escape}});
+      ADD_FAILURE() << needs_escape << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("/pattern"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(JsonSchemaRegex, StringEscapesOfSurrogatesComeInPairs) {
+  RegexDfa text(json_schema_to_regex(nlohmann::json{{"type", "string"}}));
+  EXPECT_TRUE(text.matches(R"("\uD83D\uDE00")"));
+  EXPECT_TRUE(text.matches(R"("\u00e9\uFFFF\ud7ff")"));
+  EXPECT_FALSE(text.matches(R"("\uD800")"));
+  EXPECT_FALSE(text.matches(R"("\uDC00x")"));
+  EXPECT_FALSE(text.matches(R"("\uD83Dx")"));
+}
+
 }  // namespace
 }  // namespace tpserve::serve

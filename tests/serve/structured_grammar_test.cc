@@ -192,6 +192,23 @@ TEST(StructuredGrammar, RulesThatCannotRunAreRefusedAtCompileTime) {
   expect_refused("[ab]*a[ab]{8}", "state", 256);
 }
 
+TEST(StructuredGrammar, RegexesTooCostlyToBuildAreRefused) {
+  // Few automaton states, each of thousands of pattern positions; and a table too large.
+  expect_refused("(?:.?){0,5000}", "too large");
+  expect_refused("(?:.{0,50}){0,50}", "too large");
+}
+
+TEST(TokenTrie, LeavesOutTheAddedTokens) {
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  const TokenTrie trie = TokenTrie::of(*tok);
+  for (const char* markup : {"</think>", "<tool_call>", "<|im_end|>"}) {
+    const auto id = tok->token_id(markup);
+    ASSERT_TRUE(id) << markup;
+    EXPECT_TRUE(trie.bytes(*id).empty()) << markup;
+  }
+  EXPECT_EQ(trie.num_tokens() + tok->added_tokens().size(), static_cast<size_t>(tok->vocab_size()));
+}
+
 TEST(StructuredGrammars, TheSameRuleIsCompiledOnce) {
   Small v;
   StructuredGrammars grammars(v.trie, 2);
@@ -200,6 +217,12 @@ TEST(StructuredGrammars, TheSameRuleIsCompiledOnce) {
   EXPECT_NE(grammars.regex("a1"), a);
   EXPECT_EQ(grammars.json({}), grammars.json({}));
   EXPECT_NE(grammars.regex("ab"), a);  // the least recently used of 2 was let go
+  // A byte budget smaller than two grammars keeps one.
+  StructuredGrammars small(v.trie, 8, 1);
+  auto b = small.regex("ab");
+  EXPECT_EQ(small.regex("ab"), b);
+  small.regex("a1");
+  EXPECT_NE(small.regex("ab"), b);
 }
 
 TEST(StructuredOutput, RegexLiteralMatchesExactlyItsText) {

@@ -1,0 +1,90 @@
+#include "runtime/serve/json_string_pattern.h"
+
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include "common/error.h"
+#include "runtime/serve/regex_parser.h"
+
+namespace tpserve::serve {
+namespace {
+
+// The code points a JSON string may hold unescaped, as ranges to intersect with.
+const std::vector<CodePointRange> kUnescaped = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}};
+
+std::string code_point(char32_t c) {
+  char buffer[16];
+  if (c <= 0xFFFF) {
+    std::snprintf(buffer, sizeof buffer, "\\u%04X", static_cast<unsigned>(c));
+  } else {
+    std::snprintf(buffer, sizeof buffer, "\\U%08X", static_cast<unsigned>(c));
+  }
+  return buffer;
+}
+
+// The node as regex text, its sets cut to kUnescaped; nullopt when it then matches nothing.
+std::optional<std::string> restricted(const RegexNode& n) {
+  switch (n.kind) {
+    case RegexNode::Kind::kEmpty:
+      return std::string();
+    case RegexNode::Kind::kSet: {
+      std::string out;
+      for (const CodePointRange& r : n.set)
+        for (const CodePointRange& u : kUnescaped) {
+          const char32_t lo = std::max(r.lo, u.lo), hi = std::min(r.hi, u.hi);
+          if (lo > hi) continue;
+          // Surrogates are no characters: cut them out too (the escape of one is refused).
+          for (const CodePointRange& part : {CodePointRange{lo, std::min<char32_t>(hi, 0xD7FF)},
+                                             CodePointRange{std::max<char32_t>(lo, 0xE000), hi}}) {
+            if (part.lo > part.hi) continue;
+            out += code_point(part.lo);
+            if (part.hi > part.lo) out += "-" + code_point(part.hi);
+          }
+        }
+      if (out.empty()) return std::nullopt;
+      return "[" + out + "]";
+    }
+    case RegexNode::Kind::kConcat: {
+      std::string out;
+      for (const RegexNode& c : n.children) {
+        const auto part = restricted(c);
+        if (!part) return std::nullopt;
+        out += *part;
+      }
+      return "(?:" + out + ")";
+    }
+    case RegexNode::Kind::kAlternate: {
+      std::string out;
+      bool any = false;
+      for (const RegexNode& c : n.children) {
+        const auto part = restricted(c);
+        if (!part) continue;
+        out += (any ? "|" : "") + *part;
+        any = true;
+      }
+      if (!any) return std::nullopt;
+      return "(?:" + out + ")";
+    }
+    case RegexNode::Kind::kRepeat: {
+      const auto part = restricted(n.children.at(0));
+      if (!part) return n.min == 0 ? std::optional<std::string>(std::string()) : std::nullopt;
+      const std::string max = n.max < 0 ? "" : std::to_string(n.max);
+      return "(?:" + *part + "){" + std::to_string(n.min) + "," + max + "}";
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string json_string_pattern(std::string_view pattern) {
+  const auto regex = restricted(parse_regex(pattern));
+  if (!regex)
+    throw Error(
+        "the pattern matches only text with characters a JSON string must escape ('\"', '\\\\', "
+        "control characters), which this server cannot generate");
+  return *regex;
+}
+
+}  // namespace tpserve::serve
