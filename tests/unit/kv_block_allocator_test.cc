@@ -203,8 +203,9 @@ void random_sequences(PrefixCacheKey key) {
       const int got = a.match(s.tokens, (len - 1) / kBs, s.table);
       for (int j = 0; j < got; ++j) {
         for (int i = 0; i < kBs; ++i) ASSERT_EQ(written[s.table[j]][i], s.tokens[j * kBs + i]) << iter;
-        if (key == PrefixCacheKey::kBlockAndNextToken)
+        if (key == PrefixCacheKey::kBlockAndNextToken) {
           ASSERT_EQ(written[s.table[j]][kBs], s.tokens[(j + 1) * kBs]) << iter;
+        }
       }
       s.computed = got * kBs;
       s.committed = got;
