@@ -263,7 +263,9 @@ class Converter {
   // point into it.
   static std::string embedded_pattern(const std::string& pattern, const std::string& at) {
     try {
-      return json_string_pattern(pattern);
+      std::string content = json_string_pattern(pattern);
+      compile_nfa(parse_regex(content), RegexDfa::kMaxNfaStates);  // its size errors point here too
+      return content;
     } catch (const Error& e) {
       fail(at, e.what());
     }

@@ -7,9 +7,9 @@
 // anyOf/oneOf (alternation; oneOf's exclusivity is not enforced), allOf of one schema, local $ref
 // ("#/$defs/...", "#/definitions/...", any "#/..." pointer; recursive references are refused), properties
 // with required (optional properties may be left out; extra properties are never generated), items,
-// minItems, maxItems, minLength, maxLength, pattern (matched against the whole JSON-encoded string
-// content, as outlines does; ^ and $ stripped), format date-time, date, time (RFC 3339, offset required),
-// uuid, email (other formats: a plain string). Ignored: minimum, maximum, exclusiveMinimum,
+// minItems, maxItems, minLength, maxLength, pattern (the string's characters between its quotes, cut to
+// those a JSON string holds unescaped: json_string_pattern.h), format date-time, date, time (RFC 3339, offset
+// required), uuid, email (other formats: a plain string). Ignored: minimum, maximum, exclusiveMinimum,
 // exclusiveMaximum (any integer or number is allowed), annotations (title, description, default, ...) and
 // unknown keywords. `{}`, `true`, an object without properties and an array without items allow any JSON
 // value nested at most 3 arrays/objects deep (counted from where the open schema is).

@@ -23,8 +23,12 @@ std::string code_point(char32_t c) {
   return buffer;
 }
 
+// Where a node's text goes: groups are added only where precedence needs them (a deep pattern would
+// otherwise come back nested deeper than the parser allows).
+enum class Place { kTop, kInConcat, kRepeated };
+
 // The node as regex text, its sets cut to kUnescaped; nullopt when it then matches nothing.
-std::optional<std::string> restricted(const RegexNode& n) {
+std::optional<std::string> restricted(const RegexNode& n, Place place) {
   switch (n.kind) {
     case RegexNode::Kind::kEmpty:
       return std::string();
@@ -48,29 +52,31 @@ std::optional<std::string> restricted(const RegexNode& n) {
     case RegexNode::Kind::kConcat: {
       std::string out;
       for (const RegexNode& c : n.children) {
-        const auto part = restricted(c);
+        const auto part = restricted(c, Place::kInConcat);
         if (!part) return std::nullopt;
         out += *part;
       }
-      return "(?:" + out + ")";
+      return place == Place::kRepeated && !out.empty() ? "(?:" + out + ")" : out;
     }
     case RegexNode::Kind::kAlternate: {
       std::string out;
       bool any = false;
       for (const RegexNode& c : n.children) {
-        const auto part = restricted(c);
+        const auto part = restricted(c, Place::kTop);  // an alternative needs no group of its own
         if (!part) continue;
         out += (any ? "|" : "") + *part;
         any = true;
       }
       if (!any) return std::nullopt;
-      return "(?:" + out + ")";
+      return place == Place::kTop ? out : "(?:" + out + ")";
     }
     case RegexNode::Kind::kRepeat: {
-      const auto part = restricted(n.children.at(0));
+      const auto part = restricted(n.children.at(0), Place::kRepeated);
       if (!part) return n.min == 0 ? std::optional<std::string>(std::string()) : std::nullopt;
+      if (part->empty()) return std::string();  // the empty text, however often
       const std::string max = n.max < 0 ? "" : std::to_string(n.max);
-      return "(?:" + *part + "){" + std::to_string(n.min) + "," + max + "}";
+      const std::string out = *part + "{" + std::to_string(n.min) + "," + max + "}";
+      return place == Place::kRepeated ? "(?:" + out + ")" : out;  // a repeat of a repeat: grouped
     }
   }
   return std::nullopt;
@@ -79,7 +85,7 @@ std::optional<std::string> restricted(const RegexNode& n) {
 }  // namespace
 
 std::string json_string_pattern(std::string_view pattern) {
-  const auto regex = restricted(parse_regex(pattern));
+  const auto regex = restricted(parse_regex(pattern), Place::kTop);
   if (!regex)
     throw Error(
         "the pattern matches only text with characters a JSON string must escape ('\"', '\\\\', "

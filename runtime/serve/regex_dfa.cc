@@ -47,6 +47,7 @@ std::vector<int32_t> RegexDfa::closure(const std::vector<int32_t>& seeds) {
     const int32_t s = stack.back();
     stack.pop_back();
     const NfaState& state = nfa_.states[s];
+    ++work_;
     if (state.kind != Kind::kEpsilon) {
       out.push_back(s);
       continue;
@@ -86,6 +87,11 @@ int32_t RegexDfa::compute(int32_t state, uint8_t byte) {
   if (built_) throw Error("regex: internal error: a transition missing after build_all()");
   const uint8_t cls = class_of_[byte];
   const uint8_t b = class_byte_[cls];  // every byte of the class moves alike
+  work_ += sets_[state]->size();
+  if (work_ > kMaxBuildWork) {
+    throw Error("regex: the pattern's automaton is too large to build (more than " +
+                std::to_string(kMaxBuildWork) + " steps; simplify it or bound its repetitions)");
+  }
   std::vector<int32_t> seeds;
   for (int32_t s : *sets_[state]) {
     const NfaState& n = nfa_.states[s];
@@ -103,18 +109,19 @@ void RegexDfa::build_all() {
        ++state)
     for (size_t cls = 0; cls < num_classes_; ++cls) next(state, class_byte_[cls]);
   built_ = true;
-  ids_ = {};
-  sets_.clear();
-  sets_.shrink_to_fit();
+  ids_ = decltype(ids_)();
+  std::vector<const std::vector<int32_t>*>().swap(sets_);
   nfa_ = Nfa{};
-  visited_ = {};
+  std::vector<uint32_t>().swap(visited_);
+  table_.shrink_to_fit();
+  accepting_.shrink_to_fit();
 }
 
 size_t RegexDfa::bytes() const {
   size_t set_bytes = 0;
   for (const auto* set : sets_) set_bytes += set->size() * sizeof(int32_t) + 64;
-  return table_.size() * sizeof(int32_t) + accepting_.size() + set_bytes +
-         nfa_.states.size() * sizeof(NfaState);
+  return table_.capacity() * sizeof(int32_t) + accepting_.capacity() + set_bytes +
+         nfa_.states.capacity() * sizeof(NfaState) + visited_.capacity() * sizeof(uint32_t);
 }
 
 bool RegexDfa::matches(std::string_view text) {

@@ -23,12 +23,15 @@ class RegexDfa {
  public:
   static constexpr int32_t kDead = -1;
   // Bounds the NFA (unrolled counted repetitions): a larger pattern is refused by the constructor.
-  static constexpr size_t kMaxNfaStates = 250000;
+  static constexpr size_t kMaxNfaStates = size_t(1) << 20;
   // Bounds what building the DFA holds and does: the NFA states of all DFA states together (a short
   // pattern such as (?:.?){0,5000} has few DFA states of thousands of NFA states each), and the transition
   // table (states x byte classes).
   static constexpr size_t kMaxSetEntries = 4u << 20;
   static constexpr size_t kMaxTableEntries = 8u << 20;
+  // Bounds the work of building: pattern positions scanned and visited, over all transitions computed (a
+  // short pattern of many byte classes over large sets costs seconds otherwise).
+  static constexpr size_t kMaxBuildWork = size_t(200) << 20;
 
   // Throws tpserve::Error for syntax errors and unsupported constructs ("regex: ... at offset N"). A pattern
   // whose DFA needs more than max_states states throws from next() when the limit is crossed.
@@ -85,6 +88,7 @@ class RegexDfa {
   uint32_t mark_ = 0;
   int32_t start_ = kDead;
   size_t set_entries_ = 0;  // NFA states of all DFA states
+  size_t work_ = 0;         // NFA states scanned and visited by compute()
   bool built_ = false;      // build_all() ran: nothing left to compute
 };
 

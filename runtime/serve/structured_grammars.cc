@@ -1,5 +1,7 @@
 #include "runtime/serve/structured_grammars.h"
 
+#include <vector>
+
 #include "runtime/serve/tokenizer.h"
 
 namespace tpserve::serve {
@@ -27,10 +29,12 @@ std::shared_ptr<StructuredGrammar> StructuredGrammars::cached(const std::string&
   if (auto it = by_key_.find(key); it != by_key_.end()) return it->second->second;
   recent_.emplace_front(key, grammar);
   by_key_[key] = recent_.begin();
+  std::vector<size_t> sizes;  // most recent first, as counted once
   size_t bytes = 0;
-  for (const auto& entry : recent_) bytes += entry.second->bytes();
+  for (const auto& entry : recent_) bytes += sizes.emplace_back(entry.second->bytes());
   while (recent_.size() > 1 && (recent_.size() > capacity_ || bytes > max_bytes_)) {
-    bytes -= recent_.back().second->bytes();
+    bytes -= sizes.back();
+    sizes.pop_back();
     by_key_.erase(recent_.back().first);
     recent_.pop_back();
   }

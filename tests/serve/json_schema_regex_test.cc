@@ -337,6 +337,16 @@ TEST(JsonSchemaRegex, PatternsNeverAdmitBrokenJson) {
   }
 }
 
+// The restricted pattern groups only where it must: a pattern nested near the parser's limit still fits.
+TEST(JsonSchemaRegex, DeepPatternsStayWithinTheParsersNesting) {
+  std::string pattern;
+  for (int i = 0; i < 150; ++i) pattern += "(a";
+  for (int i = 0; i < 150; ++i) pattern += ")*";
+  RegexDfa dfa(json_schema_to_regex(nlohmann::json{{"type", "string"}, {"pattern", pattern}}));
+  EXPECT_TRUE(dfa.matches(R"("aaa")"));
+  EXPECT_FALSE(dfa.matches(R"("ab")"));
+}
+
 TEST(JsonSchemaRegex, StringEscapesOfSurrogatesComeInPairs) {
   RegexDfa text(json_schema_to_regex(nlohmann::json{{"type", "string"}}));
   EXPECT_TRUE(text.matches(R"("\uD83D\uDE00")"));

@@ -3,6 +3,7 @@
 // grammar cache, the refusals made at compile time, and regex_literal.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -196,6 +197,14 @@ TEST(StructuredGrammar, RegexesTooCostlyToBuildAreRefused) {
   // Few automaton states, each of thousands of pattern positions; and a table too large.
   expect_refused("(?:.?){0,5000}", "too large");
   expect_refused("(?:.{0,50}){0,50}", "too large");
+  // Few states of large sets, over many byte classes: bounded by the work of building.
+  std::string classes = "(?:(?:";
+  for (int c = 1; c < 128; ++c) {
+    char escape[8];
+    std::snprintf(escape, sizeof escape, "\\x%02x", c);
+    classes += std::string(c > 1 ? "|" : "") + escape;
+  }
+  expect_refused(classes + ")?){0,240}", "too large");
 }
 
 TEST(TokenTrie, LeavesOutTheAddedTokens) {
