@@ -177,6 +177,7 @@ bool JsonValueAutomaton::begin_value(State& s, uint8_t b) const {
 bool JsonValueAutomaton::step_structural(State& s, uint8_t b) const {
   if (is_whitespace(b)) {
     if (s.whitespace >= options_.max_whitespace_run) return false;
+    if (!options_.trailing_whitespace && s.mode == kAfterValue && s.depth == 0) return false;
     ++s.whitespace;
     return true;
   }

@@ -40,9 +40,10 @@ struct JsonValueStateHash {
 };
 
 struct JsonValueOptions {
-  bool top_level_object = true;  // the value must be an object (OpenAI's JSON mode); false: any JSON value
-  int max_depth = 32;            // nesting of objects/arrays (0..64; >= 1 with top_level_object)
-  int max_whitespace_run = 16;   // whitespace bytes in a row between tokens (0..255); no limit in strings
+  bool top_level_object = true;     // the value must be an object (OpenAI's JSON mode); false: any JSON value
+  int max_depth = 32;               // nesting of objects/arrays (0..64; >= 1 with top_level_object)
+  int max_whitespace_run = 16;      // whitespace bytes in a row between tokens (0..255); no limit in strings
+  bool trailing_whitespace = true;  // whitespace may follow the top-level value (false: the text ends there)
 };
 
 class JsonValueAutomaton {

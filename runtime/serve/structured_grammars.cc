@@ -46,9 +46,9 @@ std::shared_ptr<StructuredGrammar> StructuredGrammars::regex(const std::string& 
 }
 
 std::shared_ptr<StructuredGrammar> StructuredGrammars::json(const JsonValueOptions& options) {
-  const std::string key = "json:" + std::to_string(options.top_level_object) + ":" +
-                          std::to_string(options.max_depth) + ":" +
-                          std::to_string(options.max_whitespace_run);
+  const std::string key =
+      "json:" + std::to_string(options.top_level_object) + ":" + std::to_string(options.max_depth) + ":" +
+      std::to_string(options.max_whitespace_run) + ":" + std::to_string(options.trailing_whitespace);
   return cached(key, [&] { return json_grammar(options, vocabulary_); });
 }
 

@@ -54,10 +54,12 @@ std::shared_ptr<StructuredGrammar> compile(const RuleField& rule, const std::str
   try {
     switch (rule.kind) {
       case RuleField::Kind::kJsonObject:
+        // The answer ends with the object's closing brace (nothing may follow: the request stops there).
         return grammars.json(JsonValueOptions{
             .top_level_object = true,
             .max_depth = 32,
-            .max_whitespace_run = whitespace.empty() ? 0 : JsonValueOptions{}.max_whitespace_run});
+            .max_whitespace_run = whitespace.empty() ? 0 : JsonValueOptions{}.max_whitespace_run,
+            .trailing_whitespace = false});
       case RuleField::Kind::kRegex:
         if (!rule.value->is_string())
           bad_request(rule.field, "expected a regular expression string, got " + describe_json(*rule.value),

@@ -502,5 +502,14 @@ TEST(JsonValueAutomaton, EveryByteTakenLeadsToACompletableState) {
   }
 }
 
+TEST(JsonValueAutomaton, WithoutTrailingWhitespaceTheTextEndsWithTheValue) {
+  JsonValueAutomaton a(JsonValueOptions{.trailing_whitespace = false});
+  EXPECT_TRUE(a.matches("{}"));
+  EXPECT_TRUE(a.matches(" {\"a\": [1, 2]}"));  // leading and inner whitespace stay
+  EXPECT_FALSE(a.matches("{} "));
+  EXPECT_FALSE(a.matches("{}\n"));
+  EXPECT_TRUE(JsonValueAutomaton().matches("{}\n"));
+}
+
 }  // namespace
 }  // namespace tpserve::serve

@@ -160,7 +160,13 @@ TEST(StructuredGrammar, JsonModeTakesAnObject) {
   EXPECT_EQ(v.allowed(*c), (std::vector<std::string>{"{", " ", "{\"", "\n"}));
   for (const char* t : {"{\"", "a", "\":", "true", "}"}) EXPECT_TRUE(c->advance(v.id(t))) << t;
   EXPECT_TRUE(c->complete());
+  EXPECT_FALSE(c->finished());  // whitespace may follow under the default options
   EXPECT_FALSE(c->advance(v.id("x")));
+  // As JSON mode compiles it: the text ends with the object.
+  auto ends = json_grammar(JsonValueOptions{.trailing_whitespace = false}, v.trie)->start();
+  for (const char* t : {"{\"", "a", "\":", "true", "}"}) EXPECT_TRUE(ends->advance(v.id(t))) << t;
+  EXPECT_TRUE(ends->finished());
+  EXPECT_FALSE(ends->advance(v.id(" ")));
 }
 
 TEST(StructuredGrammar, TheRuleBeginsAfterTheGivenToken) {
