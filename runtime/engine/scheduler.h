@@ -198,7 +198,8 @@ class Scheduler {
   // Structured output: the mask of the tokens sampled row `row` of `s` may draw (its rule's, and its stop
   // tokens once the text is whole), appended to the batch.
   void append_token_mask(const Sequence& s, int32_t row, StepBatch& b) const;
-  // Tells the rule the token `s` generated; the reason it finishes then (kStop once the rule is finished).
+  // Tells the rule the token `s` generated; the reason it finishes then (kComplete once the rule is
+  // finished).
   FinishReason advance_constraint(Sequence& s, int32_t token, FinishReason reason) const;
   FinishReason finish_reason(const Sequence& s, int32_t token) const;
   void finish(std::vector<std::unique_ptr<Sequence>>::iterator it);

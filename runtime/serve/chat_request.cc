@@ -79,6 +79,12 @@ std::vector<ChatMessage> parse_messages(const JsonFields& f) {
   return out;
 }
 
+// chat_template_kwargs.enable_thinking, when given.
+std::optional<bool> enable_thinking(const JsonFields& f) {
+  const Json* kwargs = f.get("chat_template_kwargs");
+  return kwargs ? JsonFields(*kwargs, "chat_template_kwargs").boolean("enable_thinking") : std::nullopt;
+}
+
 ChatTemplateOptions parse_template_options(const JsonFields& f) {
   ChatTemplateOptions options;
   options.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
@@ -86,8 +92,7 @@ ChatTemplateOptions parse_template_options(const JsonFields& f) {
   f.refuse_unless_neutral("continue_final_message", false, "continuing the final message is not implemented");
   f.string("chat_template");
   f.refuse_unless_neutral("chat_template", nullptr, "the model's own chat template is used");
-  if (const Json* kwargs = f.get("chat_template_kwargs"))
-    options.enable_thinking = JsonFields(*kwargs, "chat_template_kwargs").boolean("enable_thinking");
+  options.enable_thinking = enable_thinking(f);
   if (const Json* tools = f.get("tools")) {
     if (!tools->is_array())
       bad_request("tools", "expected a list of tools, got " + describe_json(*tools), "invalid_type");
@@ -119,9 +124,7 @@ std::string parse_chat_prompt(const JsonFields& f) {
 }
 
 bool chat_thinks(const JsonFields& f) {
-  const Json* kwargs = f.get("chat_template_kwargs");
-  return kwargs == nullptr ||
-         JsonFields(*kwargs, "chat_template_kwargs").boolean("enable_thinking").value_or(true);
+  return enable_thinking(f).value_or(true);
 }
 
 bool chat_may_call_tools(const JsonFields& f) {

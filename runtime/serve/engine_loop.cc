@@ -79,14 +79,14 @@ SchedulerGauges EngineLoop::gauges() const {
 void EngineLoop::refresh_gauges() {
   Scheduler& s = engine_.scheduler();
   std::lock_guard<std::mutex> lock(mutex_);
-  running_ = s.num_running() + s.num_deferred();  // held back a step: taken next step
   // Requests held back a step for a block another computes (Scheduler::num_deferred) are taken next step:
-  // not queued for room, and their places in the batch are theirs.
+  // they count as running, not queued for room, and their places in the batch are theirs.
+  const int running = s.num_running() + s.num_deferred();
+  running_ = running;
   const int queued = s.num_waiting() - s.num_deferred();
   waiting_ = queued + static_cast<int>(incoming_.size());
   // A queue in the scheduler beside free places means the KV cache holds no more: none free then.
-  free_batch_places_ =
-      queued > 0 ? 0 : std::max(0, s.limits().max_batch - s.num_running() - s.num_deferred());
+  free_batch_places_ = queued > 0 ? 0 : std::max(0, s.limits().max_batch - running);
   kv_usage_ = s.kv_usage();
   preemptions_ = s.preemptions();
 }
@@ -171,8 +171,7 @@ void EngineLoop::handle(const TokenEvent& e) {
   }
   if (e.finish != FinishReason::kNone) {
     u.text += a.stops.flush();
-    const bool stopped = e.finish == FinishReason::kStop || e.finish == FinishReason::kComplete;
-    finish(e.request_id, a, std::move(u), stopped ? "stop" : "length");
+    finish(e.request_id, a, std::move(u), e.finish == FinishReason::kLength ? "length" : "stop");
     return;
   }
   a.stream->publish(std::move(u));

@@ -50,7 +50,7 @@ class Converter {
   Converter(const Json& root, const JsonSchemaRegexOptions& options)
       : root_(root), ws_(regex_group(options.whitespace)), max_depth_(options.max_depth) {
     try {
-      RegexDfa check(options.whitespace);
+      check_regex(options.whitespace);
     } catch (const Error& e) {
       throw Error(std::string("json schema: the whitespace pattern: ") + e.what());
     }
@@ -264,7 +264,7 @@ class Converter {
   static std::string embedded_pattern(const std::string& pattern, const std::string& at) {
     try {
       std::string content = json_string_pattern(pattern);
-      compile_nfa(parse_regex(content), RegexDfa::kMaxNfaStates);  // its size errors point here too
+      check_regex(content);  // its size errors point here too
       return content;
     } catch (const Error& e) {
       fail(at, e.what());
@@ -285,7 +285,7 @@ class Converter {
     if (max >= 0 && static_cast<size_t>(max) < min) {
       fail(pointer, "'maxItems' is less than 'minItems' (or 'items' is false)");
     }
-    return R"(\[)" + ws_ + json_list_regex(item, min, max, ws_) + ws_ + R"(\])";
+    return json_array_regex(item, min, max, ws_);
   }
 
   std::string object_value(const Json& s, const std::string& pointer, int depth) {
@@ -309,8 +309,7 @@ class Converter {
       const std::string member_value = extra != nullptr && extra->is_object()
                                            ? value(*extra, pointer + "/additionalProperties", depth + 1)
                                            : nested_any(depth);
-      return json_object_regex(
-          json_list_regex(json_string_regex() + ws_ + ":" + ws_ + member_value, 0, -1, ws_), ws_);
+      return json_map_regex(member_value, ws_);
     }
     // "key" ws : ws value, for each property that can be present, and whether it must be.
     std::vector<std::pair<std::string, bool>> members;

@@ -10,8 +10,10 @@
 namespace tpserve::serve {
 namespace {
 
-// The code points a JSON string may hold unescaped, as ranges to intersect with.
-const std::vector<CodePointRange> kUnescaped = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}};
+// The code points a JSON string may hold unescaped, as ranges to intersect with (surrogates are no
+// characters, and the escape of one is refused).
+const std::vector<CodePointRange> kUnescaped = {
+    {0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0xD7FF}, {0xE000, 0x10FFFF}};
 
 std::string code_point(char32_t c) {
   char buffer[16];
@@ -38,13 +40,8 @@ std::optional<std::string> restricted(const RegexNode& n, Place place) {
         for (const CodePointRange& u : kUnescaped) {
           const char32_t lo = std::max(r.lo, u.lo), hi = std::min(r.hi, u.hi);
           if (lo > hi) continue;
-          // Surrogates are no characters: cut them out too (the escape of one is refused).
-          for (const CodePointRange& part : {CodePointRange{lo, std::min<char32_t>(hi, 0xD7FF)},
-                                             CodePointRange{std::max<char32_t>(lo, 0xE000), hi}}) {
-            if (part.lo > part.hi) continue;
-            out += code_point(part.lo);
-            if (part.hi > part.lo) out += "-" + code_point(part.hi);
-          }
+          out += code_point(lo);
+          if (hi > lo) out += "-" + code_point(hi);
         }
       if (out.empty()) return std::nullopt;
       return "[" + out + "]";

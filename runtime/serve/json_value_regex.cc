@@ -21,6 +21,12 @@ constexpr std::string_view kUuid =
 constexpr std::string_view kEmailAtom = R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)";
 constexpr std::string_view kDomainLabel = R"([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)";
 
+// A quantifier for min..max repetitions (max < 0: unbounded).
+std::string count_suffix(size_t min, long long max) {
+  if (max >= 0) return "{" + std::to_string(min) + "," + std::to_string(max) + "}";
+  return min > 0 ? "{" + std::to_string(min) + ",}" : "*";
+}
+
 }  // namespace
 
 std::string regex_group(const std::string& regex) {
@@ -37,13 +43,7 @@ std::string regex_escape(std::string_view text) {
 }
 
 std::string json_string_regex(size_t min, long long max) {
-  std::string count = "*";
-  if (max >= 0) {
-    count = "{" + std::to_string(min) + "," + std::to_string(max) + "}";
-  } else if (min > 0) {
-    count = "{" + std::to_string(min) + ",}";
-  }
-  return "\"" + std::string(kStringChar) + count + "\"";
+  return "\"" + std::string(kStringChar) + count_suffix(min, max) + "\"";
 }
 
 std::string json_integer_regex() {
@@ -71,13 +71,7 @@ std::string json_format_regex(std::string_view format) {
 std::string json_list_regex(const std::string& member, size_t min, long long max, const std::string& ws) {
   if (max == 0) return "";
   const std::string more = regex_group(ws + "," + ws + member);
-  const size_t more_min = min == 0 ? 0 : min - 1;
-  std::string tail;
-  if (max > 0) {
-    tail = more + "{" + std::to_string(more_min) + "," + std::to_string(max - 1) + "}";
-  } else {
-    tail = more_min == 0 ? more + "*" : more + "{" + std::to_string(more_min) + ",}";
-  }
+  const std::string tail = more + count_suffix(min == 0 ? 0 : min - 1, max > 0 ? max - 1 : -1);
   return min == 0 ? regex_group(member + tail) + "?" : member + tail;
 }
 
@@ -85,15 +79,20 @@ std::string json_object_regex(const std::string& members, const std::string& ws)
   return R"(\{)" + ws + members + ws + R"(\})";
 }
 
+std::string json_array_regex(const std::string& item, size_t min, long long max, const std::string& ws) {
+  return R"(\[)" + ws + json_list_regex(item, min, max, ws) + ws + R"(\])";
+}
+
+std::string json_map_regex(const std::string& value, const std::string& ws) {
+  return json_object_regex(json_list_regex(json_string_regex() + ws + ":" + ws + value, 0, -1, ws), ws);
+}
+
 std::string json_any_value_regex(int levels, const std::string& ws) {
   const std::string scalar =
       json_string_regex() + "|" + json_number_regex() + "|" + json_boolean_regex() + "|null";
   if (levels <= 0) return regex_group(scalar);
   const std::string inner = json_any_value_regex(levels - 1, ws);
-  const std::string array = R"(\[)" + ws + json_list_regex(inner, 0, -1, ws) + ws + R"(\])";
-  const std::string object =
-      json_object_regex(json_list_regex(json_string_regex() + ws + ":" + ws + inner, 0, -1, ws), ws);
-  return regex_group(scalar + "|" + array + "|" + object);
+  return regex_group(scalar + "|" + json_array_regex(inner, 0, -1, ws) + "|" + json_map_regex(inner, ws));
 }
 
 }  // namespace tpserve::serve

@@ -29,6 +29,10 @@ std::string json_list_regex(const std::string& member, size_t min, long long max
 
 // A JSON object of the given members (a list regex, or a member sequence) with its braces.
 std::string json_object_regex(const std::string& members, const std::string& ws);
+// [ ws items ws ], min..max items (max < 0: unbounded).
+std::string json_array_regex(const std::string& item, size_t min, long long max, const std::string& ws);
+// An object of any string keys, each with a value matching `value`.
+std::string json_map_regex(const std::string& value, const std::string& ws);
 
 // Any JSON value with at most `levels` arrays/objects nested in it (scalars only for levels <= 0).
 std::string json_any_value_regex(int levels, const std::string& ws);

@@ -9,6 +9,10 @@ namespace tpserve::serve {
 
 using Kind = NfaState::Kind;
 
+void check_regex(std::string_view pattern) {
+  compile_nfa(parse_regex(pattern), RegexDfa::kMaxNfaStates);
+}
+
 RegexDfa::RegexDfa(std::string_view pattern, size_t max_states)
     : nfa_(compile_nfa(parse_regex(pattern), kMaxNfaStates)), max_states_(max_states) {
   // Byte classes: a new class starts at every byte where some edge's range starts or ends.
@@ -22,7 +26,6 @@ RegexDfa::RegexDfa(std::string_view pattern, size_t max_states)
     if (b == 0 || boundary[b]) class_byte_.push_back(static_cast<uint8_t>(b));
     class_of_[b] = static_cast<uint8_t>(class_byte_.size() - 1);
   }
-  num_classes_ = class_byte_.size();
   visited_.assign(nfa_.states.size(), 0);
   start_ = state_of(closure({nfa_.start}));
 }
@@ -69,7 +72,7 @@ int32_t RegexDfa::state_of(std::vector<int32_t> set) {
                 " automaton states (simplify it or bound its repetitions)");
   }
   set_entries_ += set.size();
-  if (set_entries_ > kMaxSetEntries || (sets_.size() + 1) * num_classes_ > kMaxTableEntries) {
+  if (set_entries_ > kMaxSetEntries || (sets_.size() + 1) * class_byte_.size() > kMaxTableEntries) {
     throw Error("regex: the pattern's automaton is too large to build (" + std::to_string(sets_.size()) +
                 " states of " + std::to_string(set_entries_) +
                 " pattern positions so far; simplify it or bound its repetitions)");
@@ -79,7 +82,7 @@ int32_t RegexDfa::state_of(std::vector<int32_t> set) {
   auto [it, inserted] = ids_.emplace(std::move(set), id);
   sets_.push_back(&it->first);
   accepting_.push_back(accepts ? 1 : 0);
-  table_.resize(table_.size() + num_classes_, kUnknown);
+  table_.resize(table_.size() + class_byte_.size(), kUnknown);
   return id;
 }
 
@@ -98,16 +101,15 @@ int32_t RegexDfa::compute(int32_t state, uint8_t byte) {
     if (n.kind == Kind::kByte && n.lo <= b && b <= n.hi) seeds.push_back(n.out);
   }
   const int32_t to = state_of(closure(seeds));
-  table_[static_cast<size_t>(state) * num_classes_ + cls] = to;
+  table_[static_cast<size_t>(state) * class_byte_.size() + cls] = to;
   return to;
 }
 
 void RegexDfa::build_all() {
   if (built_) return;
   // States are numbered as made: walking ids in order reaches every state made on the way.
-  for (int32_t state = start_ == kDead ? 0 : start_; state >= 0 && static_cast<size_t>(state) < sets_.size();
-       ++state)
-    for (size_t cls = 0; cls < num_classes_; ++cls) next(state, class_byte_[cls]);
+  for (size_t state = 0; state < sets_.size(); ++state)  // the start is state 0; states are made in order
+    for (const uint8_t byte : class_byte_) next(static_cast<int32_t>(state), byte);
   built_ = true;
   ids_ = decltype(ids_)();
   std::vector<const std::vector<int32_t>*>().swap(sets_);

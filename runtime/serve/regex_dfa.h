@@ -19,6 +19,10 @@
 
 namespace tpserve::serve {
 
+// Throws what RegexDfa's constructor would for `pattern` (syntax, unsupported constructs, an NFA too large),
+// without building anything more.
+void check_regex(std::string_view pattern);
+
 class RegexDfa {
  public:
   static constexpr int32_t kDead = -1;
@@ -43,7 +47,7 @@ class RegexDfa {
   // The state after `byte`; kDead when no match can continue (also from kDead).
   int32_t next(int32_t state, uint8_t byte) {
     if (state < 0) return kDead;
-    const int32_t to = table_[static_cast<size_t>(state) * num_classes_ + class_of_[byte]];
+    const int32_t to = table_[static_cast<size_t>(state) * class_byte_.size() + class_of_[byte]];
     return to != kUnknown ? to : compute(state, byte);
   }
 
@@ -60,7 +64,7 @@ class RegexDfa {
   size_t num_states() const { return accepting_.size(); }
   // Bytes the automaton holds (after build_all(): its table).
   size_t bytes() const;
-  size_t num_byte_classes() const { return num_classes_; }
+  size_t num_byte_classes() const { return class_byte_.size(); }
 
  private:
   static constexpr int32_t kUnknown = -2;  // a transition not computed yet
@@ -79,8 +83,7 @@ class RegexDfa {
   size_t max_states_;
   std::array<uint8_t, 256> class_of_{};
   std::vector<uint8_t> class_byte_;  // a byte of each class
-  size_t num_classes_ = 0;
-  std::vector<int32_t> table_;  // [num_states, num_classes]: next state, kDead or kUnknown
+  std::vector<int32_t> table_;       // [num_states, num_classes]: next state, kDead or kUnknown
   std::vector<uint8_t> accepting_;
   std::unordered_map<std::vector<int32_t>, int32_t, SetHash> ids_;
   std::vector<const std::vector<int32_t>*> sets_;  // the NFA states of each DFA state (keys of ids_)

@@ -17,9 +17,7 @@ namespace {
 class RegexAutomaton {
  public:
   using State = int32_t;
-  struct Hash {
-    size_t operator()(State s) const { return std::hash<int32_t>()(s); }
-  };
+  using Hash = std::hash<int32_t>;
   RegexAutomaton(std::string_view pattern, size_t max_states) : dfa_(pattern, max_states) {
     if (dfa_.start() == RegexDfa::kDead) throw Error("regex: matches no text at all");
     // Every state and transition now: a rule too large fails here, at the request, not in a step.

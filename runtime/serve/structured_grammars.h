@@ -34,8 +34,6 @@ class StructuredGrammars {
   std::shared_ptr<StructuredGrammar> regex(const std::string& pattern);
   std::shared_ptr<StructuredGrammar> json(const JsonValueOptions& options);
 
-  const TokenTrie& vocabulary() const { return *vocabulary_; }
-
  private:
   template <class Compile>
   std::shared_ptr<StructuredGrammar> cached(const std::string& key, Compile compile);

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/json_schema_regex.h"
+#include "runtime/serve/json_value_regex.h"
 #include "runtime/serve/structured_grammars.h"
 
 namespace tpserve::serve {
@@ -44,22 +45,23 @@ std::string choice_regex(const Json& value, const std::string& field) {
   for (size_t i = 0; i < value.size(); ++i) {
     if (!value[i].is_string() || value[i].get<std::string>().empty())
       bad_request(field + "[" + std::to_string(i) + "]", "expected a non-empty string", "invalid_value");
-    pattern += (i ? "|" : "") + regex_literal(value[i].get<std::string>());
+    pattern += (i ? "|" : "") + regex_escape(value[i].get<std::string>());
   }
-  return "(?:" + pattern + ")";
+  return regex_group(pattern);
 }
 
 std::shared_ptr<StructuredGrammar> compile(const RuleField& rule, const std::string& whitespace,
                                            StructuredGrammars& grammars) {
   try {
     switch (rule.kind) {
-      case RuleField::Kind::kJsonObject:
-        // The answer ends with the object's closing brace (nothing may follow: the request stops there).
-        return grammars.json(JsonValueOptions{
-            .top_level_object = true,
-            .max_depth = 32,
-            .max_whitespace_run = whitespace.empty() ? 0 : JsonValueOptions{}.max_whitespace_run,
-            .trailing_whitespace = false});
+      case RuleField::Kind::kJsonObject: {
+        // An object (the default), ending with its closing brace: nothing may follow, the request stops
+        // there.
+        JsonValueOptions options;
+        if (whitespace.empty()) options.max_whitespace_run = 0;
+        options.trailing_whitespace = false;
+        return grammars.json(options);
+      }
       case RuleField::Kind::kRegex:
         if (!rule.value->is_string())
           bad_request(rule.field, "expected a regular expression string, got " + describe_json(*rule.value),
@@ -80,22 +82,6 @@ std::shared_ptr<StructuredGrammar> compile(const RuleField& rule, const std::str
 }
 
 }  // namespace
-
-std::string regex_literal(std::string_view text) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (const char c : text) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b >= 0x80 || (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z')) {
-      out += c;  // UTF-8 bytes of a code point, or a letter or digit
-    } else {
-      out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 15];
-    }
-  }
-  return out;
-}
 
 std::shared_ptr<StructuredGrammar> parse_structured_output(const JsonFields& f,
                                                            StructuredGrammars* grammars) {

@@ -19,7 +19,4 @@ class StructuredGrammars;
 // is then refused: it is written over the vocabulary's text).
 std::shared_ptr<StructuredGrammar> parse_structured_output(const JsonFields& f, StructuredGrammars* grammars);
 
-// A regular expression that matches exactly the given text (RegexDfa's syntax).
-std::string regex_literal(std::string_view text);
-
 }  // namespace tpserve::serve

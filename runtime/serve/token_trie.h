@@ -30,7 +30,6 @@ class TokenTrie {
   // The bytes of token `id` (empty: special, or outside the vocabulary).
   const std::string& bytes(int32_t id) const;
   int32_t vocab_size() const { return static_cast<int32_t>(bytes_.size()); }
-  size_t num_nodes() const { return nodes_.size(); }
   size_t num_tokens() const { return token_ids_.size(); }
 
  private:

@@ -13,6 +13,7 @@
 #include "runtime/model/step_batch.h"
 #include "runtime/serve/json_schema_regex.h"
 #include "runtime/serve/json_value_automaton.h"
+#include "runtime/serve/json_value_regex.h"
 #include "runtime/serve/regex_dfa.h"
 #include "runtime/serve/structured_grammars.h"
 #include "runtime/serve/structured_output_fields.h"
@@ -240,10 +241,10 @@ TEST(StructuredGrammars, TheSameRuleIsCompiledOnce) {
   EXPECT_NE(small.regex("ab"), b);
 }
 
-TEST(StructuredOutput, RegexLiteralMatchesExactlyItsText) {
+TEST(StructuredOutput, RegexEscapeMatchesExactlyItsText) {
   for (const std::string text :
        {"plain", "a.b*c+?", "(x|y)[z]{2}", "\\d \"q\" ^$ /-", "é 😀 ü", "tab\there\n"}) {
-    RegexDfa dfa(regex_literal(text));
+    RegexDfa dfa(regex_escape(text));
     EXPECT_TRUE(dfa.matches(text)) << text;
     EXPECT_FALSE(dfa.matches(text + "x")) << text;
     EXPECT_FALSE(dfa.matches(text.substr(1))) << text;
