@@ -139,27 +139,27 @@ int Scheduler::take_cached_prefix(Sequence& s) {
 }
 
 int Scheduler::blocks_computed_for(const Sequence& s) const {
-  if (!blocks_.prefix_caching()) return 0;
   const int bs = blocks_.block_size(), size = static_cast<int>(s.tokens.size());
   const int block = s.num_cached / bs;   // its first block not from the cache
   const int takeable = (size - 1) / bs;  // its last token is always computed
-  if (block >= takeable) return 0;
-  const int end = (block + 1) * bs;              // past that block
-  const int key_extra = mtp_drafting() ? 1 : 0;  // MTP's key holds the token after a block too
-  if (end + key_extra > size) return 0;
+  // Only a keyed block (its key's tokens known: with MTP the token after it too) is found in the cache.
+  if (block >= takeable || block >= blocks_.keyed_blocks(size)) return 0;
+  const int end = (block + 1) * bs;  // past that block
   int best = 0;
   for (const Scheduled& sc : last_) {
     const Sequence& a = *sc.seq;
     const int a_size = static_cast<int>(a.tokens.size());
-    if (a.num_cached >= end || a.num_cached + sc.num_tokens <= block * bs || a_size < end + key_extra)
+    if (a.num_cached >= end || a.num_cached + sc.num_tokens <= block * bs ||
+        blocks_.keyed_blocks(a_size) <= block)
       continue;
     const int common = static_cast<int>(
         std::mismatch(s.tokens.begin(), s.tokens.begin() + std::min(size, a_size), a.tokens.begin()).first -
         s.tokens.begin());
-    if (common < end + key_extra) continue;  // not the same block
+    const int shared = blocks_.keyed_blocks(common);  // blocks keyed by the same tokens in both
+    if (shared <= block) continue;
     // After this step: its cached blocks, and those `a` will have completed with the same tokens (and keys).
     const int completed = (a.num_cached + sc.num_tokens) / bs;
-    best = std::max({best, block, std::min({completed, (common - key_extra) / bs, takeable})});
+    best = std::max({best, block, std::min({completed, shared, takeable})});
   }
   return best;
 }
@@ -244,13 +244,11 @@ std::optional<StepBatch> Scheduler::schedule() {
         std::min(static_cast<int>(s->tokens.size()) - s->num_cached, std::min(budget, prefill_budget));
     const int blocks_needed =
         blocks_.blocks_for(s->num_cached + n + lookahead) - static_cast<int>(s->blocks.size());
-    if (blocks_needed > blocks_.num_free() - promised_blocks) {  // no room beside the ones held back
-      release(*s);
-      break;
-    }
     const bool samples = s->num_cached + n == static_cast<int>(s->tokens.size());
     const int adjustments = samples ? adjustments_for(*s, 1) : 0;
-    if (adjustments > adjust_budget || !blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {
+    // Room beside the blocks held back for the deferred ones, and for its logit adjustments.
+    if (blocks_needed > blocks_.num_free() - promised_blocks || adjustments > adjust_budget ||
+        !blocks_.reserve(s->blocks, s->num_cached + n + lookahead)) {
       release(*s);  // the cached blocks it took wait for it in the cache
       break;
     }
