@@ -1,7 +1,12 @@
 // Benchmark helper kernels. They are not part of any op chain: launched as Pdl::kNever (under the `add`
 // site, the closest elementwise site) so that they never carry PDL.
 #include "bench/bench_kernels.h"
+
+#include <algorithm>
+#include <vector>
+
 #include "common/counter_hash.h"
+#include "common/cuda_check.h"
 #include "kernels/device_common.cuh"
 
 namespace tpserve::bench {
@@ -54,6 +59,30 @@ void launch_read_reduce(const kernels::LaunchPolicy& policy, cudaStream_t stream
                         size_t bytes, float* partial, int blocks) {
   kernels::launch(policy, kernels::Site::kAdd, kernels::Pdl::kNever, read_reduce_kernel, dim3(blocks),
                   dim3(kThreads), 0, stream, static_cast<const uint4*>(data), bytes / 16, partial);
+}
+
+double time_read_bandwidth_gbps(const kernels::LaunchPolicy& policy, cudaStream_t stream, const void* data,
+                                size_t bytes, float* partial, int blocks, int reps) {
+  struct Events {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Events() {
+      if (start != nullptr) cudaEventDestroy(start);
+      if (stop != nullptr) cudaEventDestroy(stop);
+    }
+  } e;
+  CUDA_CHECK(cudaEventCreate(&e.start));
+  CUDA_CHECK(cudaEventCreate(&e.stop));
+  launch_read_reduce(policy, stream, data, bytes, partial, blocks);  // warm-up
+  std::vector<float> ms(static_cast<size_t>(std::max(reps, 1)));
+  for (float& t : ms) {
+    CUDA_CHECK(cudaEventRecord(e.start, stream));
+    launch_read_reduce(policy, stream, data, bytes, partial, blocks);
+    CUDA_CHECK(cudaEventRecord(e.stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(e.stop));
+    CUDA_CHECK(cudaEventElapsedTime(&t, e.start, e.stop));
+  }
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return double(bytes) / (ms[ms.size() / 2] * 1e-3) / 1e9;
 }
 
 void launch_fill_bf16(const kernels::LaunchPolicy& policy, cudaStream_t stream, void* data, size_t bytes,

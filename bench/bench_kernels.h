@@ -14,6 +14,10 @@ namespace tpserve::bench {
 // partial[b] = sum of block b's share of `bytes` bytes of bf16 (bytes a multiple of 16).
 void launch_read_reduce(const kernels::LaunchPolicy& policy, cudaStream_t stream, const void* data,
                         size_t bytes, float* partial, int blocks);
+// The median read bandwidth in GB/s of `reps` timed launch_read_reduce over `bytes` at `data`, after one
+// untimed; `partial` holds `blocks` floats. Waits for the stream (outside any capture).
+double time_read_bandwidth_gbps(const kernels::LaunchPolicy& policy, cudaStream_t stream, const void* data,
+                                size_t bytes, float* partial, int blocks, int reps);
 // bf16 values in [-1, 1) from a hash of (seed, index); bytes a multiple of 2.
 void launch_fill_bf16(const kernels::LaunchPolicy& policy, cudaStream_t stream, void* data, size_t bytes,
                       uint64_t seed);

@@ -50,30 +50,16 @@ class CudaProbe final : public DeviceProbe {
       return std::nullopt;
     }
     std::optional<double> gbps;
-    cudaEvent_t start = nullptr, stop = nullptr;
     try {
       CUDA_CHECK(cudaMalloc(&partial, sizeof(float) * blocks));
-      CUDA_CHECK(cudaEventCreate(&start));
-      CUDA_CHECK(cudaEventCreate(&stop));
-      cudaStream_t s = backend_.stream();
-      const auto& policy = backend_.launch_policy();
-      launch_fill_bf16(policy, s, data, kBytes, 17);
-      launch_read_reduce(policy, s, data, kBytes, partial, blocks);  // warm-up
-      std::vector<float> ms(kReps);
-      for (float& t : ms) {
-        CUDA_CHECK(cudaEventRecord(start, s));
-        launch_read_reduce(policy, s, data, kBytes, partial, blocks);
-        CUDA_CHECK(cudaEventRecord(stop, s));
-        CUDA_CHECK(cudaEventSynchronize(stop));
-        CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-      }
-      std::nth_element(ms.begin(), ms.begin() + kReps / 2, ms.end());
-      gbps = double(kBytes) / (ms[kReps / 2] * 1e-3) / 1e9;
+      launch_fill_bf16(backend_.launch_policy(), backend_.stream(), data, kBytes, 17);
+      gbps = time_read_bandwidth_gbps(backend_.launch_policy(), backend_.stream(), data, kBytes, partial,
+                                      blocks, kReps);
     } catch (...) {
-      release(data, partial, start, stop);
+      release(data, partial);
       throw;
     }
-    release(data, partial, start, stop);
+    release(data, partial);
     return gbps;
   }
 
@@ -108,11 +94,9 @@ class CudaProbe final : public DeviceProbe {
   }
 
  private:
-  static void release(void* data, float* partial, cudaEvent_t start, cudaEvent_t stop) {
+  static void release(void* data, float* partial) {
     cudaFree(data);
     if (partial != nullptr) cudaFree(partial);
-    if (start != nullptr) cudaEventDestroy(start);
-    if (stop != nullptr) cudaEventDestroy(stop);
   }
 
   CudaBackend& backend_;
