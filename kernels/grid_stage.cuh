@@ -4,8 +4,9 @@
 // (stage s is complete once it reaches (s + 1) x blocks), so no stage resets it; the launch's predecessor
 // (a memset in the same graph) zeroes it.
 //
-// Ordering: a block's threads store their stage's outputs, meet at a block barrier, and one thread makes
-// them visible at GPU scope (fence) before its relaxed atomic add; a waiting block's one thread spins on
+// Ordering: a block's threads store their stage's outputs, meet at a block barrier, and one thread adds its
+// arrival with a release reduction at GPU scope (cumulative: it publishes what the barrier ordered before
+// it; no fence and no returned value to wait for); a waiting block's one thread spins on
 // acquire loads of the counter, then the block meets at a barrier, after which every thread may read the
 // stage's outputs. Read them through L2 (ld.global.cg, __ldcg), never the non-coherent texture path.
 //
@@ -22,10 +23,7 @@ namespace tpserve::kernels {
 // The block's arrival after its stores of the stage. Called by every thread of the block.
 __device__ __forceinline__ void grid_stage_arrive(unsigned int* counter) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(counter, 1u);
-  }
+  if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
 }
 
 // Returns once `counter` has reached `target` (all blocks' arrivals of the stages waited for). Called by
