@@ -7,12 +7,10 @@
 
 namespace tpserve::kernels {
 
-// y[at .. at + 8) of the expert outputs as floats. kMaybeF32 false: the rows are bf16 (p.y_f32 null), and
-// the f32 path is not compiled in.
-template <bool kMaybeF32 = true>
+// y[at .. at + 8) of the expert outputs as floats.
 __device__ __forceinline__ void load_expert_row(const MoeCombineParams& p, int64_t at,
                                                 float (&y)[kBf16PerVec]) {
-  if (kMaybeF32 && p.y_f32 != nullptr) {
+  if (p.y_f32 != nullptr) {
     const float4 lo = *reinterpret_cast<const float4*>(p.y_f32 + at);
     const float4 hi = *reinterpret_cast<const float4*>(p.y_f32 + at + 4);
     y[0] = lo.x, y[1] = lo.y, y[2] = lo.z, y[3] = lo.w, y[4] = hi.x, y[5] = hi.y, y[6] = hi.z, y[7] = hi.w;
@@ -52,13 +50,12 @@ __device__ __forceinline__ void load_combine_slots(const MoeCombineParams& p, in
 }
 
 // sum[0..8) += the slots' weighted rows y[row, col .. col + 8), in slot order: their loads issued together.
-template <bool kMaybeF32 = true>
 __device__ __forceinline__ void add_combine_slots(const MoeCombineParams& p, const CombineSlots& s, int col,
                                                   float (&sum)[kBf16PerVec]) {
   float y[kCombineSlotsAtOnce][kBf16PerVec];
 #pragma unroll
   for (int u = 0; u < kCombineSlotsAtOnce; ++u)
-    if (s.row[u] >= 0) load_expert_row<kMaybeF32>(p, s.row[u] * p.hidden + col, y[u]);
+    if (s.row[u] >= 0) load_expert_row(p, s.row[u] * p.hidden + col, y[u]);
 #pragma unroll
   for (int u = 0; u < kCombineSlotsAtOnce; ++u) {
     if (s.row[u] < 0) continue;

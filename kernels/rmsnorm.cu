@@ -78,32 +78,6 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
   }
 }
 
-// The combine's norm, one piece a thread (RmsNormParams::combine_slim): the general kernel's arithmetic in
-// the same order (one piece: the same sum of squares and block_sum over the same thread count), without its
-// other paths.
-__global__ void __launch_bounds__(kCombineMaxThreads, 1) rmsnorm_combine_slim_kernel(const RmsNormParams p) {
-  __shared__ float scratch[kCombineMaxThreads / kWarpSize];
-  const int vec = threadIdx.x;
-  const bool mine = vec < p.hidden / kBf16PerVec;
-  const int64_t at = static_cast<int64_t>(blockIdx.x) * p.hidden + vec * kBf16PerVec;
-  CombineSlots slots;
-  load_combine_slots(p.combine, blockIdx.x, 0, slots);
-  const uint4 w = mine ? load_vec(p.weight + vec * kBf16PerVec) : make_uint4(0, 0, 0, 0);
-  pdl_wait_then_trigger();
-  float v[kBf16PerVec] = {};
-  float sum_sq = 0.0f;
-  if (mine) {
-    add_combine_slots<false>(p.combine, slots, vec * kBf16PerVec, v);
-    unpack_bf16x8(pack_bf16x8(v), v);
-    if (p.residual != nullptr) add_residual_piece(p.residual + at, v);
-#pragma unroll
-    for (int j = 0; j < kBf16PerVec; ++j) sum_sq += v[j] * v[j];
-  }
-  sum_sq = block_sum(sum_sq, scratch);
-  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.hidden) + p.eps);
-  if (mine) store_normed_piece(w, v, inv, p.out + at);
-}
-
 }  // namespace
 
 void launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
@@ -116,12 +90,6 @@ void launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream, const LaunchPol
   int threads = (vectors + per_thread - 1) / per_thread;
   threads = ((threads + kWarpSize - 1) / kWarpSize) * kWarpSize;
   const Site site = p.residual != nullptr ? Site::kAddRmsNorm : Site::kRmsNorm;
-  if (combine && p.combine_slim && per_thread == 1 && p.combine.y_f32 == nullptr &&
-      p.combine_routing_before_wait && !p.combine.one_slot_at_a_time && p.combine.k <= kCombineSlotsAtOnce) {
-    launch(policy, site, Pdl::kEnrolled, rmsnorm_combine_slim_kernel, dim3(p.tokens), dim3(threads), 0,
-           stream, p);
-    return;
-  }
   launch(policy, site, Pdl::kEnrolled, combine ? rmsnorm_kernel<true> : rmsnorm_kernel<false>, dim3(p.tokens),
          dim3(threads), 0, stream, p);
 }

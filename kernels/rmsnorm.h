@@ -27,11 +27,6 @@ struct RmsNormParams {
   // before the PDL wait, and only the expert rows after it. The caller's part: the launch right before this
   // one (the MoE down kernel) does not write the routing (gating and moe_align run before gate_up).
   bool combine_routing_before_wait = true;
-  // The combine's norm in a kernel of its own where a decode step's shape allows (bf16 expert rows, the
-  // routing before the wait, at most 8 slots, one 8-column piece a thread): its machine code a few KB
-  // instead of the general kernel's 112 KB, on a chain where each launch runs it once a layer. The same
-  // results.
-  bool combine_slim = false;
 };
 
 inline constexpr int kRmsNormMaxHidden = 32768;

@@ -92,9 +92,6 @@ struct CudaKernelSwitches {
   // The MoE combine fused into the norm after it reads its routing (top-k ids and weights) before the PDL
   // wait, and only the expert rows after it; false: all after the wait (the same results).
   bool moe_combine_early_routing = true;
-  // The combine's norm as a kernel of its own where a step's shape allows (one 8-column piece a thread, the
-  // routing before the wait): a few KB of machine code instead of 112 KB (kernels/rmsnorm.h combine_slim).
-  bool norm_combine_slim = false;
   // SM90+, one rank: steps of up to this many tokens (0..16) run the residual add + RMSNorm before each MoE
   // block, the router and the top-k gating as one launch of one thread-block cluster
   // (Backend::add_rmsnorm_route, kernels/router_fused.h); larger steps, and 0, run them as three launches.
@@ -147,7 +144,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_combine_batched_loads", switches.moe_combine_batched_loads);
   visit("norm_loads_before_wait", switches.norm_loads_before_wait);
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);
-  visit("norm_combine_slim", switches.norm_combine_slim);
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
   visit("topk_gating_redux", switches.topk_gating_redux);

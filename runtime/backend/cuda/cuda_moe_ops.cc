@@ -191,7 +191,6 @@ void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down,
   p.residual = bf16_mut(residual);
   p.weights_before_wait = options_.kernels.norm_loads_before_wait;
   p.combine_routing_before_wait = options_.kernels.moe_combine_early_routing;
-  p.combine_slim = options_.kernels.norm_combine_slim;
   p.combine =
       launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, 0, s.tokens, scratch);
   kernels::launch_rmsnorm(p, stream_, *policy_);
