@@ -27,13 +27,23 @@ __device__ __forceinline__ void grid_stage_arrive(unsigned int* counter) {
 }
 
 // Returns once `counter` has reached `target` (all blocks' arrivals of the stages waited for). Called by
-// every thread of the block.
-__device__ __forceinline__ void grid_stage_wait(const unsigned int* counter, unsigned int target) {
+// every thread of the block. relaxed_poll: the spin reads the counter relaxed and one acquire fence follows
+// the read that saw the target (the PTX memory model's fence form of the acquire pattern); else every read
+// of the spin is an acquire load. The same guarantee; bench/handoff measures both.
+__device__ __forceinline__ void grid_stage_wait(const unsigned int* counter, unsigned int target,
+                                                bool relaxed_poll = false) {
   if (threadIdx.x == 0) {
     unsigned int seen = 0;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-    } while (seen < target);
+    if (relaxed_poll) {
+      do {
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+      } while (seen < target);
+      asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    } else {
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+      } while (seen < target);
+    }
   }
   __syncthreads();
 }

@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) handoff_stage_kernel(const HandoffCh
 // is copied while the block waits for stage s's input and computes stage s; with one, W_s is copied after
 // the block's stage s - 1 arrival (as a stage kernel copies before its PDL wait).
 __global__ void __launch_bounds__(kThreads)
-    handoff_persistent_kernel(const HandoffChain c, bool two_buffers) {
+    handoff_persistent_kernel(const HandoffChain c, bool two_buffers, bool relaxed_poll) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int row_elems = c.rows_per_block * c.hidden;
   bf16* buffers[2] = {reinterpret_cast<bf16*>(smem),
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
     const bool next_in_flight = two_buffers && s + 1 < c.stages;
     if (!two_buffers) copy_weights(c, s, w);
     if (next_in_flight) copy_weights(c, s + 1, buffers[(s + 1) & 1]);  // its buffer's stage s - 1 is done
-    if (s > 0) kernels::grid_stage_wait(c.counter, static_cast<unsigned int>(s) * gridDim.x);
+    if (s > 0) kernels::grid_stage_wait(c.counter, static_cast<unsigned int>(s) * gridDim.x, relaxed_poll);
     load_x(c, s, xs);
     if (next_in_flight)
       kernels::cp_async_wait_one();
@@ -96,7 +96,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 bool persistent(HandoffArm arm) {
-  return arm == HandoffArm::kPersistent || arm == HandoffArm::kPersistent2Buf;
+  return arm == HandoffArm::kPersistent || arm == HandoffArm::kPersistent2Buf ||
+         arm == HandoffArm::kPersistentRelaxed;
 }
 
 const void* kernel_of(HandoffArm arm) {
@@ -116,6 +117,8 @@ const char* handoff_arm_name(HandoffArm arm) {
       return "persistent";
     case HandoffArm::kPersistent2Buf:
       return "persistent_2buf";
+    case HandoffArm::kPersistentRelaxed:
+      return "persistent_relaxed";
   }
   return "?";
 }
@@ -166,7 +169,8 @@ void enqueue_handoff_chain(const HandoffChain& c, HandoffArm arm, cudaStream_t s
     attribute.id = cudaLaunchAttributeCooperative;
     attribute.val.cooperative = 1;
     config.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&config, handoff_persistent_kernel, c, arm == HandoffArm::kPersistent2Buf));
+    CUDA_CHECK(cudaLaunchKernelEx(&config, handoff_persistent_kernel, c, arm == HandoffArm::kPersistent2Buf,
+                                  arm == HandoffArm::kPersistentRelaxed));
     return;
   }
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -17,15 +17,18 @@
 namespace tpserve::bench {
 
 enum class HandoffArm : int {
-  kKernelsPdl,     // a grid per stage, PDL: stage s + 1's blocks copy W_{s+1} to shared memory, then wait
-  kKernels,        // a grid per stage, no attribute: stage s + 1 starts when stage s has completed
-  kPersistent,     // one grid; a block copies W_s after its stage s - 1 arrival, then waits (as kKernelsPdl)
-  kPersistent2Buf  // one grid; W_{s+1} copied into a second buffer while stage s waits and runs
+  kKernelsPdl,      // a grid per stage, PDL: stage s + 1's blocks copy W_{s+1} to shared memory, then wait
+  kKernels,         // a grid per stage, no attribute: stage s + 1 starts when stage s has completed
+  kPersistent,      // one grid; a block copies W_s after its stage s - 1 arrival, then waits (as kKernelsPdl)
+  kPersistent2Buf,  // one grid; W_{s+1} copied into a second buffer while stage s waits and runs
+  kPersistentRelaxed  // as kPersistent, the counter polled by relaxed loads and one acquire fence after
 };
-inline constexpr int kNumHandoffArms = 4;
+inline constexpr int kNumHandoffArms = 5;
 inline constexpr std::array<HandoffArm, kNumHandoffArms> kHandoffArms = {
-    HandoffArm::kKernelsPdl, HandoffArm::kKernels, HandoffArm::kPersistent, HandoffArm::kPersistent2Buf};
-const char* handoff_arm_name(HandoffArm arm);  // "kernels_pdl", "kernels", "persistent", "persistent_2buf"
+    HandoffArm::kKernelsPdl, HandoffArm::kKernels, HandoffArm::kPersistent, HandoffArm::kPersistent2Buf,
+    HandoffArm::kPersistentRelaxed};
+// "kernels_pdl", "kernels", "persistent", "persistent_2buf", "persistent_relaxed"
+const char* handoff_arm_name(HandoffArm arm);
 
 struct HandoffChain {
   const kernels::bf16* weights = nullptr;  // [stages, hidden, hidden]: W_s row-major
