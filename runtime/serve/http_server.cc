@@ -244,21 +244,21 @@ void HttpServer::generation(const httplib::Request& req, httplib::Response& res,
   }
   g.on_written = [this] { response_done(); };
   g.client_gone = [] { return ConnectionServer::client_gone(); };
-  g.choices_per_prompt = static_cast<int>(parsed.choice_seeds.size());
+  g.choices_per_prompt = parsed.choices_per_prompt;
   // One engine request per choice of each prompt, prompt-major; refused as a whole when any is (those
   // already queued are cancelled).
   Submission submitted;
-  const size_t choices = parsed.jobs.size() * parsed.choice_seeds.size();
-  for (size_t p = 0; p < parsed.jobs.size() && submitted.refusal == Submission::Refusal::kNone; ++p)
-    for (size_t i = 0; i < parsed.choice_seeds.size(); ++i) {
-      GenerationJob job = parsed.jobs[p];
-      job.sampling.seed = parsed.seeds[p * parsed.choice_seeds.size() + i];
-      submitted = loop_->submit(std::move(job));
-      if (submitted.stream == nullptr) break;
-      g.streams.push_back(std::move(submitted.stream));
-      g.prompt_tokens.push_back(static_cast<int>(parsed.jobs[p].prompt.size()));
-      if (!parsed.echo.empty()) g.echo.push_back(parsed.echo[p]);
-    }
+  const size_t choices = parsed.seeds.size();
+  for (size_t c = 0; c < choices; ++c) {
+    const size_t p = c / static_cast<size_t>(parsed.choices_per_prompt);
+    GenerationJob job = parsed.jobs[p];
+    job.sampling.seed = parsed.seeds[c];
+    submitted = loop_->submit(std::move(job));
+    if (submitted.stream == nullptr) break;
+    g.streams.push_back(std::move(submitted.stream));
+    g.prompt_tokens.push_back(static_cast<int>(parsed.jobs[p].prompt.size()));
+    if (!parsed.echo.empty()) g.echo.push_back(parsed.echo[p]);
+  }
   if (g.streams.size() < choices) {
     for (const auto& stream : g.streams) stream->cancel();
     response_done();

@@ -159,8 +159,9 @@ int checked_logprobs(int64_t n, const char* field, const RequestLimits& limits) 
   return static_cast<int>(n);
 }
 
-// Sampling, stopping, streaming and the fields we refuse; shared by both endpoints.
-void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedRequest& out) {
+// Sampling, stopping, streaming and the fields we refuse; shared by both endpoints. Returns the request's
+// seed, if it sent one (for assign_choice_seeds once the prompts are known).
+std::optional<int64_t> parse_common(const JsonFields& f, const RequestLimits& limits, ParsedRequest& out) {
   check_model(f, limits);
   SamplingParams& s = out.job.sampling;
   s.temperature = static_cast<float>(f.number("temperature", 0, 2).value_or(limits.defaults.temperature));
@@ -177,13 +178,7 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
                     std::to_string(limits.max_queued_requests) + " (server.max_queued_requests); got " +
                     std::to_string(n),
                 "limit_exceeded");
-  // Choice i draws with seed + i (wrapping), so that choice 0 is the n = 1 answer and every choice is
-  // reproducible; without a seed each choice gets a fresh one.
-  out.seeded = seed.has_value();
-  for (int i = 0; i < n; ++i)
-    out.choice_seeds.push_back(
-        seed ? static_cast<int64_t>(static_cast<uint64_t>(*seed) + static_cast<uint64_t>(i)) : fresh_seed());
-  s.seed = out.choice_seeds[0];
+  out.choices_per_prompt = n;
   out.job.stop = parse_stop(f, limits);
   if (const Json* ids = f.get("stop_token_ids")) {
     if (!ids->is_array())
@@ -208,6 +203,17 @@ void parse_common(const JsonFields& f, const RequestLimits& limits, ParsedReques
   out.job.processing = parse_logit_processing(f, limits.vocab_size, limits.defaults.repetition_penalty);
   out.job.structured = parse_structured_output(f, limits.grammars.get());
   f.string("user");  // accepted and ignored
+  return seed;
+}
+
+// Every choice's seed (ParsedRequest::seeds) for out.jobs: seed + i (wrapping) for choice i of each prompt
+// where the request sent one, so that every choice is reproducible; else a fresh one each (the same prompt
+// sent twice in a batch gives two samples).
+void assign_choice_seeds(ParsedRequest& out, std::optional<int64_t> seed) {
+  for (size_t p = 0; p < out.jobs.size(); ++p)
+    for (int i = 0; i < out.choices_per_prompt; ++i)
+      out.seeds.push_back(seed ? static_cast<int64_t>(static_cast<uint64_t>(*seed) + static_cast<uint64_t>(i))
+                               : fresh_seed());
 }
 
 // max_tokens absent: all the room left (at most the server's max_output_tokens). Too long: a 400 that says
@@ -285,7 +291,7 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
   const Json doc = parse_json_body(body);
   const JsonFields f(doc, "");
   ParsedRequest out;
-  parse_common(f, limits, out);
+  const std::optional<int64_t> seed = parse_common(f, limits, out);
   const bool echo = f.boolean("echo").value_or(false);
   if (const auto n = f.integer("logprobs", 0, 20)) {
     if (echo)
@@ -299,7 +305,7 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
   f.string("suffix");
   f.refuse_unless_neutral("suffix", nullptr, "suffixes are not implemented");
   const auto max_tokens = f.integer("max_tokens", 1, kInt32Max);
-  for (PromptInput& p : parse_prompts(f, limits, static_cast<int>(out.choice_seeds.size()))) {
+  for (PromptInput& p : parse_prompts(f, limits, out.choices_per_prompt)) {
     GenerationJob job = out.job;
     job.prompt = std::move(p.ids);
     resolve_max_tokens(max_tokens, "max_tokens", p.field, limits, job);
@@ -312,11 +318,7 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
     out.jobs.push_back(std::move(job));
   }
   out.job = out.jobs.front();
-  // Choice i of every prompt draws with seed + i when a seed was sent; else every choice of every prompt with
-  // a fresh seed of its own (the same prompt sent twice in a batch gives two samples).
-  for (size_t p = 0; p < out.jobs.size(); ++p)
-    for (const int64_t seed : out.choice_seeds)
-      out.seeds.push_back(out.seeded || p == 0 ? seed : fresh_seed());
+  assign_choice_seeds(out, seed);
   return out;
 }
 
@@ -324,7 +326,7 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   const Json doc = parse_json_body(body);
   const JsonFields f(doc, "");
   ParsedRequest out;
-  parse_common(f, limits, out);
+  const std::optional<int64_t> seed = parse_common(f, limits, out);
   const bool logprobs = f.boolean("logprobs").value_or(false);
   const auto top = f.integer("top_logprobs", 0, 20);
   if (top && *top > 0 && !logprobs) bad_request("top_logprobs", "needs logprobs: true");
@@ -344,7 +346,7 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
                      max_completion_tokens ? "max_completion_tokens" : "max_tokens", "messages", limits,
                      out.job);
   out.jobs = {out.job};
-  out.seeds = out.choice_seeds;
+  assign_choice_seeds(out, seed);
   return out;
 }
 

@@ -44,10 +44,10 @@ struct ParsedRequest {
       false;  // stream_options.continuous_usage_stats (with include_usage): every chunk too
   bool return_token_ids = false;  // choices carry token_ids (always when the server has no tokenizer)
   ChatOutputOptions chat_output;  // chat: what the answer's text is parsed for
-  // One seed per choice (`n` of them) of the first prompt; `seeded`: the request sent a seed.
-  std::vector<int64_t> choice_seeds;
-  bool seeded = false;
-  // Every choice's seed, prompt-major (jobs.size() x n): the server runs each job once per choice.
+  // Choices (`n`) each prompt gets, and every choice's sampling seed, prompt-major (jobs.size() x n): the
+  // server runs each job once per choice. Choice i of every prompt draws with seed + i where the request sent
+  // a seed (choice 0 is the n = 1 answer), else each with a fresh seed of its own.
+  int choices_per_prompt = 1;
   std::vector<int64_t> seeds;
   // One job per prompt (completions may send a batch; chat one), `job` being the first: choices are
   // prompt-major, choice index = prompt x n + i.
