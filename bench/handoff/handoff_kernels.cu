@@ -1,7 +1,11 @@
 // handoff's kernels: 256 threads a block; block b owns rows [b R, b R + R) of every W_s (R = rows_per_block),
-// copied to shared memory by cp.async; x_s staged in shared memory through L2; warp w sums rows w, w + 8, ...
-// (lanes over 8-element vectors, then a butterfly), lane 0 stores the bf16 result.
+// copied to shared memory by cp.async from warps 1..7 (warp 0 issues no copy, so the thread that signals a
+// stage's arrival has none outstanding at its release); x_s staged in shared memory through L2; warp w sums
+// rows w, w + 8, ... (lanes over 8-element vectors, then a butterfly), lane 0 stores the bf16 result.
 #include "bench/handoff/handoff_kernels.h"
+
+#include <algorithm>
+
 #include "common/cuda_check.h"
 #include "common/error.h"
 #include "kernels/device_common.cuh"
@@ -14,14 +18,16 @@ namespace {
 using kernels::bf16;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kernels::kWarpSize;
+constexpr int kCopyThreads = kThreads - kernels::kWarpSize;  // warps 1..7
 
 // This block's rows of W_s into w (one contiguous range: the rows are consecutive), one commit group.
 __device__ void copy_weights(const HandoffChain& c, int s, bf16* w) {
   const int64_t first =
       (static_cast<int64_t>(s) * c.hidden + static_cast<int64_t>(blockIdx.x) * c.rows_per_block) * c.hidden;
   const int pieces = c.rows_per_block * c.hidden / kernels::kBf16PerVec;
-  for (int i = threadIdx.x; i < pieces; i += kThreads)
-    kernels::cp_async_16(w + i * kernels::kBf16PerVec, c.weights + first + i * kernels::kBf16PerVec, true);
+  for (int i = static_cast<int>(threadIdx.x) - kernels::kWarpSize; i < pieces; i += kCopyThreads)
+    if (i >= 0)
+      kernels::cp_async_16(w + i * kernels::kBf16PerVec, c.weights + first + i * kernels::kBf16PerVec, true);
   kernels::cp_async_commit();
 }
 
@@ -38,6 +44,7 @@ __device__ void compute_rows(const HandoffChain& c, int s, const bf16* w, const 
   const int vectors = c.hidden / kernels::kBf16PerVec;
   bf16* y = c.activations + static_cast<int64_t>(s + 1) * c.hidden +
             static_cast<int64_t>(blockIdx.x) * c.rows_per_block;
+  if (c.skew && (blockIdx.x * 7 + s) % 5 == 0) __nanosleep(2000);  // GPU tests: a late block
   for (int row = warp; row < c.rows_per_block; row += kWarps) {
     float sum = 0.0f;
     for (int v = lane; v < vectors; v += kernels::kWarpSize) {
@@ -69,21 +76,22 @@ __global__ void __launch_bounds__(kThreads) handoff_stage_kernel(const HandoffCh
 
 // Every stage in one grid, stages separated by kernels/grid_stage.cuh's counter. With two buffers, W_{s+1}
 // is copied while the block waits for stage s's input and computes stage s; with one, W_s is copied after
-// the block's stage s - 1 arrival (as a stage kernel copies before its PDL wait).
-__global__ void __launch_bounds__(kThreads)
-    handoff_persistent_kernel(const HandoffChain c, bool two_buffers, bool relaxed_poll) {
+// the block's stage s - 1 arrival.
+template <bool kTwoBuffers, bool kRelaxedPoll>
+__global__ void __launch_bounds__(kThreads) handoff_persistent_kernel(const HandoffChain c) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int row_elems = c.rows_per_block * c.hidden;
   bf16* buffers[2] = {reinterpret_cast<bf16*>(smem),
-                      reinterpret_cast<bf16*>(smem) + (two_buffers ? row_elems : 0)};
+                      reinterpret_cast<bf16*>(smem) + (kTwoBuffers ? row_elems : 0)};
   bf16* xs = buffers[1] + row_elems;
-  if (two_buffers) copy_weights(c, 0, buffers[0]);
+  if (kTwoBuffers) copy_weights(c, 0, buffers[0]);
   for (int s = 0; s < c.stages; ++s) {
     bf16* w = buffers[s & 1];
-    const bool next_in_flight = two_buffers && s + 1 < c.stages;
-    if (!two_buffers) copy_weights(c, s, w);
+    const bool next_in_flight = kTwoBuffers && s + 1 < c.stages;
+    if (!kTwoBuffers) copy_weights(c, s, w);
     if (next_in_flight) copy_weights(c, s + 1, buffers[(s + 1) & 1]);  // its buffer's stage s - 1 is done
-    if (s > 0) kernels::grid_stage_wait(c.counter, static_cast<unsigned int>(s) * gridDim.x, relaxed_poll);
+    if (s > 0 && !c.skip_waits)
+      kernels::grid_stage_wait(c.counter, static_cast<unsigned int>(s) * gridDim.x, kRelaxedPoll);
     load_x(c, s, xs);
     if (next_in_flight)
       kernels::cp_async_wait_one();
@@ -101,8 +109,16 @@ bool persistent(HandoffArm arm) {
 }
 
 const void* kernel_of(HandoffArm arm) {
-  return persistent(arm) ? reinterpret_cast<const void*>(handoff_persistent_kernel)
-                         : reinterpret_cast<const void*>(handoff_stage_kernel);
+  switch (arm) {
+    case HandoffArm::kPersistent:
+      return reinterpret_cast<const void*>(handoff_persistent_kernel<false, false>);
+    case HandoffArm::kPersistent2Buf:
+      return reinterpret_cast<const void*>(handoff_persistent_kernel<true, false>);
+    case HandoffArm::kPersistentRelaxed:
+      return reinterpret_cast<const void*>(handoff_persistent_kernel<false, true>);
+    default:
+      return reinterpret_cast<const void*>(handoff_stage_kernel);
+  }
 }
 
 }  // namespace
@@ -113,6 +129,8 @@ const char* handoff_arm_name(HandoffArm arm) {
       return "kernels_pdl";
     case HandoffArm::kKernels:
       return "kernels";
+    case HandoffArm::kKernelsPdlAlone:
+      return "kernels_pdl_alone";
     case HandoffArm::kPersistent:
       return "persistent";
     case HandoffArm::kPersistent2Buf:
@@ -132,7 +150,9 @@ int handoff_rows_per_block(int hidden, int sms) {
 
 size_t handoff_smem_bytes(const HandoffChain& c, HandoffArm arm) {
   const size_t rows = size_t(c.rows_per_block) * c.hidden * sizeof(bf16);
-  return (arm == HandoffArm::kPersistent2Buf ? 2 : 1) * rows + size_t(c.hidden) * sizeof(bf16);
+  const size_t bytes = (arm == HandoffArm::kPersistent2Buf ? 2 : 1) * rows + size_t(c.hidden) * sizeof(bf16);
+  if (arm != HandoffArm::kKernelsPdlAlone) return bytes;
+  return std::max(bytes, size_t(c.sm_shared_bytes) / 2 + 1024);  // two would need more than the SM has
 }
 
 void check_handoff_fits(const HandoffChain& c, HandoffArm arm, int device) {
@@ -146,9 +166,14 @@ void check_handoff_fits(const HandoffChain& c, HandoffArm arm, int device) {
   const size_t smem = handoff_smem_bytes(c, arm);
   TPS_CHECK(smem <= size_t(optin), "handoff: ", handoff_arm_name(arm), " needs ", smem,
             " bytes of shared memory a block; the device allows ", optin, " (fewer rows a block: more SMs)");
+  // The stage kernel serves three arms: its limit is the largest of theirs, whatever order they come in.
+  size_t limit = smem;
+  if (!persistent(arm))
+    for (HandoffArm other : {HandoffArm::kKernelsPdl, HandoffArm::kKernels, HandoffArm::kKernelsPdlAlone})
+      limit = std::max(limit, std::min(handoff_smem_bytes(c, other), size_t(optin)));
   const void* kernel = kernel_of(arm);
   CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(limit)));
   if (!persistent(arm)) return;
   int per_sm = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
@@ -169,15 +194,20 @@ void enqueue_handoff_chain(const HandoffChain& c, HandoffArm arm, cudaStream_t s
     attribute.id = cudaLaunchAttributeCooperative;
     attribute.val.cooperative = 1;
     config.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&config, handoff_persistent_kernel, c, arm == HandoffArm::kPersistent2Buf,
-                                  arm == HandoffArm::kPersistentRelaxed));
+    if (arm == HandoffArm::kPersistent2Buf)
+      CUDA_CHECK(cudaLaunchKernelEx(&config, handoff_persistent_kernel<true, false>, c));
+    else if (arm == HandoffArm::kPersistentRelaxed)
+      CUDA_CHECK(cudaLaunchKernelEx(&config, handoff_persistent_kernel<false, true>, c));
+    else
+      CUDA_CHECK(cudaLaunchKernelEx(&config, handoff_persistent_kernel<false, false>, c));
     return;
   }
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
+  const bool pdl = arm == HandoffArm::kKernelsPdl || arm == HandoffArm::kKernelsPdlAlone;
   for (int s = 0; s < c.stages; ++s) {
     // The first stage follows the memset: no programmatic edge there in any arm.
-    config.numAttrs = arm == HandoffArm::kKernelsPdl && s > 0 ? 1 : 0;
+    config.numAttrs = pdl && s > 0 ? 1 : 0;
     CUDA_CHECK(cudaLaunchKernelEx(&config, handoff_stage_kernel, c, s));
   }
 }

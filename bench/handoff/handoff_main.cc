@@ -53,8 +53,9 @@ std::vector<int> parse_hiddens(const std::string& text) {
   for (std::string item; std::getline(ss, item, ',');) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
-    TPS_CHECK(!item.empty() && *end == '\0' && v >= 64 && v <= 16384 && v % 8 == 0,
-              "--hidden: expected sizes in [64, 16384], multiples of 8, comma-separated; got '", item, "'");
+    // Above 2560 a block's rows (twice, for persistent_2buf) outgrow an SM's shared memory.
+    TPS_CHECK(!item.empty() && *end == '\0' && v >= 64 && v <= 2560 && v % 8 == 0,
+              "--hidden: expected sizes in [64, 2560], multiples of 8, comma-separated; got '", item, "'");
     out.push_back(static_cast<int>(v));
   }
   TPS_CHECK(!out.empty(), "--hidden: no size given");

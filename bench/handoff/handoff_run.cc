@@ -96,13 +96,17 @@ HandoffCase run_handoff_case(int hidden, const HandoffOptions& o, int sms, cudaS
   c.hidden = hidden;
   c.rows_per_block = r.rows_per_block;
   c.scale = std::sqrt(3.0f / static_cast<float>(hidden));
+  c.skew = o.skew;
+  c.skip_waits = o.skip_waits;
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&c.sm_shared_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
   for (HandoffArm arm : kHandoffArms) {
     check_handoff_fits(c, arm, device);
     d.graphs[static_cast<int>(arm)] = capture(c, arm, stream);
   }
 
+  bool same = true;
   for (int round = 0; round < o.rounds; ++round) {
     r.order.push_back(arm_order(kNumHandoffArms, round));
     for (int a : r.order.back()) {
@@ -115,19 +119,21 @@ HandoffCase run_handoff_case(int hidden, const HandoffOptions& o, int sms, cudaS
       float ms = 0;
       CUDA_CHECK(cudaEventElapsedTime(&ms, d.start, d.stop));
       r.us[a].push_back(1e3 * ms / o.replays);
-      if (round == 0) {  // each arm's result, with every stage's output poisoned (NaN) first
-        auto& out = r.out[a];
-        out.resize(hidden);
-        CUDA_CHECK(cudaMemsetAsync(c.activations + hidden, 0xff, size_t(o.stages) * hidden * 2, stream));
-        CUDA_CHECK(cudaGraphLaunch(g, stream));
-        CUDA_CHECK(cudaMemcpyAsync(out.data(), c.activations + size_t(o.stages) * hidden, size_t(hidden) * 2,
-                                   cudaMemcpyDeviceToHost, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-      }
+      // A checked run, every round: every stage's output poisoned (NaN) first.
+      std::vector<uint16_t> out(hidden);
+      CUDA_CHECK(cudaMemsetAsync(c.activations + hidden, 0xff, size_t(o.stages) * hidden * 2, stream));
+      CUDA_CHECK(cudaGraphLaunch(g, stream));
+      CUDA_CHECK(cudaMemcpyAsync(out.data(), c.activations + size_t(o.stages) * hidden, size_t(hidden) * 2,
+                                 cudaMemcpyDeviceToHost, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      if (round == 0)
+        r.out[a] = std::move(out);
+      else
+        same = same && out == r.out[a];
     }
   }
-  r.outputs_match = true;
-  for (int a = 1; a < kNumHandoffArms; ++a) r.outputs_match = r.outputs_match && r.out[a] == r.out[0];
+  for (int a = 1; a < kNumHandoffArms; ++a) same = same && r.out[a] == r.out[0];
+  r.outputs_match = same;
   return r;
 }
 

@@ -22,6 +22,8 @@ struct HandoffOptions {
   int device = 0;
   uint64_t seed = 1;
   std::string json_path;
+  bool skew = false;        // GPU tests: HandoffChain::skew
+  bool skip_waits = false;  // GPU tests: HandoffChain::skip_waits (a broken handoff)
 };
 
 struct HandoffCase {
@@ -29,11 +31,12 @@ struct HandoffCase {
   int stages = 0;
   int rows_per_block = 0;
   int blocks = 0;
-  double weight_bytes = 0;                                 // read by one chain: stages x hidden^2 x 2
-  std::array<std::vector<double>, kNumHandoffArms> us;     // per round: one chain, microseconds
-  std::vector<std::vector<int>> order;                     // per round: arm indices in the order run
-  std::array<std::vector<uint16_t>, kNumHandoffArms> out;  // x_stages of the last replay, bf16 bits
-  bool outputs_match = false;                              // every arm's x_stages the same bits
+  double weight_bytes = 0;                              // read by one chain: stages x hidden^2 x 2
+  std::array<std::vector<double>, kNumHandoffArms> us;  // per round: one chain, microseconds
+  std::vector<std::vector<int>> order;                  // per round: arm indices in the order run
+  // x_stages of each arm's checked run in round 0 (every stage's output poisoned with NaN first), bf16 bits.
+  std::array<std::vector<uint16_t>, kNumHandoffArms> out;
+  bool outputs_match = false;  // the checked runs of every arm and round gave the same bits
 };
 
 // Runs every arm of one hidden size on `stream` (device memory allocated and freed here). `sms`: the

@@ -49,9 +49,12 @@ TEST(Handoff, RowsPerBlockDivideHiddenAndFillTheSmsOnce) {
   }
 }
 
+// Some blocks of every stage sleep before storing their rows, and every round's checked run starts from
+// poisoned outputs: a stage that read its input before the stage before it finished would read NaN.
 TEST(Handoff, ArmsGiveTheSameBitsOverALongChain) {
   TPS_REQUIRE_CUDA_DEVICE();
-  const HandoffOptions o = options(/*stages=*/96, /*rounds=*/2, /*replays=*/3, /*seed=*/11);
+  HandoffOptions o = options(/*stages=*/96, /*rounds=*/4, /*replays=*/3, /*seed=*/11);
+  o.skew = true;
   Stream stream;
   const HandoffCase c = run_handoff_case(1024, o, device_sms(), stream.s);
   EXPECT_TRUE(c.outputs_match);
@@ -60,10 +63,28 @@ TEST(Handoff, ArmsGiveTheSameBitsOverALongChain) {
   EXPECT_EQ(finite, 1024);  // no poisoned input reached the end
   for (int a = 0; a < kNumHandoffArms; ++a) {
     SCOPED_TRACE(handoff_arm_name(kHandoffArms[a]));
-    ASSERT_EQ(c.us[a].size(), 2u);
+    ASSERT_EQ(c.us[a].size(), 4u);
     EXPECT_GT(c.us[a][1], 0.0);
   }
-  EXPECT_EQ(c.order[1], (std::vector<int>{4, 3, 2, 1, 0}));
+  EXPECT_EQ(c.order[1], (std::vector<int>{5, 4, 3, 2, 1, 0}));
+}
+
+// The negative control: a persistent grid that never waits for the counter reads inputs before they are
+// written, and the check sees it.
+TEST(Handoff, AHandoffThatDoesNotWaitIsCaught) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  HandoffOptions o = options(/*stages=*/96, /*rounds=*/1, /*replays=*/1, /*seed=*/11);
+  o.skew = true;
+  o.skip_waits = true;
+  Stream stream;
+  const HandoffCase c = run_handoff_case(1024, o, device_sms(), stream.s);
+  EXPECT_FALSE(c.outputs_match);
+  const auto& reference = c.out[static_cast<int>(HandoffArm::kKernelsPdl)];
+  EXPECT_EQ(c.out[static_cast<int>(HandoffArm::kKernels)], reference);  // the kernel arms still wait
+  EXPECT_EQ(c.out[static_cast<int>(HandoffArm::kKernelsPdlAlone)], reference);
+  for (HandoffArm arm :
+       {HandoffArm::kPersistent, HandoffArm::kPersistent2Buf, HandoffArm::kPersistentRelaxed})
+    EXPECT_NE(c.out[static_cast<int>(arm)], reference) << handoff_arm_name(arm);
 }
 
 TEST(Handoff, ShortChainMatchesTheHostReference) {
