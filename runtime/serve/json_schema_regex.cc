@@ -1,11 +1,14 @@
 #include "runtime/serve/json_schema_regex.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 #include <string_view>
 #include <vector>
 
 #include "common/error.h"
+#include "runtime/serve/json_number_range.h"
 #include "runtime/serve/json_string_pattern.h"
 #include "runtime/serve/json_value_regex.h"
 #include "runtime/serve/regex_dfa.h"
@@ -135,6 +138,7 @@ class Converter {
       if (has_any(kObjectKeywords)) types.push_back("object");
       if (has_any(kArrayKeywords)) types.push_back("array");
       if (has_any(kStringKeywords)) types.push_back("string");
+      if (has_any(kNumberKeywords)) types.push_back("number");
       if (types.empty()) return any(depth);
     }
     std::vector<std::string> alternatives;
@@ -226,12 +230,75 @@ class Converter {
 
   std::string typed(const Json& s, const std::string& type, const std::string& pointer, int depth) {
     if (type == "string") return string_value(s, pointer);
-    if (type == "integer") return json_integer_regex();
-    if (type == "number") return json_number_regex();
+    if (type == "integer" || type == "number") return number_value(s, type == "integer", pointer);
     if (type == "boolean") return json_boolean_regex();
     if (type == "null") return "null";
     if (type == "object") return object_value(s, pointer, depth);
     return array_value(s, pointer, depth);
+  }
+
+  // One side's bound: `plain` (minimum / maximum) and `exclusive` (exclusiveMinimum / exclusiveMaximum: a
+  // number, or draft 4's boolean that makes `plain` exclusive), the stricter where both are given.
+  struct Bound {
+    long double value = 0;
+    bool exclusive = false;
+  };
+  std::optional<Bound> bound(const Json& s, const std::string& pointer, const char* plain,
+                             const char* exclusive, bool lower) const {
+    auto number = [&](const char* key) -> long double {
+      const Json& v = s[key];
+      if (v.is_number_unsigned() &&
+          v.template get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+        fail(pointer + "/" + key, "bounds beyond the 64-bit integer range are not supported");
+      if (v.is_number_integer()) return static_cast<long double>(v.template get<int64_t>());
+      if (!v.is_number()) fail(pointer + "/" + key, "must be a number");
+      const double d = v.template get<double>();
+      if (!(std::fabs(d) <= 9.2e18))
+        fail(pointer + "/" + key, "bounds beyond the 64-bit integer range are not supported");
+      return d;
+    };
+    std::optional<Bound> out;
+    auto take = [&](Bound b) {
+      const bool stricter = !out || (lower ? b.value > out->value : b.value < out->value) ||
+                            (b.value == out->value && b.exclusive);
+      if (stricter) out = b;
+    };
+    const bool draft4_exclusive = s.contains(exclusive) && s[exclusive].is_boolean();
+    if (s.contains(plain)) take({number(plain), draft4_exclusive && s[exclusive].template get<bool>()});
+    if (s.contains(exclusive) && !draft4_exclusive) take({number(exclusive), true});
+    return out;
+  }
+
+  // An integer or a number within the schema's bounds (json_number_range.h): integers from the bounds rounded
+  // inward; numbers only with integer bounds, and then without an exponent.
+  std::string number_value(const Json& s, bool integer, const std::string& pointer) const {
+    const std::optional<Bound> lo = bound(s, pointer, "minimum", "exclusiveMinimum", true);
+    const std::optional<Bound> hi = bound(s, pointer, "maximum", "exclusiveMaximum", false);
+    if (!lo && !hi) return integer ? json_integer_regex() : json_number_regex();
+    try {
+      if (integer) {
+        auto inward = [](const std::optional<Bound>& b, bool lower) -> std::optional<int64_t> {
+          if (!b) return std::nullopt;
+          const long double v = lower ? (b->exclusive ? std::floor(b->value) + 1 : std::ceil(b->value))
+                                      : (b->exclusive ? std::ceil(b->value) - 1 : std::floor(b->value));
+          if (v > static_cast<long double>(std::numeric_limits<int64_t>::max()) ||
+              v < static_cast<long double>(std::numeric_limits<int64_t>::min()))
+            throw Error("no 64-bit integer lies within the bounds");
+          return static_cast<int64_t>(v);
+        };
+        return json_integer_range_regex(inward(lo, true), inward(hi, false));
+      }
+      auto integral = [&](const std::optional<Bound>& b) -> std::optional<NumberBound> {
+        if (!b) return std::nullopt;
+        if (std::floor(b->value) != b->value)
+          fail(pointer, "a bound that is not an integer is supported for integers only, not numbers");
+        return NumberBound{static_cast<int64_t>(b->value), b->exclusive};
+      };
+      return json_number_range_regex(integral(lo), integral(hi));
+    } catch (const Error& e) {
+      if (std::string_view(e.what()).rfind("json schema: ", 0) == 0) throw;
+      fail(pointer, e.what());
+    }
   }
 
   std::string string_value(const Json& s, const std::string& pointer) const {

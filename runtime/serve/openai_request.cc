@@ -209,11 +209,15 @@ std::optional<int64_t> parse_common(const JsonFields& f, const RequestLimits& li
 // Every choice's seed (ParsedRequest::seeds) for out.jobs: seed + i (wrapping) for choice i of each prompt
 // where the request sent one, so that every choice is reproducible; else a fresh one each (the same prompt
 // sent twice in a batch gives two samples).
+// Each job keeps its first choice's seed, as a request with n = 1 runs it.
 void assign_choice_seeds(ParsedRequest& out, std::optional<int64_t> seed) {
-  for (size_t p = 0; p < out.jobs.size(); ++p)
+  for (size_t p = 0; p < out.jobs.size(); ++p) {
     for (int i = 0; i < out.choices_per_prompt; ++i)
       out.seeds.push_back(seed ? static_cast<int64_t>(static_cast<uint64_t>(*seed) + static_cast<uint64_t>(i))
                                : fresh_seed());
+    out.jobs[p].sampling.seed = out.seeds[p * out.choices_per_prompt];
+  }
+  out.job.sampling.seed = out.seeds.front();
 }
 
 // max_tokens absent: all the room left (at most the server's max_output_tokens). Too long: a 400 that says

@@ -96,6 +96,26 @@ TEST(HttpStructuredOutput, SchemaAnswersAreJsonOfTheSchema) {
   }
 }
 
+// Integer bounds hold in the answer (whatever digits the model prefers).
+TEST(HttpStructuredOutput, SchemaIntegerBoundsHold) {
+  TestServer server;
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  const Json schema = {{"type", "object"},
+                       {"properties", {{"age", {{"type", "integer"}, {"minimum", 18}, {"maximum", 99}}}}},
+                       {"required", {"age"}}};
+  const Reply r =
+      post(server, "/v1/completions",
+           completion({{"guided_json", schema}, {"n", 4}, {"temperature", 1.0}, {"seed", 3}}, 64));
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  for (const std::string& text : texts(r)) {
+    const Json v = Json::parse(text, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << text;
+    ASSERT_TRUE(v["age"].is_number_integer()) << text;
+    EXPECT_GE(v["age"].get<int>(), 18) << text;
+    EXPECT_LE(v["age"].get<int>(), 99) << text;
+  }
+}
+
 TEST(HttpStructuredOutput, JsonModeAnswersAreJsonAsFarAsTheyGo) {
   TestServer server;
   QWEN3_TOKENIZER_OR_SKIP(tok);

@@ -306,8 +306,42 @@ TEST(JsonSchemaRegex, UnsupportedSchemasAreRefusedWithTheirPointer) {
       << error_of(deep, shallow);
 }
 
-TEST(JsonSchemaRegex, MinimumAndMaximumAreIgnored) {
-  expect_instances(R"({"type":"integer","minimum":1,"maximum":5})", {"3", "100", "-1"}, {"1.5"});
+TEST(JsonSchemaRegex, IntegerBounds) {
+  expect_instances(R"({"type":"integer","minimum":1,"maximum":5})", {"1", "3", "5"},
+                   {"0", "6", "100", "-1", "1.5"});
+  // Bounds that are not integers round inward; exclusive ones (numbers, or draft 4's booleans) leave theirs
+  // out.
+  expect_instances(R"({"type":"integer","minimum":-2.5,"exclusiveMaximum":3})", {"-2", "0", "2"},
+                   {"-3", "3"});
+  expect_instances(R"({"type":"integer","exclusiveMinimum":0})", {"1", "12345678901234"}, {"0", "-1"});
+  expect_instances(R"({"type":"integer","minimum":0,"exclusiveMinimum":true,"maximum":2})", {"1", "2"},
+                   {"0", "3"});
+  // The stricter of minimum and exclusiveMinimum.
+  expect_instances(R"({"type":"integer","minimum":5,"exclusiveMinimum":3})", {"5", "6"}, {"4"});
+  expect_instances(R"({"type":["integer","null"],"maximum":-10})", {"-10", "-11", "null"}, {"-9", "0"});
+  expect_instances(R"({"type":"integer","minimum":0,"maximum":9223372036854775807})",
+                   {"0", "9223372036854775807"}, {"9223372036854775808", "-1"});
+}
+
+TEST(JsonSchemaRegex, NumberBounds) {
+  expect_instances(R"({"type":"number","minimum":0,"maximum":1})", {"0", "0.5", "0.999", "1", "1.00"},
+                   {"1.01", "-0.5", "2", "1e-3", "0.5e1"});
+  expect_instances(R"({"type":"number","exclusiveMinimum":-1,"exclusiveMaximum":1})", {"-0.5", "0", "0.999"},
+                   {"-1", "-1.0", "1", "1.0"});
+  // Without a type, number keywords make the value a number.
+  expect_instances(R"({"minimum":3})", {"3", "3.5", "1000"}, {"2.999", R"("x")", "null"});
+  expect_instances(R"({"type":"number"})", {"1e300"}, {});  // unbounded numbers keep their exponent
+}
+
+TEST(JsonSchemaRegex, BoundsThatCannotBeMetOrWrittenAreRefused) {
+  expect_refused(R"({"type":"integer","minimum":5,"maximum":4})", "no integer lies between 5 and 4");
+  expect_refused(R"({"type":"integer","minimum":0.2,"maximum":0.8})", "no integer lies between 1 and 0");
+  expect_refused(R"({"type":"number","exclusiveMinimum":1,"maximum":1})", "no number lies in the range");
+  expect_refused(R"({"type":"number","minimum":0.5})", "not an integer is supported for integers only");
+  expect_refused(R"({"type":"integer","maximum":1e30})", "/maximum: bounds beyond the 64-bit integer range");
+  expect_refused(R"({"type":"integer","maximum":18446744073709551615})", "/maximum: bounds beyond");
+  expect_refused(R"({"type":"integer","minimum":"1"})", "/minimum: must be a number");
+  expect_refused(R"({"properties":{"n":{"type":"integer","minimum":2,"maximum":1}}})", "/properties/n");
 }
 
 // A pattern's sets are cut to what a JSON string holds unescaped: `.` or `[^@]` cannot write a bare quote,
