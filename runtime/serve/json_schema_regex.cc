@@ -138,7 +138,10 @@ class Converter {
       if (has_any(kObjectKeywords)) types.push_back("object");
       if (has_any(kArrayKeywords)) types.push_back("array");
       if (has_any(kStringKeywords)) types.push_back("string");
-      if (has_any(kNumberKeywords)) types.push_back("number");
+      // Number keywords with a number (draft 4's boolean exclusives alone bound nothing).
+      if (std::any_of(kNumberKeywords.begin(), kNumberKeywords.end(),
+                      [&](const std::string& k) { return s.contains(k) && s[k].is_number(); }))
+        types.push_back("number");
       if (types.empty()) return any(depth);
     }
     std::vector<std::string> alternatives;
@@ -238,24 +241,22 @@ class Converter {
   }
 
   // One side's bound: `plain` (minimum / maximum) and `exclusive` (exclusiveMinimum / exclusiveMaximum: a
-  // number, or draft 4's boolean that makes `plain` exclusive), the stricter where both are given.
+  // number, or draft 4's boolean that makes `plain` exclusive), the stricter where both are given; `key`
+  // names the keyword it came from.
   struct Bound {
     long double value = 0;
     bool exclusive = false;
+    const char* key = "";
   };
+  static_assert(std::numeric_limits<long double>::digits >= 64, "64-bit integer bounds held exactly");
   std::optional<Bound> bound(const Json& s, const std::string& pointer, const char* plain,
                              const char* exclusive, bool lower) const {
     auto number = [&](const char* key) -> long double {
       const Json& v = s[key];
-      if (v.is_number_unsigned() &&
-          v.template get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-        fail(pointer + "/" + key, "bounds beyond the 64-bit integer range are not supported");
+      if (v.is_number_unsigned()) return static_cast<long double>(v.template get<uint64_t>());
       if (v.is_number_integer()) return static_cast<long double>(v.template get<int64_t>());
       if (!v.is_number()) fail(pointer + "/" + key, "must be a number");
-      const double d = v.template get<double>();
-      if (!(std::fabs(d) <= 9.2e18))
-        fail(pointer + "/" + key, "bounds beyond the 64-bit integer range are not supported");
-      return d;
+      return v.template get<double>();
     };
     std::optional<Bound> out;
     auto take = [&](Bound b) {
@@ -264,9 +265,26 @@ class Converter {
       if (stricter) out = b;
     };
     const bool draft4_exclusive = s.contains(exclusive) && s[exclusive].is_boolean();
-    if (s.contains(plain)) take({number(plain), draft4_exclusive && s[exclusive].template get<bool>()});
-    if (s.contains(exclusive) && !draft4_exclusive) take({number(exclusive), true});
+    if (s.contains(plain))
+      take({number(plain), draft4_exclusive && s[exclusive].template get<bool>(), plain});
+    if (s.contains(exclusive) && !draft4_exclusive) take({number(exclusive), true, exclusive});
     return out;
+  }
+
+  // A bound as a 64-bit value: beyond the 64-bit range an upper bound above it and a lower bound below it are
+  // clamped to it (narrowing: every value written still holds); the other two leave nothing to write.
+  static int64_t clamp_to_int64(long double v, bool lower) {
+    constexpr long double kMax = static_cast<long double>(std::numeric_limits<int64_t>::max());
+    constexpr long double kMin = static_cast<long double>(std::numeric_limits<int64_t>::min());
+    if (v > kMax) {
+      if (lower) throw Error("a lower bound beyond the 64-bit integer range leaves no value to write");
+      return std::numeric_limits<int64_t>::max();
+    }
+    if (v < kMin) {
+      if (!lower) throw Error("an upper bound beyond the 64-bit integer range leaves no value to write");
+      return std::numeric_limits<int64_t>::min();
+    }
+    return static_cast<int64_t>(v);
   }
 
   // An integer or a number within the schema's bounds (json_number_range.h): integers from the bounds rounded
@@ -275,28 +293,29 @@ class Converter {
     const std::optional<Bound> lo = bound(s, pointer, "minimum", "exclusiveMinimum", true);
     const std::optional<Bound> hi = bound(s, pointer, "maximum", "exclusiveMaximum", false);
     if (!lo && !hi) return integer ? json_integer_regex() : json_number_regex();
+    if (!integer)
+      for (const std::optional<Bound>& b : {lo, hi})
+        if (b && std::floor(b->value) != b->value)
+          fail(pointer + "/" + b->key,
+               "a bound that is not an integer is supported for integers only, not numbers");
     try {
       if (integer) {
         auto inward = [](const std::optional<Bound>& b, bool lower) -> std::optional<int64_t> {
           if (!b) return std::nullopt;
-          const long double v = lower ? (b->exclusive ? std::floor(b->value) + 1 : std::ceil(b->value))
-                                      : (b->exclusive ? std::ceil(b->value) - 1 : std::floor(b->value));
-          if (v > static_cast<long double>(std::numeric_limits<int64_t>::max()) ||
-              v < static_cast<long double>(std::numeric_limits<int64_t>::min()))
-            throw Error("no 64-bit integer lies within the bounds");
-          return static_cast<int64_t>(v);
+          return clamp_to_int64(lower ? (b->exclusive ? std::floor(b->value) + 1 : std::ceil(b->value))
+                                      : (b->exclusive ? std::ceil(b->value) - 1 : std::floor(b->value)),
+                                lower);
         };
         return json_integer_range_regex(inward(lo, true), inward(hi, false));
       }
-      auto integral = [&](const std::optional<Bound>& b) -> std::optional<NumberBound> {
+      auto integral = [](const std::optional<Bound>& b, bool lower) -> std::optional<NumberBound> {
         if (!b) return std::nullopt;
-        if (std::floor(b->value) != b->value)
-          fail(pointer, "a bound that is not an integer is supported for integers only, not numbers");
-        return NumberBound{static_cast<int64_t>(b->value), b->exclusive};
+        const int64_t v = clamp_to_int64(b->value, lower);
+        // A clamped bound is the 64-bit extreme itself, which is then allowed.
+        return NumberBound{v, b->exclusive && static_cast<long double>(v) == b->value};
       };
-      return json_number_range_regex(integral(lo), integral(hi));
+      return json_number_range_regex(integral(lo, true), integral(hi, false));
     } catch (const Error& e) {
-      if (std::string_view(e.what()).rfind("json schema: ", 0) == 0) throw;
       fail(pointer, e.what());
     }
   }

@@ -313,14 +313,32 @@ TEST(JsonSchemaRegex, IntegerBounds) {
   // out.
   expect_instances(R"({"type":"integer","minimum":-2.5,"exclusiveMaximum":3})", {"-2", "0", "2"},
                    {"-3", "3"});
+  expect_instances(R"({"type":"integer","exclusiveMinimum":2.5,"exclusiveMaximum":5.5})", {"3", "5"},
+                   {"2", "6"});
+  expect_instances(R"({"type":"integer","exclusiveMinimum":-2.5,"exclusiveMaximum":-0.5})", {"-2", "-1"},
+                   {"-3", "0"});
   expect_instances(R"({"type":"integer","exclusiveMinimum":0})", {"1", "12345678901234"}, {"0", "-1"});
   expect_instances(R"({"type":"integer","minimum":0,"exclusiveMinimum":true,"maximum":2})", {"1", "2"},
                    {"0", "3"});
-  // The stricter of minimum and exclusiveMinimum.
+  expect_instances(
+      R"({"type":"integer","minimum":0,"exclusiveMinimum":false,"maximum":2,"exclusiveMaximum":true})",
+      {"0", "1"}, {"-1", "2"});
+  // The stricter of the plain and the exclusive bound, on each side; at equal values the exclusive one.
   expect_instances(R"({"type":"integer","minimum":5,"exclusiveMinimum":3})", {"5", "6"}, {"4"});
+  expect_instances(R"({"type":"integer","maximum":5,"exclusiveMaximum":9})", {"5"}, {"6", "8"});
+  expect_instances(R"({"type":"integer","maximum":9,"exclusiveMaximum":5})", {"4"}, {"5", "9"});
+  expect_instances(R"({"type":"integer","minimum":3,"exclusiveMinimum":3,"maximum":5,"exclusiveMaximum":5})",
+                   {"4"}, {"3", "5"});
   expect_instances(R"({"type":["integer","null"],"maximum":-10})", {"-10", "-11", "null"}, {"-9", "0"});
   expect_instances(R"({"type":"integer","minimum":0,"maximum":9223372036854775807})",
                    {"0", "9223372036854775807"}, {"9223372036854775808", "-1"});
+  // Beyond the 64-bit range an outer bound is clamped to it (every value written still holds).
+  expect_instances(R"({"type":"integer","minimum":0,"maximum":18446744073709551615})",
+                   {"0", "9223372036854775807"}, {"9223372036854775808", "-1"});
+  expect_instances(R"({"type":"integer","maximum":1e30,"minimum":-1e30})",
+                   {"-9223372036854775808", "9223372036854775807"}, {"9223372036854775808"});
+  expect_instances(R"({"type":"integer","maximum":9.22e18})", {"9220000000000000000"},
+                   {"9220000000000000001"});
 }
 
 TEST(JsonSchemaRegex, NumberBounds) {
@@ -328,8 +346,12 @@ TEST(JsonSchemaRegex, NumberBounds) {
                    {"1.01", "-0.5", "2", "1e-3", "0.5e1"});
   expect_instances(R"({"type":"number","exclusiveMinimum":-1,"exclusiveMaximum":1})", {"-0.5", "0", "0.999"},
                    {"-1", "-1.0", "1", "1.0"});
-  // Without a type, number keywords make the value a number.
+  expect_instances(R"({"type":["integer","number"],"minimum":2})", {"2", "2.5"}, {"1.5"});
+  expect_instances(R"({"type":"number","maximum":1e30})", {"9223372036854775806.5", "9223372036854775807"},
+                   {"9223372036854775807.5", "9223372036854775808"});
+  // Without a type, number keywords with numbers make the value a number; draft 4's booleans alone do not.
   expect_instances(R"({"minimum":3})", {"3", "3.5", "1000"}, {"2.999", R"("x")", "null"});
+  expect_instances(R"({"exclusiveMinimum":false})", {"1", R"("x")", "null"}, {});
   expect_instances(R"({"type":"number"})", {"1e300"}, {});  // unbounded numbers keep their exponent
 }
 
@@ -337,9 +359,13 @@ TEST(JsonSchemaRegex, BoundsThatCannotBeMetOrWrittenAreRefused) {
   expect_refused(R"({"type":"integer","minimum":5,"maximum":4})", "no integer lies between 5 and 4");
   expect_refused(R"({"type":"integer","minimum":0.2,"maximum":0.8})", "no integer lies between 1 and 0");
   expect_refused(R"({"type":"number","exclusiveMinimum":1,"maximum":1})", "no number lies in the range");
-  expect_refused(R"({"type":"number","minimum":0.5})", "not an integer is supported for integers only");
-  expect_refused(R"({"type":"integer","maximum":1e30})", "/maximum: bounds beyond the 64-bit integer range");
-  expect_refused(R"({"type":"integer","maximum":18446744073709551615})", "/maximum: bounds beyond");
+  expect_refused(R"({"type":"number","minimum":0.5})",
+                 "/minimum: a bound that is not an integer is supported for integers only");
+  expect_refused(R"({"type":"number","minimum":0,"exclusiveMaximum":0.5})", "/exclusiveMaximum: a bound");
+  expect_refused(R"({"type":"integer","minimum":1e30})", "lower bound beyond the 64-bit integer range");
+  expect_refused(R"({"type":"integer","exclusiveMinimum":9223372036854775807})",
+                 "lower bound beyond the 64-bit");
+  expect_refused(R"({"type":"integer","maximum":-1e30})", "upper bound beyond the 64-bit integer range");
   expect_refused(R"({"type":"integer","minimum":"1"})", "/minimum: must be a number");
   expect_refused(R"({"properties":{"n":{"type":"integer","minimum":2,"maximum":1}}})", "/properties/n");
 }
