@@ -9,10 +9,6 @@
 namespace tpserve::serve {
 namespace {
 
-constexpr std::string_view kAnyFraction = R"((?:\.[0-9]+)?)";
-constexpr std::string_view kZeroFraction = R"((?:\.0+)?)";
-constexpr std::string_view kNonZeroFraction = R"(\.[0-9]*[1-9][0-9]*)";
-
 std::string alternation(const std::vector<std::string>& alternatives) {
   std::string out;
   for (const std::string& a : alternatives) out += (out.empty() ? "" : "|") + a;
@@ -81,28 +77,117 @@ uint64_t magnitude(int64_t v) {
   return v < 0 ? uint64_t(0) - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
 }
 
-// No upper bound, for magnitude_range (magnitudes of int64 values are at most 2^63).
-constexpr uint64_t kUnbounded = UINT64_MAX;
+// Fraction digit strings F (what follows the point; none = no fraction part, as zeros) meeting a condition:
+// `some` the regex of the non-empty ones ("" where none qualifies), `none` whether no fraction qualifies.
+struct Fraction {
+  std::string some;
+  bool none = false;
+};
 
-// Non-negative values m (integer part, optional fraction) with lo < m or lo <= m, and m < hi or m <= hi (hi
-// kUnbounded: none); empty when none.
-std::string magnitude_range(uint64_t lo, bool lo_exclusive, uint64_t hi, bool hi_exclusive) {
-  const bool bounded = hi != kUnbounded;
+const Fraction kAnyFraction{"[0-9]+", true};
+
+// Non-empty strings: `first` (a digit or class) followed by a rest meeting `rest`.
+std::string starting(const std::string& first, const Fraction& rest) {
+  if (rest.some.empty()) return rest.none ? first : "";
+  return first + regex_group(rest.some) + (rest.none ? "?" : "");
+}
+
+Fraction join(const std::vector<std::string>& parts, bool none) {
+  std::vector<std::string> kept;
+  for (const std::string& p : parts)
+    if (!p.empty()) kept.push_back(p);
+  return {kept.empty() ? "" : alternation(kept), none};
+}
+
+std::string rest_of(const std::string& d) {
+  return d.empty() ? "" : d.substr(1);
+}
+
+// F >= D (strict: F > D), D's digits padded with zeros.
+Fraction fraction_above(const std::string& d, bool strict) {
+  if (d.empty()) return strict ? Fraction{"[0-9]*[1-9][0-9]*", false} : kAnyFraction;
   std::vector<std::string> parts;
-  // Integer parts whose every fraction is inside: (lo or lo + 1) .. hi - 1.
-  const uint64_t whole_first = lo_exclusive ? lo + 1 : lo;
-  if (!bounded || hi >= 1) {
-    const std::string whole =
-        unsigned_range(whole_first, bounded ? std::optional<uint64_t>(hi - 1) : std::nullopt);
-    if (!whole.empty()) parts.push_back(whole + std::string(kAnyFraction));
+  if (d[0] < '9') parts.push_back(digit_class(static_cast<char>(d[0] + 1), '9') + "[0-9]*");
+  parts.push_back(starting(d.substr(0, 1), fraction_above(rest_of(d), strict)));
+  return join(parts, false);  // no fraction is 0, below a non-empty (non-zero) D
+}
+
+// F <= D (strict: F < D).
+Fraction fraction_below(const std::string& d, bool strict) {
+  if (d.empty()) return strict ? Fraction{"", false} : Fraction{"0+", true};
+  std::vector<std::string> parts;
+  if (d[0] > '0') parts.push_back(digit_class('0', static_cast<char>(d[0] - 1)) + "[0-9]*");
+  parts.push_back(starting(d.substr(0, 1), fraction_below(rest_of(d), strict)));
+  return join(parts, true);  // no fraction is 0, below a non-empty D
+}
+
+// lo <= F <= hi (either strict), lo <= hi as fractions.
+Fraction fraction_between(const std::string& lo, bool lo_strict, const std::string& hi, bool hi_strict) {
+  if (hi.empty()) return lo.empty() && !lo_strict && !hi_strict ? Fraction{"0+", true} : Fraction{"", false};
+  const char l = lo.empty() ? '0' : lo[0], h = hi[0];
+  const bool none = lo.empty() && !lo_strict;  // 0 is below a non-empty hi
+  if (l == h)
+    return join(
+        {starting(std::string(1, l), fraction_between(rest_of(lo), lo_strict, rest_of(hi), hi_strict))},
+        none);
+  std::vector<std::string> parts = {starting(std::string(1, l), fraction_above(rest_of(lo), lo_strict))};
+  if (l + 1 <= h - 1)
+    parts.push_back(digit_class(static_cast<char>(l + 1), static_cast<char>(h - 1)) + "[0-9]*");
+  parts.push_back(starting(std::string(1, h), fraction_below(rest_of(hi), hi_strict)));
+  return join(parts, none);
+}
+
+// The integer part `whole` followed by a fraction meeting f; "" where none does.
+std::string with_fraction(const std::string& whole, const Fraction& f) {
+  if (whole.empty()) return "";
+  if (f.some.empty()) return f.none ? whole : "";
+  return whole + "(?:\\." + regex_group(f.some) + ")" + (f.none ? "?" : "");
+}
+
+// A non-negative magnitude m = whole.fraction.
+struct Magnitude {
+  uint64_t whole = 0;
+  std::string fraction;
+};
+
+// Magnitudes m (integer part, optional fraction) with lo < m or lo <= m, and m < hi or m <= hi (hi absent:
+// unbounded); empty when none.
+std::string magnitude_range(const Magnitude& lo, bool lo_exclusive, const std::optional<Magnitude>& hi,
+                            bool hi_exclusive) {
+  std::vector<std::string> parts;
+  const std::string lo_whole = std::to_string(lo.whole);
+  if (!hi || hi->whole > lo.whole) {
+    // Integer parts strictly between: every fraction.
+    if (!hi || hi->whole - lo.whole >= 2) {
+      const std::string middle =
+          unsigned_range(lo.whole + 1, hi ? std::optional<uint64_t>(hi->whole - 1) : std::nullopt);
+      parts.push_back(with_fraction(middle.empty() ? "" : regex_group(middle), kAnyFraction));
+    }
+    parts.push_back(with_fraction(lo_whole, fraction_above(lo.fraction, lo_exclusive)));
+    if (hi)
+      parts.push_back(with_fraction(std::to_string(hi->whole), fraction_below(hi->fraction, hi_exclusive)));
+  } else if (hi->whole == lo.whole) {
+    parts.push_back(
+        with_fraction(lo_whole, fraction_between(lo.fraction, lo_exclusive, hi->fraction, hi_exclusive)));
   }
-  // lo itself excluded: lo with a fraction that is not all zeros, where lo + 1 <= hi.
-  if (lo_exclusive && (!bounded || hi > lo))
-    parts.push_back(std::to_string(lo) + std::string(kNonZeroFraction));
-  // hi itself included: hi with no fraction or zeros only.
-  if (bounded && !hi_exclusive && (hi > lo || (hi == lo && !lo_exclusive)))
-    parts.push_back(std::to_string(hi) + std::string(kZeroFraction));
-  return parts.empty() ? "" : alternation(parts);
+  std::vector<std::string> kept;
+  for (const std::string& p : parts)
+    if (!p.empty()) kept.push_back(p);
+  return kept.empty() ? "" : alternation(kept);
+}
+
+// a < b, comparing whole then fraction digits (padded with zeros).
+bool less(const Magnitude& a, const Magnitude& b) {
+  if (a.whole != b.whole) return a.whole < b.whole;
+  return a.fraction < b.fraction;  // normalized digit strings: lexicographic is numeric
+}
+
+Magnitude magnitude_of(const NumberBound& b) {
+  return {b.whole, b.fraction};
+}
+
+bool is_zero(const NumberBound& b) {
+  return b.whole == 0 && b.fraction.empty();
 }
 
 }  // namespace
@@ -126,29 +211,80 @@ std::string json_integer_range_regex(std::optional<int64_t> lo, std::optional<in
   return alternation(parts);
 }
 
-std::string json_number_range_regex(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+std::optional<NumberBound> parse_number_bound(std::string_view decimal, bool exclusive) {
+  NumberBound b;
+  b.exclusive = exclusive;
+  size_t at = 0;
+  const bool negative = !decimal.empty() && decimal[0] == '-';
+  if (negative || (!decimal.empty() && decimal[0] == '+')) ++at;
+  std::string digits;  // every mantissa digit; point: how many of them are before the decimal point
+  int64_t point = -1;
+  for (; at < decimal.size() && decimal[at] != 'e' && decimal[at] != 'E'; ++at) {
+    if (decimal[at] == '.') {
+      point = static_cast<int64_t>(digits.size());
+    } else {
+      if (decimal[at] < '0' || decimal[at] > '9') throw Error("not a number: " + std::string(decimal));
+      digits += decimal[at];
+    }
+  }
+  if (digits.empty()) throw Error("not a number: " + std::string(decimal));
+  if (point < 0) point = static_cast<int64_t>(digits.size());
+  if (at < decimal.size()) {  // exponent
+    const std::string exponent(decimal.substr(at + 1));
+    char* end = nullptr;
+    const long long e = std::strtoll(exponent.c_str(), &end, 10);
+    if (exponent.empty() || *end != '\0' || e > 400 || e < -400) return std::nullopt;
+    point += e;
+  }
+  // digits[0 .. point) the whole part, the rest the fraction (zeros added where point is outside).
+  std::string whole, fraction;
+  if (point <= 0) {
+    fraction = std::string(static_cast<size_t>(-point), '0') + digits;
+  } else if (point >= static_cast<int64_t>(digits.size())) {
+    whole = digits + std::string(static_cast<size_t>(point) - digits.size(), '0');
+  } else {
+    whole = digits.substr(0, static_cast<size_t>(point));
+    fraction = digits.substr(static_cast<size_t>(point));
+  }
+  whole.erase(0, std::min(whole.find_first_not_of('0'), whole.size()));
+  while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
+  if (whole.size() > 19 || (whole.size() == 19 && whole > "9223372036854775807")) return std::nullopt;
+  b.whole = whole.empty() ? 0 : std::stoull(whole);
+  b.fraction = fraction;
+  b.negative = negative && !is_zero(b);
+  return b;
+}
+
+std::string json_number_range_regex(const std::optional<NumberBound>& lo,
+                                    const std::optional<NumberBound>& hi) {
   std::vector<std::string> parts;
   // Negatives -m (m > 0): m up to |lo| where lo < 0, and from |hi| where hi < 0.
-  if (!lo || lo->value < 0) {
-    const bool hi_negative = hi && hi->value < 0;
-    const uint64_t m_lo = hi_negative ? magnitude(hi->value) : 0;
-    const bool m_lo_exclusive = hi_negative ? hi->exclusive : true;  // m > 0: -0 is not negative
-    const uint64_t m_hi = lo ? magnitude(lo->value) : kUnbounded;
-    const std::string m = magnitude_range(m_lo, m_lo_exclusive, m_hi, lo && lo->exclusive);
-    if (!m.empty()) parts.push_back("-" + m);
+  if (!lo || lo->negative) {
+    const bool hi_negative = hi && hi->negative;
+    const Magnitude m_lo = hi_negative ? magnitude_of(*hi) : Magnitude{};
+    const bool m_lo_exclusive = hi_negative ? hi->exclusive : true;  // m > 0: -0 is not written
+    const std::optional<Magnitude> m_hi = lo ? std::optional<Magnitude>(magnitude_of(*lo)) : std::nullopt;
+    if (!m_hi || !less(*m_hi, m_lo)) {
+      const std::string m = magnitude_range(m_lo, m_lo_exclusive, m_hi, lo && lo->exclusive);
+      if (!m.empty()) parts.push_back("-" + m);
+    }
   }
   // Zero and positives: m >= max(lo, 0).
-  if (!hi || hi->value >= 0) {
-    const bool lo_positive = lo && lo->value >= 0;
-    const uint64_t m_lo = lo_positive ? static_cast<uint64_t>(lo->value) : 0;
+  if (!hi || !hi->negative) {
+    const bool lo_positive = lo && !lo->negative;
+    const Magnitude m_lo = lo_positive ? magnitude_of(*lo) : Magnitude{};
     const bool m_lo_exclusive = lo_positive && lo->exclusive;
-    const uint64_t m_hi = hi ? static_cast<uint64_t>(hi->value) : kUnbounded;
-    const std::string m = magnitude_range(m_lo, m_lo_exclusive, m_hi, hi && hi->exclusive);
-    if (!m.empty()) parts.push_back(m);
+    const std::optional<Magnitude> m_hi = hi ? std::optional<Magnitude>(magnitude_of(*hi)) : std::nullopt;
+    if (!m_hi || !less(*m_hi, m_lo)) {
+      const std::string m = magnitude_range(m_lo, m_lo_exclusive, m_hi, hi && hi->exclusive);
+      if (!m.empty()) parts.push_back(m);
+    }
   }
   if (parts.empty()) {
     auto side = [](const std::optional<NumberBound>& b, const char* open, const char* closed) {
-      return b ? std::string(b->exclusive ? open : closed) + std::to_string(b->value) : std::string("any");
+      if (!b) return std::string("any");
+      return std::string(b->exclusive ? open : closed) + (b->negative ? "-" : "") + std::to_string(b->whole) +
+             (b->fraction.empty() ? "" : "." + b->fraction);
     };
     throw Error("no number lies in the range " + side(lo, "> ", ">= ") + " and " + side(hi, "< ", "<= "));
   }

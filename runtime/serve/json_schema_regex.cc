@@ -247,6 +247,7 @@ class Converter {
     long double value = 0;
     bool exclusive = false;
     const char* key = "";
+    std::string text;  // the value as JSON writes it
   };
   static_assert(std::numeric_limits<long double>::digits >= 64, "64-bit integer bounds held exactly");
   std::optional<Bound> bound(const Json& s, const std::string& pointer, const char* plain,
@@ -266,8 +267,9 @@ class Converter {
     };
     const bool draft4_exclusive = s.contains(exclusive) && s[exclusive].is_boolean();
     if (s.contains(plain))
-      take({number(plain), draft4_exclusive && s[exclusive].template get<bool>(), plain});
-    if (s.contains(exclusive) && !draft4_exclusive) take({number(exclusive), true, exclusive});
+      take({number(plain), draft4_exclusive && s[exclusive].template get<bool>(), plain, s[plain].dump()});
+    if (s.contains(exclusive) && !draft4_exclusive)
+      take({number(exclusive), true, exclusive, s[exclusive].dump()});
     return out;
   }
 
@@ -288,16 +290,11 @@ class Converter {
   }
 
   // An integer or a number within the schema's bounds (json_number_range.h): integers from the bounds rounded
-  // inward; numbers only with integer bounds, and then without an exponent.
+  // inward; numbers within their decimal bounds, then written without an exponent.
   std::string number_value(const Json& s, bool integer, const std::string& pointer) const {
     const std::optional<Bound> lo = bound(s, pointer, "minimum", "exclusiveMinimum", true);
     const std::optional<Bound> hi = bound(s, pointer, "maximum", "exclusiveMaximum", false);
     if (!lo && !hi) return integer ? json_integer_regex() : json_number_regex();
-    if (!integer)
-      for (const std::optional<Bound>& b : {lo, hi})
-        if (b && std::floor(b->value) != b->value)
-          fail(pointer + "/" + b->key,
-               "a bound that is not an integer is supported for integers only, not numbers");
     try {
       if (integer) {
         auto inward = [](const std::optional<Bound>& b, bool lower) -> std::optional<int64_t> {
@@ -308,13 +305,13 @@ class Converter {
         };
         return json_integer_range_regex(inward(lo, true), inward(hi, false));
       }
-      auto integral = [](const std::optional<Bound>& b, bool lower) -> std::optional<NumberBound> {
+      auto decimal = [](const std::optional<Bound>& b, bool lower) -> std::optional<NumberBound> {
         if (!b) return std::nullopt;
-        const int64_t v = clamp_to_int64(b->value, lower);
-        // A clamped bound is the 64-bit extreme itself, which is then allowed.
-        return NumberBound{v, b->exclusive && static_cast<long double>(v) == b->value};
+        if (std::optional<NumberBound> d = parse_number_bound(b->text, b->exclusive)) return d;
+        // Beyond the 64-bit range: clamped as for integers (the extreme itself is then allowed).
+        return parse_number_bound(std::to_string(clamp_to_int64(b->value, lower)), false);
       };
-      return json_number_range_regex(integral(lo, true), integral(hi, false));
+      return json_number_range_regex(decimal(lo, true), decimal(hi, false));
     } catch (const Error& e) {
       fail(pointer, e.what());
     }

@@ -10,7 +10,7 @@
 // minItems, maxItems, minLength, maxLength, pattern (the string's characters between its quotes, cut to
 // those a JSON string holds unescaped: json_string_pattern.h), format date-time, date, time (RFC 3339, offset
 // required), uuid, email (other formats: a plain string), minimum, maximum, exclusiveMinimum,
-// exclusiveMaximum (json_number_range.h: integers with any bounds, rounded inward; numbers with integer
+// exclusiveMaximum (json_number_range.h: integers with any bounds, rounded inward; numbers with any decimal
 // bounds, then written without an exponent; bounds beyond the 64-bit range clamped to it). Ignored:
 // annotations (title, description, default, ...) and unknown keywords. `{}`, `true`, an object without
 // properties and an array without items allow any JSON value nested at most 3 arrays/objects deep (counted
@@ -21,7 +21,7 @@
 // uniqueItems: true, multipleOf, contains, prefixItems, tuple items, unevaluated*, min/maxProperties),
 // allOf of several schemas, a combinator ($ref, allOf, anyOf, oneOf, enum, const) beside other
 // constraints, nesting deeper than max_depth, schemas whose regex would exceed 1 MiB, bounds that are not
-// numbers, bounds no value meets, and a bound that is not an integer on a number.
+// numbers, and bounds no value meets.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -93,7 +93,9 @@ TEST(JsonIntegerRange, AnEmptyRangeIsRefused) {
 // equal 0 and are not written).
 std::vector<std::pair<std::string, long double>> number_grid() {
   std::vector<std::pair<std::string, long double>> out;
-  const std::vector<std::string> fractions = {"", ".0", ".00", ".5", ".05", ".999", ".001"};
+  const std::vector<std::string> fractions = {"",     ".0", ".00", ".5", ".05",  ".999",  ".001", ".25",
+                                              ".250", ".2", ".75", ".7", ".701", ".0501", ".049", ".251",
+                                              ".3",   ".1", ".15", ".4", ".45",  ".6",    ".8",   ".9"};
   for (int i = -25; i <= 25; ++i)
     for (const std::string& f : fractions) {
       const std::string magnitude = std::to_string(std::abs(i)) + f;
@@ -108,17 +110,29 @@ std::vector<std::pair<std::string, long double>> number_grid() {
   return out;
 }
 
-void expect_number_range(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+std::optional<NumberBound> bound(const std::string& text, bool exclusive) {
+  return parse_number_bound(text, exclusive);
+}
+
+void expect_number_range(const std::string& lo_text, bool lo_exclusive, const std::string& hi_text,
+                         bool hi_exclusive) {
+  const std::optional<NumberBound> lo = lo_text.empty() ? std::nullopt : bound(lo_text, lo_exclusive);
+  const std::optional<NumberBound> hi = hi_text.empty() ? std::nullopt : bound(hi_text, hi_exclusive);
+  const long double l = lo_text.empty() ? 0 : std::stold(lo_text),
+                    h = hi_text.empty() ? 0 : std::stold(hi_text);
+  SCOPED_TRACE((lo ? (lo_exclusive ? "> " : ">= ") + lo_text : std::string("none")) + ", " +
+               (hi ? (hi_exclusive ? "< " : "<= ") + hi_text : std::string("none")));
+  const bool empty = lo && hi && (l > h || (l == h && (lo_exclusive || hi_exclusive)));
+  if (empty) {
+    EXPECT_THROW(json_number_range_regex(lo, hi), Error);
+    return;
+  }
   const std::string regex = json_number_range_regex(lo, hi);
-  auto side = [](const std::optional<NumberBound>& b, const char* open, const char* closed) {
-    return b ? (b->exclusive ? open : closed) + std::to_string(b->value) : std::string("none");
-  };
-  SCOPED_TRACE(side(lo, "> ", ">= ") + ", " + side(hi, "< ", "<= ") + " regex " + regex);
+  SCOPED_TRACE("regex " + regex);
   RegexDfa dfa(regex);
   int bad = 0;
   for (const auto& [text, x] : number_grid()) {
-    const bool inside = (!lo || (lo->exclusive ? x > lo->value : x >= lo->value)) &&
-                        (!hi || (hi->exclusive ? x < hi->value : x <= hi->value));
+    const bool inside = (!lo || (lo_exclusive ? x > l : x >= l)) && (!hi || (hi_exclusive ? x < h : x <= h));
     if (dfa.matches(text) != inside && bad++ < 5) ADD_FAILURE() << text << " inside=" << inside;
   }
   for (const char* never : {"1e3", "1.", ".5", "01", "-0", "-0.0", "+1", ""})
@@ -126,20 +140,28 @@ void expect_number_range(std::optional<NumberBound> lo, std::optional<NumberBoun
 }
 
 TEST(JsonNumberRange, MatchesExactlyTheNumbersInside) {
-  using B = std::optional<NumberBound>;
-  const std::vector<int64_t> points = {-20, -7, -1, 0, 1, 3, 12};
-  std::vector<B> bounds = {std::nullopt};
-  for (int64_t v : points) bounds.push_back(NumberBound{v, false}), bounds.push_back(NumberBound{v, true});
-  for (const B& lo : bounds)
-    for (const B& hi : bounds) {
-      const bool empty =
-          lo && hi && (lo->value > hi->value || (lo->value == hi->value && (lo->exclusive || hi->exclusive)));
-      if (empty) {
-        EXPECT_THROW(json_number_range_regex(lo, hi), Error);
-      } else {
-        expect_number_range(lo, hi);
-      }
-    }
+  const std::vector<std::string> points = {"",     "-20",  "-7.5", "-7", "-1",   "-0.25", "-0.2", "0",
+                                           "0.05", "0.25", "0.7",  "1",  "2.75", "3",     "12",   "12.0501"};
+  for (const std::string& lo : points)
+    for (const std::string& hi : points)
+      for (int flags = 0; flags < 4; ++flags) expect_number_range(lo, flags & 1, hi, flags & 2);
+}
+
+TEST(JsonNumberRange, BoundsParseFromJsonNumbers) {
+  const auto b = [](const char* text) { return *parse_number_bound(text, false); };
+  EXPECT_EQ(b("12.50").whole, 12u);
+  EXPECT_EQ(b("12.50").fraction, "5");
+  EXPECT_EQ(b("-0.0").negative, false);
+  EXPECT_EQ(b("1e-05").fraction, "00001");
+  EXPECT_EQ(b("1.5e+3").whole, 1500u);
+  EXPECT_EQ(b("2.5E2").fraction, "");
+  EXPECT_EQ(b("-3.25e1").whole, 32u);
+  EXPECT_EQ(b("-3.25e1").fraction, "5");
+  EXPECT_TRUE(b("-3.25e1").negative);
+  EXPECT_EQ(b("9223372036854775807").whole, 9223372036854775807u);
+  EXPECT_FALSE(parse_number_bound("9223372036854775808", false));
+  EXPECT_FALSE(parse_number_bound("1e+30", false));
+  EXPECT_THROW(parse_number_bound("abc", false), Error);
 }
 
 }  // namespace
