@@ -257,6 +257,11 @@ std::optional<NumberBound> parse_number_bound(std::string_view decimal, bool exc
 
 std::string json_number_range_regex(const std::optional<NumberBound>& lo,
                                     const std::optional<NumberBound>& hi) {
+  // Each fraction digit nests two groups in the regex (runtime/serve/regex_parser.cc allows 200).
+  for (const std::optional<NumberBound>& b : {lo, hi})
+    if (b && b->fraction.size() > kMaxBoundFractionDigits)
+      throw Error("a bound with more than " + std::to_string(kMaxBoundFractionDigits) +
+                  " digits after the decimal point is not supported");
   std::vector<std::string> parts;
   // Negatives -m (m > 0): m up to |lo| where lo < 0, and from |hi| where hi < 0.
   if (!lo || lo->negative) {

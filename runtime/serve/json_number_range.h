@@ -5,6 +5,7 @@
 // building here) and never as "-0". The syntax is runtime/serve/regex_parser.h's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,8 +29,12 @@ std::optional<NumberBound> parse_number_bound(std::string_view decimal, bool exc
 // Integers n with lo <= n <= hi (a side absent: unbounded). Throws tpserve::Error when none is.
 std::string json_integer_range_regex(std::optional<int64_t> lo, std::optional<int64_t> hi);
 
+// Most digits after the point a bound of json_number_range_regex may have (1e-64 has 64).
+inline constexpr size_t kMaxBoundFractionDigits = 64;
+
 // Numbers x (integer part, optional fraction, no exponent) with lo <= x (lo < x where exclusive) and
-// x <= hi (x < hi). Throws tpserve::Error when none is.
+// x <= hi (x < hi). Throws tpserve::Error when none is, or where a bound has more than
+// kMaxBoundFractionDigits digits after the point.
 std::string json_number_range_regex(const std::optional<NumberBound>& lo,
                                     const std::optional<NumberBound>& hi);
 

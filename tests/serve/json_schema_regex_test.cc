@@ -366,6 +366,8 @@ TEST(JsonSchemaRegex, BoundsThatCannotBeMetOrWrittenAreRefused) {
   expect_refused(R"({"type":"integer","minimum":0.2,"maximum":0.8})", "no integer lies between 1 and 0");
   expect_refused(R"({"type":"number","exclusiveMinimum":1,"maximum":1})", "no number lies in the range");
   expect_refused(R"({"type":"number","minimum":0.5,"maximum":0.25})", "no number lies in the range >= 0.5");
+  expect_refused(R"({"type":"number","minimum":1e-300})", "a bound with more than 64 digits after the");
+  expect_instances(R"({"type":"number","exclusiveMinimum":1e-64})", {"0.1"}, {"0"});
   expect_refused(R"({"type":"integer","minimum":1e30})", "lower bound beyond the 64-bit integer range");
   expect_refused(R"({"type":"integer","exclusiveMinimum":9223372036854775807})",
                  "lower bound beyond the 64-bit");
