@@ -233,7 +233,8 @@ std::optional<NumberBound> parse_number_bound(std::string_view decimal, bool exc
     const std::string exponent(decimal.substr(at + 1));
     char* end = nullptr;
     const long long e = std::strtoll(exponent.c_str(), &end, 10);
-    if (exponent.empty() || *end != '\0' || e > 400 || e < -400) return std::nullopt;
+    if (exponent.empty() || *end != '\0') throw Error("not a number: " + std::string(decimal));
+    if (e > 400 || e < -400) return std::nullopt;
     point += e;
   }
   // digits[0 .. point) the whole part, the rest the fraction (zeros added where point is outside).
@@ -248,7 +249,8 @@ std::optional<NumberBound> parse_number_bound(std::string_view decimal, bool exc
   }
   whole.erase(0, std::min(whole.find_first_not_of('0'), whole.size()));
   while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
-  if (whole.size() > 19 || (whole.size() == 19 && whole > "9223372036854775807")) return std::nullopt;
+  // At most 2^63: the magnitude of the smallest 64-bit integer (and whole + 1 cannot overflow).
+  if (whole.size() > 19 || (whole.size() == 19 && whole > "9223372036854775808")) return std::nullopt;
   b.whole = whole.empty() ? 0 : std::stoull(whole);
   b.fraction = fraction;
   b.negative = negative && !is_zero(b);

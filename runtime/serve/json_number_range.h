@@ -23,14 +23,16 @@ struct NumberBound {
 };
 
 // The bound written as `decimal` (JSON number syntax: sign, digits, fraction, exponent); std::nullopt where
-// its integer part does not fit 64 bits.
+// its integer part's magnitude exceeds 2^63 (or its exponent 400). Throws tpserve::Error on text that is
+// not a number.
 std::optional<NumberBound> parse_number_bound(std::string_view decimal, bool exclusive);
 
 // Integers n with lo <= n <= hi (a side absent: unbounded). Throws tpserve::Error when none is.
 std::string json_integer_range_regex(std::optional<int64_t> lo, std::optional<int64_t> hi);
 
-// Most digits after the point a bound of json_number_range_regex may have (1e-64 has 64).
-inline constexpr size_t kMaxBoundFractionDigits = 64;
+// Most digits after the point a bound of json_number_range_regex may have (1e-32 has 32; each digit nests two
+// regex groups, beside the schema's own).
+inline constexpr size_t kMaxBoundFractionDigits = 32;
 
 // Numbers x (integer part, optional fraction, no exponent) with lo <= x (lo < x where exclusive) and
 // x <= hi (x < hi). Throws tpserve::Error when none is, or where a bound has more than

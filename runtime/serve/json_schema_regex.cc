@@ -309,7 +309,10 @@ class Converter {
         if (!b) return std::nullopt;
         if (std::optional<NumberBound> d = parse_number_bound(b->text, b->exclusive)) return d;
         // Beyond the 64-bit range: clamped as for integers (the extreme itself is then allowed).
-        return parse_number_bound(std::to_string(clamp_to_int64(b->value, lower)), false);
+        std::optional<NumberBound> clamped =
+            parse_number_bound(std::to_string(clamp_to_int64(b->value, lower)), false);
+        if (!clamped) throw Error(std::string("cannot write the bound ") + b->text);
+        return clamped;
       };
       return json_number_range_regex(decimal(lo, true), decimal(hi, false));
     } catch (const Error& e) {

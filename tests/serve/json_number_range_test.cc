@@ -159,7 +159,9 @@ TEST(JsonNumberRange, BoundsParseFromJsonNumbers) {
   EXPECT_EQ(b("-3.25e1").fraction, "5");
   EXPECT_TRUE(b("-3.25e1").negative);
   EXPECT_EQ(b("9223372036854775807").whole, 9223372036854775807u);
-  EXPECT_FALSE(parse_number_bound("9223372036854775808", false));
+  EXPECT_EQ(b("-9223372036854775808").whole, 9223372036854775808u);
+  EXPECT_FALSE(parse_number_bound("9223372036854775809", false));
+  EXPECT_THROW(parse_number_bound("1e5.5", false), Error);
   EXPECT_FALSE(parse_number_bound("1e+30", false));
   EXPECT_THROW(parse_number_bound("abc", false), Error);
 }
