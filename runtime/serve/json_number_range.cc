@@ -9,12 +9,6 @@
 namespace tpserve::serve {
 namespace {
 
-std::string alternation(const std::vector<std::string>& alternatives) {
-  std::string out;
-  for (const std::string& a : alternatives) out += (out.empty() ? "" : "|") + a;
-  return alternatives.size() == 1 ? alternatives[0] : regex_group(out);
-}
-
 std::string digit_class(char a, char b) {
   return a == b ? std::string(1, a) : std::string("[") + a + "-" + b + "]";
 }
@@ -40,7 +34,7 @@ std::string same_length(const std::string& lo, const std::string& hi) {
   if (!hi_whole) --middle_last;
   if (middle_first <= middle_last) parts.push_back(digit_class(middle_first, middle_last) + any_digits(rest));
   if (!hi_whole) parts.push_back(hi.substr(0, 1) + same_length(std::string(rest, '0'), hi_rest));
-  return alternation(parts);
+  return regex_alternation(parts);
 }
 
 uint64_t pow10(int digits) {
@@ -65,12 +59,11 @@ std::string unsigned_range(uint64_t a, std::optional<uint64_t> b) {
   const int first = digit_count(a), last = b ? digit_count(*b) : first;
   for (int d = first; d <= last; ++d) {
     const uint64_t lo = std::max(a, pow10(d - 1));
-    const uint64_t top = d >= 20 ? UINT64_MAX : pow10(d) - 1;
-    const uint64_t hi = b ? std::min(*b, top) : top;
+    const uint64_t hi = b ? std::min(*b, pow10(d) - 1) : pow10(d) - 1;  // d <= 19: magnitudes up to 2^63
     if (lo <= hi) parts.push_back(same_length(std::to_string(lo), std::to_string(hi)));
   }
   if (!b) parts.push_back("[1-9][0-9]{" + std::to_string(first) + ",}");  // more digits than a has
-  return alternation(parts);
+  return regex_alternation(parts);
 }
 
 uint64_t magnitude(int64_t v) {
@@ -93,10 +86,7 @@ std::string starting(const std::string& first, const Fraction& rest) {
 }
 
 Fraction join(const std::vector<std::string>& parts, bool none) {
-  std::vector<std::string> kept;
-  for (const std::string& p : parts)
-    if (!p.empty()) kept.push_back(p);
-  return {kept.empty() ? "" : alternation(kept), none};
+  return {regex_alternation(parts), none};
 }
 
 std::string rest_of(const std::string& d) {
@@ -150,10 +140,17 @@ struct Magnitude {
   std::string fraction;
 };
 
+// a < b, comparing whole then fraction digits (padded with zeros).
+bool less(const Magnitude& a, const Magnitude& b) {
+  if (a.whole != b.whole) return a.whole < b.whole;
+  return a.fraction < b.fraction;  // normalized digit strings: lexicographic is numeric
+}
+
 // Magnitudes m (integer part, optional fraction) with lo < m or lo <= m, and m < hi or m <= hi (hi absent:
 // unbounded); empty when none.
 std::string magnitude_range(const Magnitude& lo, bool lo_exclusive, const std::optional<Magnitude>& hi,
                             bool hi_exclusive) {
+  if (hi && less(*hi, lo)) return "";
   std::vector<std::string> parts;
   const std::string lo_whole = std::to_string(lo.whole);
   if (!hi || hi->whole > lo.whole) {
@@ -170,16 +167,7 @@ std::string magnitude_range(const Magnitude& lo, bool lo_exclusive, const std::o
     parts.push_back(
         with_fraction(lo_whole, fraction_between(lo.fraction, lo_exclusive, hi->fraction, hi_exclusive)));
   }
-  std::vector<std::string> kept;
-  for (const std::string& p : parts)
-    if (!p.empty()) kept.push_back(p);
-  return kept.empty() ? "" : alternation(kept);
-}
-
-// a < b, comparing whole then fraction digits (padded with zeros).
-bool less(const Magnitude& a, const Magnitude& b) {
-  if (a.whole != b.whole) return a.whole < b.whole;
-  return a.fraction < b.fraction;  // normalized digit strings: lexicographic is numeric
+  return regex_alternation(parts);
 }
 
 Magnitude magnitude_of(const NumberBound& b) {
@@ -208,7 +196,7 @@ std::string json_integer_range_regex(std::optional<int64_t> lo, std::optional<in
                        hi ? std::optional<uint64_t>(static_cast<uint64_t>(*hi)) : std::nullopt);
     if (!m.empty()) parts.push_back(m);
   }
-  return alternation(parts);
+  return regex_alternation(parts);
 }
 
 std::optional<NumberBound> parse_number_bound(std::string_view decimal, bool exclusive) {
@@ -271,10 +259,8 @@ std::string json_number_range_regex(const std::optional<NumberBound>& lo,
     const Magnitude m_lo = hi_negative ? magnitude_of(*hi) : Magnitude{};
     const bool m_lo_exclusive = hi_negative ? hi->exclusive : true;  // m > 0: -0 is not written
     const std::optional<Magnitude> m_hi = lo ? std::optional<Magnitude>(magnitude_of(*lo)) : std::nullopt;
-    if (!m_hi || !less(*m_hi, m_lo)) {
-      const std::string m = magnitude_range(m_lo, m_lo_exclusive, m_hi, lo && lo->exclusive);
-      if (!m.empty()) parts.push_back("-" + m);
-    }
+    const std::string m = magnitude_range(m_lo, m_lo_exclusive, m_hi, lo && lo->exclusive);
+    if (!m.empty()) parts.push_back("-" + m);
   }
   // Zero and positives: m >= max(lo, 0).
   if (!hi || !hi->negative) {
@@ -282,12 +268,10 @@ std::string json_number_range_regex(const std::optional<NumberBound>& lo,
     const Magnitude m_lo = lo_positive ? magnitude_of(*lo) : Magnitude{};
     const bool m_lo_exclusive = lo_positive && lo->exclusive;
     const std::optional<Magnitude> m_hi = hi ? std::optional<Magnitude>(magnitude_of(*hi)) : std::nullopt;
-    if (!m_hi || !less(*m_hi, m_lo)) {
-      const std::string m = magnitude_range(m_lo, m_lo_exclusive, m_hi, hi && hi->exclusive);
-      if (!m.empty()) parts.push_back(m);
-    }
+    parts.push_back(magnitude_range(m_lo, m_lo_exclusive, m_hi, hi && hi->exclusive));
   }
-  if (parts.empty()) {
+  const std::string regex = regex_alternation(parts);
+  if (regex.empty()) {
     auto side = [](const std::optional<NumberBound>& b, const char* open, const char* closed) {
       if (!b) return std::string("any");
       return std::string(b->exclusive ? open : closed) + (b->negative ? "-" : "") + std::to_string(b->whole) +
@@ -295,7 +279,11 @@ std::string json_number_range_regex(const std::optional<NumberBound>& lo,
     };
     throw Error("no number lies in the range " + side(lo, "> ", ">= ") + " and " + side(hi, "< ", "<= "));
   }
-  return alternation(parts);
+  return regex;
+}
+
+NumberBound integer_number_bound(int64_t v) {
+  return {v < 0, magnitude(v), "", false};
 }
 
 }  // namespace tpserve::serve

@@ -27,6 +27,9 @@ struct NumberBound {
 // not a number.
 std::optional<NumberBound> parse_number_bound(std::string_view decimal, bool exclusive);
 
+// The inclusive bound at the integer v.
+NumberBound integer_number_bound(int64_t v);
+
 // Integers n with lo <= n <= hi (a side absent: unbounded). Throws tpserve::Error when none is.
 std::string json_integer_range_regex(std::optional<int64_t> lo, std::optional<int64_t> hi);
 

@@ -35,12 +35,6 @@ const std::set<std::string, std::less<>> kNumberKeywords = {"minimum", "maximum"
 // A schema holds at most one of these, alone but for annotations ("type" may come with enum/const).
 const std::vector<std::string> kCombinators = {"$ref", "allOf", "anyOf", "oneOf", "enum", "const"};
 
-std::string alternation(const std::vector<std::string>& alternatives) {
-  std::string out;
-  for (const std::string& a : alternatives) out += (out.empty() ? "" : "|") + a;
-  return alternatives.size() == 1 ? alternatives[0] : regex_group(out);
-}
-
 std::string pointer_token(std::string_view key) {
   std::string out;
   for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
@@ -146,7 +140,7 @@ class Converter {
     }
     std::vector<std::string> alternatives;
     for (const std::string& type : types) alternatives.push_back(typed(s, type, pointer, depth));
-    return alternation(alternatives);
+    return regex_alternation(alternatives);
   }
 
   std::vector<std::string> type_names(const Json& type, const std::string& pointer) const {
@@ -194,7 +188,7 @@ class Converter {
         if (typed_ok) alternatives.push_back(regex_escape(dump(v, at)));
       }
       if (alternatives.empty()) fail(at, "no value has the schema's type");
-      return alternation(alternatives);
+      return regex_alternation(alternatives);
     }
     if (!arg.is_array() || arg.empty()) fail(at, "must be a non-empty array of schemas");
     if (combinator == "allOf") {
@@ -205,7 +199,7 @@ class Converter {
     for (size_t i = 0; i < arg.size(); ++i) {
       alternatives.push_back(value(arg[i], at + "/" + std::to_string(i), depth + 1));
     }
-    return alternation(alternatives);
+    return regex_alternation(alternatives);
   }
 
   std::string reference(const Json& ref, const std::string& at, int depth) {
@@ -309,10 +303,7 @@ class Converter {
         if (!b) return std::nullopt;
         if (std::optional<NumberBound> d = parse_number_bound(b->text, b->exclusive)) return d;
         // Beyond the 64-bit range: clamped as for integers (the extreme itself is then allowed).
-        std::optional<NumberBound> clamped =
-            parse_number_bound(std::to_string(clamp_to_int64(b->value, lower)), false);
-        if (!clamped) throw Error(std::string("cannot write the bound ") + b->text);
-        return clamped;
+        return integer_number_bound(clamp_to_int64(b->value, lower));
       };
       return json_number_range_regex(decimal(lo, true), decimal(hi, false));
     } catch (const Error& e) {
@@ -435,7 +426,7 @@ class Converter {
       for (size_t j = k + 1; j < members.size(); ++j) start += regex_group(comma + members[j].first) + "?";
       starts.push_back(start);
     }
-    return regex_group(alternation(starts)) + "?";
+    return regex_group(regex_alternation(starts)) + "?";
   }
 
   std::string any(int depth) const {

@@ -33,6 +33,16 @@ std::string regex_group(const std::string& regex) {
   return "(?:" + regex + ")";
 }
 
+std::string regex_alternation(const std::vector<std::string>& alternatives) {
+  std::string out;
+  size_t kept = 0;
+  for (const std::string& a : alternatives) {
+    if (a.empty()) continue;
+    out += (kept++ == 0 ? "" : "|") + a;
+  }
+  return kept > 1 ? regex_group(out) : out;
+}
+
 std::string regex_escape(std::string_view text) {
   std::string out;
   for (char c : text) {

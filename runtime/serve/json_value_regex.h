@@ -5,11 +5,16 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tpserve::serve {
 
 // "(?:" + regex + ")".
 std::string regex_group(const std::string& regex);
+
+// The alternatives joined by '|' and grouped (one stands alone); empty strings among them (no regex: nothing
+// qualifies) are left out, and "" is returned where none is left.
+std::string regex_alternation(const std::vector<std::string>& alternatives);
 
 // The regex matching exactly `text` (metacharacters escaped).
 std::string regex_escape(std::string_view text);
