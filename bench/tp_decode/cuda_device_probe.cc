@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_kernels.h"
+#include "bench/common/phase_summary.h"
 #include "bench/tp_decode/device_probe.h"
 #include "common/cuda_check.h"
 #include "common/log.h"
+#include "kernels/phase_trace.h"
 #include "runtime/backend/cuda/cuda_backend.h"
 #if TPSERVE_HAVE_CUPTI
 #include "bench/tp_decode/cupti_busy_tracer.h"
@@ -26,7 +29,11 @@ constexpr int kReps = 9;
 
 class CudaProbe final : public DeviceProbe {
  public:
-  CudaProbe(CudaBackend& backend, bool gpu_busy) : backend_(backend), gpu_busy_(gpu_busy) {
+  CudaProbe(CudaBackend& backend, bool gpu_busy, bool phase_trace)
+      : backend_(backend), gpu_busy_(gpu_busy), phase_trace_(phase_trace) {
+    TPS_CHECK(!phase_trace_ || kernels::phase_trace_built(),
+              "--phase-trace needs kernels built with phase marks (cmake -DTPSERVE_PHASE_TRACE=ON)");
+    if (phase_trace_) kernels::clear_phase_traces();
 #if TPSERVE_HAVE_CUPTI
     if (gpu_busy_) CuptiBusyTracer::instance().start();
 #else
@@ -72,6 +79,7 @@ class CudaProbe final : public DeviceProbe {
 #endif
   }
   std::optional<double> step_end_busy_seconds([[maybe_unused]] bool keep_kernel_times) override {
+    if (phase_trace_ && keep_kernel_times) add_phase_step();
 #if TPSERVE_HAVE_CUPTI
     if (gpu_busy_) {
       const uint64_t ns = CuptiBusyTracer::instance().busy_ns_since(
@@ -80,6 +88,13 @@ class CudaProbe final : public DeviceProbe {
     }
 #endif
     return std::nullopt;
+  }
+  std::string take_phase_report() override {
+    if (!phase_trace_ || phases_.steps() == 0) return {};
+    std::ostringstream out;
+    phases_.report(out);
+    phases_ = PhaseAccumulator{};
+    return out.str();
   }
   std::vector<KernelTime> take_kernel_times() override {
     std::vector<KernelTime> out;
@@ -94,6 +109,23 @@ class CudaProbe final : public DeviceProbe {
   }
 
  private:
+  // The traced kernels' last launches in the step just ended, in step order within a layer: attention, the
+  // O projection (the step's last staged GEMV), the router.
+  void add_phase_step() {
+    std::vector<PhaseAccumulator::Kernel> step;
+    for (kernels::TracedKernel k :
+         {kernels::TracedKernel::kDecodeAttention, kernels::TracedKernel::kGemvStaged,
+          kernels::TracedKernel::kRouterFused}) {
+      std::vector<TimedMark> marks;
+      for (const kernels::PhaseMark& m : kernels::read_phase_trace(k))
+        marks.push_back(TimedMark{m.global_ns, m.clock, m.grid_blocks});
+      step.push_back({kernels::traced_kernel_name(k), kernels::phase_mark_names(k),
+                      summarize_launch(marks, kernels::kPhaseTraceMarks, kernels::kPhaseMarkWaitReturned,
+                                       kernels::kPhaseTraceWindowNs)});
+    }
+    phases_.add_step(step);
+  }
+
   static void release(void* data, float* partial) {
     cudaFree(data);
     if (partial != nullptr) cudaFree(partial);
@@ -101,15 +133,17 @@ class CudaProbe final : public DeviceProbe {
 
   CudaBackend& backend_;
   bool gpu_busy_ = false;
+  bool phase_trace_ = false;
+  PhaseAccumulator phases_;
   [[maybe_unused]] uint64_t since_ns_ = 0;
   std::map<std::string, KernelTime> kernels_;  // kept steps since the last take_kernel_times()
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy) {
+std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy, bool phase_trace) {
   auto* cuda = dynamic_cast<CudaBackend*>(&backend);
-  return cuda == nullptr ? nullptr : std::make_unique<CudaProbe>(*cuda, gpu_busy);
+  return cuda == nullptr ? nullptr : std::make_unique<CudaProbe>(*cuda, gpu_busy, phase_trace);
 }
 
 }  // namespace tpserve::bench

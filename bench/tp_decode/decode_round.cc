@@ -124,6 +124,7 @@ RoundRecord run_decode_round(Engine& engine, const RoundSpec& spec, const StepCo
   }
   rec.wall_s = seconds(Clock::now() - start);
   rec.kernels = probe.take_kernel_times();
+  rec.phase_report = probe.take_phase_report();
   const SpeculativeMetrics& spec_after = scheduler.speculative_metrics();
   rec.drafts = spec_after.drafts - spec_before.drafts;
   rec.draft_tokens = spec_after.draft_tokens - spec_before.draft_tokens;

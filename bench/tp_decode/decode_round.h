@@ -40,6 +40,7 @@ struct RoundRecord {
   std::vector<StepSample> steps;
   std::vector<RequestSample> requests;
   std::vector<KernelTime> kernels;  // decode-only steps, longest first (with --gpu-busy on a GPU)
+  std::string phase_report;         // decode-only steps' phase marks (with --phase-trace), else empty
   // The decode-only steps (no prefill in the batch): those `kernels` sums over.
   int decode_only_steps() const;
   // Speculative decoding in the round (the scheduler's metrics, before and after): verification groups,

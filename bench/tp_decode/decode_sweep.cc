@@ -90,7 +90,7 @@ std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm,
   rt->engine = rt->setup->make_engine(options, wrap);
   if (!driver) return rt;
   Engine& e = *rt->engine;
-  rt->probe = make_device_probe(e.backend(), o.gpu_busy);
+  rt->probe = make_device_probe(e.backend(), o.gpu_busy, o.phase_trace);
   rt->cost =
       std::make_unique<StepCostModel>(e.spec(), e.model().layout(), dtype_size(e.backend().weight_dtype()),
                                       dtype_size(e.backend().activation_dtype()));
@@ -148,6 +148,7 @@ void print_progress(const SweepOptions& o, const ArmRecord& arm, const RoundReco
       "(host %.3f ms of it, %.3f enqueueing; waiting %.3f ms), %.1f tok/s per request, %.1f s elapsed\n",
       rec.concurrency, rec.round + 1, o.rounds, arm.spec.name.c_str(), run, runs, rec.steps.size(),
       median(step_ms), median(host_ms), median(enqueue_ms), median(wait_ms), median(tps), elapsed_s);
+  if (!rec.phase_report.empty()) std::fputs(rec.phase_report.c_str(), stderr);
   const int decode_steps = rec.decode_only_steps();
   if (rec.kernels.empty() || decode_steps == 0) return;
   // Where the device time of a decode step goes (--gpu-busy): the kernels summed over the round's

@@ -2,6 +2,8 @@
 // nothing.
 #include "bench/tp_decode/device_probe.h"
 
+#include "common/error.h"
+
 namespace tpserve::bench {
 namespace {
 
@@ -20,11 +22,12 @@ class HostProbe final : public DeviceProbe {
 
 }  // namespace
 
-std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend, bool gpu_busy) {
+std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend, bool gpu_busy, bool phase_trace) {
 #if TPSERVE_HAVE_CUDA
-  if (auto probe = make_cuda_device_probe(backend, gpu_busy)) return probe;
+  if (auto probe = make_cuda_device_probe(backend, gpu_busy, phase_trace)) return probe;
 #endif
   (void)gpu_busy;  // host backends: no device to be busy
+  TPS_CHECK(!phase_trace, "--phase-trace traces CUDA kernels; backend ", backend.name(), " has none");
   return std::make_unique<HostProbe>(backend.name());
 }
 

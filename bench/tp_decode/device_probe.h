@@ -38,12 +38,17 @@ class DeviceProbe {
   virtual std::optional<double> step_end_busy_seconds(bool keep_kernel_times) = 0;
   // The kernels kept since the last call, longest total first (empty without --gpu-busy or a device).
   virtual std::vector<KernelTime> take_kernel_times() { return {}; }
+  // With phase tracing: where the traced kernels' time went in the steps kept since the last call (the
+  // medians of their phase marks, bench/common/phase_summary.h); else empty.
+  virtual std::string take_phase_report() { return {}; }
 };
 
 // The probe for the backend an engine runs on (the CPU backend: one that measures nothing).
-// gpu_busy: measure the busy time per step (CUDA with CUPTI; elsewhere n/a).
-std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend, bool gpu_busy = false);
+// gpu_busy: measure the busy time per step (CUDA with CUPTI; elsewhere n/a). phase_trace: read the kernels'
+// phase marks after each kept step (CUDA builds with TPSERVE_PHASE_TRACE; refused elsewhere).
+std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend, bool gpu_busy = false,
+                                               bool phase_trace = false);
 // The CUDA probe, or nullptr when `backend` is not the CUDA backend (CUDA builds only).
-std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy);
+std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy, bool phase_trace);
 
 }  // namespace tpserve::bench

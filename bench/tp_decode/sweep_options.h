@@ -48,6 +48,7 @@ struct SweepOptions {
   bool one_engine_at_a_time = false;  // build each arm's engine per round instead of all up front
   bool warmup = true;                 // one unrecorded round per engine before measuring
   bool gpu_busy = false;              // GPU busy time per step (CUPTI on CUDA; adds tracing overhead)
+  bool phase_trace = false;           // kernels' phase marks per decode step (a TPSERVE_PHASE_TRACE build)
   std::string json_path, csv_path, plot_path;
 };
 

@@ -91,6 +91,9 @@ int run(int argc, char** argv) {
   app.add_flag(
       "--gpu-busy", o.gpu_busy,
       "measure the GPU busy share of each step (CUDA: CUPTI activity; tracing adds overhead to the step)");
+  app.add_flag("--phase-trace", o.phase_trace,
+               "print where the traced kernels' time goes in each round's decode steps (their phase marks; "
+               "needs a build with -DTPSERVE_PHASE_TRACE=ON)");
   app.add_option("--json", o.json_path, "write every sample and the summary as JSON");
   app.add_option("--csv", o.csv_path, "write the summary table as CSV");
   app.add_option("--plot", o.plot_path, "write the plot as SVG");

@@ -1,0 +1,65 @@
+// Where a kernel's time goes, from the phase marks its blocks recorded in one launch (kernels/phase_trace.h;
+// tp_decode --phase-trace): per mark, how many blocks reached it and when the first and the last did, and
+// the path of the block that ended last (the one its dependents wait for), all from the launch's first
+// return of its PDL wait; then medians of those over many decode steps, and the gaps between one traced
+// kernel's last block and the next traced kernel's first wait return.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tpserve::bench {
+
+struct TimedMark {
+  uint64_t ns = 0;           // global timer; 0: never recorded
+  int64_t clock = 0;         // the block's SM cycle counter
+  uint32_t grid_blocks = 0;  // blocks of the launch that recorded it
+};
+
+// One launch of a kernel, from its marks [blocks][marks_per_block]. The launch is the one whose block
+// entered last; a block belongs to it when its entry mark (0) has that launch's grid size and lies within
+// window_ns before that entry; a block's mark counts when it is at or after the block's entry and within
+// window_ns of it (else it is an earlier launch's).
+struct LaunchPhases {
+  bool present = false;  // some block entered and reached wait_mark
+  int launch_blocks = 0;
+  uint64_t t0_ns = 0;                     // the first return of the PDL wait (wait_mark) of any block
+  uint64_t end_ns = 0;                    // the latest mark of any block
+  std::vector<int> blocks;                // per mark: blocks that reached it
+  std::vector<double> first_us, last_us;  // per mark, from t0; NaN where no block did
+  std::vector<double> critical_us;  // the block with the latest mark: its marks from t0 (NaN: not reached)
+  std::vector<double> critical_cycles;  // ... and its SM cycles since its previous reached mark (NaN: none)
+};
+LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per_block, int wait_mark,
+                              uint64_t window_ns);
+
+// Medians over steps of each traced kernel's LaunchPhases, and of the gaps between consecutive kernels of
+// a step (next.t0 - previous.end, in the order add_step receives them).
+class PhaseAccumulator {
+ public:
+  struct Kernel {
+    std::string name;
+    std::vector<std::string> mark_names;
+    LaunchPhases phases;
+  };
+  void add_step(const std::vector<Kernel>& kernels);
+  int steps() const { return steps_; }
+  void report(std::ostream& out) const;
+
+ private:
+  struct Samples {
+    std::vector<std::string> mark_names;
+    std::vector<std::vector<double>> blocks, first, last, critical, cycles;  // [mark][step]
+    std::vector<double> launch_blocks;
+  };
+  int steps_ = 0;
+  std::vector<std::string> order_;  // kernel names in the order first seen
+  std::map<std::string, Samples> kernels_;
+  std::map<std::string, std::vector<double>> gaps_;  // "a -> b": next first wait return - previous end, us
+  std::vector<std::string> gap_order_;
+};
+
+}  // namespace tpserve::bench

@@ -1,0 +1,47 @@
+// Phase marks inside kernels, for finding where a kernel's time goes in a real decode step (a diagnostic
+// build only: cmake -DTPSERVE_PHASE_TRACE=ON; without it the marks compile to nothing and phase_trace_built()
+// is false).
+//
+// Thread 0 of every block of a traced kernel records, at named points of its code, the GPU's global timer
+// (%globaltimer, ns, common to all SMs) and its SM's cycle counter (clock64, for durations within a block).
+// Each traced kernel has one buffer [kPhaseTraceBlocks][kPhaseTraceMarks] that every launch overwrites, so
+// after a run it holds the last launch of that kernel (in a decode step: the last layer's); a mark a block
+// did not reach in that launch keeps an older launch's time, which readers drop by taking only marks at or
+// after the block's own entry mark (mark 0) and within kPhaseTraceWindowNs of it, and a block of an earlier
+// launch with a larger grid by its grid size and entry time (bench/common/phase_summary.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpserve::kernels {
+
+inline constexpr int kPhaseTraceBlocks = 1024;  // blocks recorded (linear block index)
+inline constexpr int kPhaseTraceMarks = 12;     // marks a block
+inline constexpr uint64_t kPhaseTraceWindowNs = 1000000;
+inline constexpr int kPhaseMarkEntry = 0;         // every traced kernel's first mark
+inline constexpr int kPhaseMarkWaitReturned = 2;  // ... and its return from the PDL wait
+
+struct PhaseMark {
+  uint64_t global_ns = 0;    // %globaltimer
+  int64_t clock = 0;         // clock64 of the block's SM
+  uint32_t grid_blocks = 0;  // the launch's blocks (tells launches of one kernel with other grids apart)
+  uint32_t unused = 0;
+};
+
+// The kernels that carry marks, and the names of their marks (index = mark).
+enum class TracedKernel { kDecodeAttention, kRouterFused, kGemvStaged };
+inline constexpr TracedKernel kTracedKernels[] = {TracedKernel::kDecodeAttention, TracedKernel::kRouterFused,
+                                                  TracedKernel::kGemvStaged};
+const char* traced_kernel_name(TracedKernel k);
+const std::vector<std::string>& phase_mark_names(TracedKernel k);
+
+bool phase_trace_built();
+// [kPhaseTraceBlocks * kPhaseTraceMarks] marks of the last launch of k (block-major), or empty without the
+// build option. Synchronizes the device.
+std::vector<PhaseMark> read_phase_trace(TracedKernel k);
+// Zeroes every traced kernel's buffer (so that blocks a later launch does not reach read as absent).
+void clear_phase_traces();
+
+}  // namespace tpserve::kernels
