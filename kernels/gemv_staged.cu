@@ -19,7 +19,7 @@
 #include "kernels/staged_tile.cuh"
 
 namespace tpserve::kernels {
-TPS_PHASE_TRACE_DEFINE(TracedKernel::kGemvStaged)
+TPS_PHASE_TRACE_DEFINE(g_gemv_marks, TracedKernel::kGemvStaged)
 namespace {
 
 constexpr int kMaxStagedWarps = 32;
@@ -34,7 +34,7 @@ template <int NT, typename Out, bool kXShared>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups,
                        bool weights_evict_first) {
-  TPS_PHASE_MARK(0);
+  TPS_PHASE_MARK(g_gemv_marks, 0);
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, q = lane % 4;
@@ -61,10 +61,10 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     group_range(i, b0, b1);
     copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1, w_hint);
   }
-  TPS_PHASE_MARK(1);
+  TPS_PHASE_MARK(g_gemv_marks, 1);
 
   pdl_wait_then_trigger();  // the activations are predecessors' outputs
-  TPS_PHASE_MARK(2);
+  TPS_PHASE_MARK(g_gemv_marks, 2);
   const bf16* b[NT];  // token columns; tokens past the last read as zero
   if constexpr (kXShared) {
     const int vecs = p.k / kBf16PerVec;
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   } else {
     global_token_columns<NT>(p.x, p.k, p.m, b);
   }
-  TPS_PHASE_MARK(3);
+  TPS_PHASE_MARK(g_gemv_marks, 3);
   float acc[NT][4] = {};
   for (int i = 0; i < copy_groups; ++i) {
     cp_async_wait_pending(copy_groups - 1 - i);  // this thread's group i; __syncwarp: the warp's, visible
@@ -87,13 +87,13 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   }
 
   __syncthreads();  // every warp is done with the weight rows: their space takes the partial tiles
-  TPS_PHASE_MARK(4);
+  TPS_PHASE_MARK(g_gemv_marks, 4);
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), k_splits);
   if (split == 0) store_tile<NT, Out>(p, acc, tile_row0 + g, tile_row0 + g + 8, q);
 #if defined(TPSERVE_PHASE_TRACE)
   __syncthreads();
 #endif
-  TPS_PHASE_MARK(5);
+  TPS_PHASE_MARK(g_gemv_marks, 5);
 }
 
 // T = the row tiles a block holds so that the SMs take the grid in one wave of up to blocks_per_sm blocks

@@ -16,9 +16,12 @@
 #include "kernels/mma_tile.cuh"
 #include "kernels/moe_align.h"
 #include "kernels/moe_experts.h"
+#include "kernels/phase_trace.cuh"
 #include "kernels/staged_tile.cuh"
 
 namespace tpserve::kernels {
+TPS_PHASE_TRACE_DEFINE(g_gate_up_marks, TracedKernel::kMoeGateUpBulk)
+TPS_PHASE_TRACE_DEFINE(g_down_marks, TracedKernel::kMoeDownStaged)
 namespace {
 
 constexpr int kWarps = 4;
@@ -130,11 +133,13 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
       };
   if (warp == 0)
     for (int s = 0; s < min(slots, stages); ++s) issue(s);
+  TPS_PHASE_MARK(g_gate_up_marks, 4);
   const bf16* b[NT];
   assignment_rows<NT>(p, w, g, p.x, p.x_row_divisor, p.hidden, b);
   float acc[NT][4] = {};
   for (int s = 0; s < stages; ++s) {
     mbarrier_wait(&bars[s % slots], (s / slots) & 1);
+    if (s == 0) TPS_PHASE_MARK(g_gate_up_marks, 5);
     const int col0 = s * kBulkCols + warp * kBulkWarpCols;
     const bf16* bs[NT];
 #pragma unroll
@@ -144,8 +149,13 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
     __syncthreads();  // every warp is done with the slot: the next stage may land in it
     if (warp == 0 && s + slots < stages) issue(s + slots);
   }
+  TPS_PHASE_MARK(g_gate_up_marks, 6);
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);  // the slots are free now
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
+#if defined(TPSERVE_PHASE_TRACE)
+  __syncthreads();
+#endif
+  TPS_PHASE_MARK(g_gate_up_marks, 7);
 }
 
 // Warp 0's summed down tile into y (rows row_lo / row_hi of this thread, columns = the work item's
@@ -204,14 +214,22 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
     return row0 + r < p.hidden ? p.down + (expert_base + row0 + r) * p.inter : nullptr;
   };
   copy_rows_async(tile, row_elems, row_ptr, p.down, kb_begin, kb_end, stream_hint(p.weights_evict_first));
+  TPS_PHASE_MARK(g_down_marks, 1);
   pdl_wait_then_trigger();  // the activations are gate_up's output
+  TPS_PHASE_MARK(g_down_marks, 2);
   cp_async_wait_all();
   __syncwarp();  // the warp's copies, visible to all its lanes
+  TPS_PHASE_MARK(g_down_marks, 3);
   float acc[NT][4] = {};
   mma_staged<NT, kUnroll>(acc, tile, row_elems, b, kb_begin, kb_end);
   __syncthreads();  // every warp is done with the rows: their space takes the partial tiles
+  TPS_PHASE_MARK(g_down_marks, 4);
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);
   if (warp == 0) store_down_tile<NT>(p, w, acc, row0 + g, row0 + g + 8, q);
+#if defined(TPSERVE_PHASE_TRACE)
+  __syncthreads();
+#endif
+  TPS_PHASE_MARK(g_down_marks, 5);
 }
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
@@ -228,13 +246,17 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const Mo
 // 8 blocks an SM (64 registers a thread at most): measured faster than fewer blocks with more stages each,
 // and than 10 blocks with registers spilled (docs/PERF.md, sixteenth session).
 __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_gate_up_bulk_kernel(const MoeExpertsParams p) {
+  TPS_PHASE_MARK(g_gate_up_marks, 0);
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ uint64_t bars[kMoeGateUpBulkMaxStages];
   if (threadIdx.x == 0)
     for (int i = 0; i < p.gate_up_bulk_stages; ++i) mbarrier_init(&bars[i]);
   __syncthreads();
+  TPS_PHASE_MARK(g_gate_up_marks, 1);
   pdl_wait_then_trigger();  // the routing and the activations are predecessors' outputs
+  TPS_PHASE_MARK(g_gate_up_marks, 2);
   const WorkItem w = block_work_item(p);
+  TPS_PHASE_MARK(g_gate_up_marks, 3);
   if (w.count == 0) return;  // past the step's work items, or an expert held elsewhere
   if (w.count <= kMmaCols)
     gate_up_tile_bulk<1>(p, w, smem, bars);
@@ -264,11 +286,13 @@ __global__ void __launch_bounds__(kWarps* kWarpSize) moe_down_kernel(const MoeEx
 
 // 8 blocks an SM (their 25.6 KB tiles at I = 768), so 64 registers a thread at most.
 __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_down_staged_kernel(const MoeExpertsParams p) {
+  TPS_PHASE_MARK(g_down_marks, 0);
   extern __shared__ __align__(16) unsigned char smem[];
   // The routing (moe_align's, or the top-k ids) was written before gate_up passed its wait (pdl.cuh).
   const WorkItem w = block_work_item(p);
   if (w.count == 0) {         // past the step's work items, or an expert held elsewhere
     pdl_wait_then_trigger();  // every block waits before it exits
+    TPS_PHASE_MARK(g_down_marks, 2);
     return;
   }
   if (w.count <= kMmaCols)

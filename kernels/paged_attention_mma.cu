@@ -24,7 +24,7 @@
 #include "kernels/qk_norm_rope.cuh"
 
 namespace tpserve::kernels {
-TPS_PHASE_TRACE_DEFINE(TracedKernel::kDecodeAttention)
+TPS_PHASE_TRACE_DEFINE(g_attention_marks, TracedKernel::kDecodeAttention)
 namespace {
 
 using namespace attention;  // NOLINT: the kernels' shared pieces
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     return reinterpret_cast<bf16(*)[S::kRowStride]>(smem + stage * S::kStageBytes + S::kStageBytes / 2);
   };
 
-  TPS_PHASE_MARK(0);
+  TPS_PHASE_MARK(g_attention_marks, 0);
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize, g = lane / 4, q = lane % 4;
   // Folded prologue: one token a tile (decode), at position kv_len - 1. The block whose range holds that key
   // (the holder) computes its k and v; with a slot (not < 0) it appends them and uses them for the key.
@@ -124,9 +124,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   const bool kv_early = fused && p.inputs_before_wait && p.kv_before_wait;
   if (p.inputs_before_wait) read_step_inputs();
   if (kv_early && active) load_tile(b.key_begin, 0);
-  TPS_PHASE_MARK(1);
+  TPS_PHASE_MARK(g_attention_marks, 1);
   pdl_wait_then_trigger();  // every thread waits, those that return at once included
-  TPS_PHASE_MARK(2);
+  TPS_PHASE_MARK(g_attention_marks, 2);
   if (!p.inputs_before_wait) read_step_inputs();
   if (!active) return;
   if (!kv_early) load_tile(b.key_begin, 0);  // the first K/V tile goes out before q is read: overlapped
@@ -145,12 +145,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     }
   }
   __syncthreads();
-  TPS_PHASE_MARK(3);
+  TPS_PHASE_MARK(g_attention_marks, 3);
   if (fused) {
     for (int r = warp; r < b.rows; r += kWarps)
       norm_rope_head(q_rope, &q_s[r][0], &q_s[r][0], D, p.prologue.eps);
     __syncthreads();
-    TPS_PHASE_MARK(4);
+    TPS_PHASE_MARK(g_attention_marks, 4);
   }
   // Q's A fragments: matrix m of lane t's address is (rows 8 (m % 2) .., dims 8 (m / 2) ..) of a k step.
   uint32_t qa[S::kKSteps][4];
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     }
     __syncthreads();  // the next tile's copies overwrite this stage
   }
-  TPS_PHASE_MARK(5);
+  TPS_PHASE_MARK(g_attention_marks, 5);
 
   // Merge the warps: each row's max over warps, the warps' sums and outputs weighted by exp2(max_w - max).
 #pragma unroll
@@ -298,9 +298,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
           out[i][3] += weight * o.w;
     }
   }
-  TPS_PHASE_MARK(6);
+  TPS_PHASE_MARK(g_attention_marks, 6);
   finish_block<T, true>(p, b, out, max_s, sum_s, last_s);
-  TPS_PHASE_MARK(b.active_splits > 1 && last_s ? 8 : 7);
+  TPS_PHASE_MARK(g_attention_marks, b.active_splits > 1 && last_s ? 8 : 7);
 }
 
 template <int D>

@@ -9,19 +9,31 @@ template <TracedKernel K>
 std::vector<PhaseMark> read();
 template <TracedKernel K>
 void clear();
-// Defined by TPS_PHASE_TRACE_DEFINE in paged_attention_mma.cu, router_fused.cu and gemv_staged.cu.
+// Defined by TPS_PHASE_TRACE_DEFINE in the traced kernels' .cu files.
 template <>
 std::vector<PhaseMark> read<TracedKernel::kDecodeAttention>();
 template <>
-std::vector<PhaseMark> read<TracedKernel::kRouterFused>();
+void clear<TracedKernel::kDecodeAttention>();
 template <>
 std::vector<PhaseMark> read<TracedKernel::kGemvStaged>();
 template <>
-void clear<TracedKernel::kDecodeAttention>();
+void clear<TracedKernel::kGemvStaged>();
+template <>
+std::vector<PhaseMark> read<TracedKernel::kRouterFused>();
 template <>
 void clear<TracedKernel::kRouterFused>();
 template <>
-void clear<TracedKernel::kGemvStaged>();
+std::vector<PhaseMark> read<TracedKernel::kMoeGateUpBulk>();
+template <>
+void clear<TracedKernel::kMoeGateUpBulk>();
+template <>
+std::vector<PhaseMark> read<TracedKernel::kMoeDownStaged>();
+template <>
+void clear<TracedKernel::kMoeDownStaged>();
+template <>
+std::vector<PhaseMark> read<TracedKernel::kRmsNorm>();
+template <>
+void clear<TracedKernel::kRmsNorm>();
 }  // namespace phase_trace_detail
 #endif
 
@@ -33,6 +45,12 @@ const char* traced_kernel_name(TracedKernel k) {
       return "fused router";
     case TracedKernel::kGemvStaged:
       return "staged GEMV";
+    case TracedKernel::kMoeGateUpBulk:
+      return "MoE gate_up (bulk copies)";
+    case TracedKernel::kMoeDownStaged:
+      return "MoE down (staged)";
+    case TracedKernel::kRmsNorm:
+      return "RMSNorm";
   }
   return "?";
 }
@@ -60,6 +78,13 @@ const std::vector<std::string>& phase_mark_names(TracedKernel k) {
   static const std::vector<std::string> gemv{
       "entry",         "weight copies issued", "PDL wait returned", "activations in place",
       "products done", "end (stored)"};
+  static const std::vector<std::string> gate_up{"entry",          "barriers set up",     "PDL wait returned",
+                                                "work item read", "first copies issued", "first stage landed",
+                                                "stages done",    "end (stored)"};
+  static const std::vector<std::string> down{"entry",         "weight copies issued", "PDL wait returned",
+                                             "copies landed", "products done",        "end (stored)"};
+  static const std::vector<std::string> norm{"entry",       "weights read", "PDL wait returned",
+                                             "rows summed", "block sum",    "end (stored)"};
   switch (k) {
     case TracedKernel::kDecodeAttention:
       return attention;
@@ -67,6 +92,12 @@ const std::vector<std::string>& phase_mark_names(TracedKernel k) {
       return router;
     case TracedKernel::kGemvStaged:
       return gemv;
+    case TracedKernel::kMoeGateUpBulk:
+      return gate_up;
+    case TracedKernel::kMoeDownStaged:
+      return down;
+    case TracedKernel::kRmsNorm:
+      return norm;
   }
   return gemv;
 }
@@ -89,6 +120,12 @@ std::vector<PhaseMark> read_phase_trace([[maybe_unused]] TracedKernel k) {
       return read<TracedKernel::kRouterFused>();
     case TracedKernel::kGemvStaged:
       return read<TracedKernel::kGemvStaged>();
+    case TracedKernel::kMoeGateUpBulk:
+      return read<TracedKernel::kMoeGateUpBulk>();
+    case TracedKernel::kMoeDownStaged:
+      return read<TracedKernel::kMoeDownStaged>();
+    case TracedKernel::kRmsNorm:
+      return read<TracedKernel::kRmsNorm>();
   }
 #endif
   return {};
@@ -98,8 +135,11 @@ void clear_phase_traces() {
 #if defined(TPSERVE_PHASE_TRACE)
   using namespace phase_trace_detail;
   clear<TracedKernel::kDecodeAttention>();
-  clear<TracedKernel::kRouterFused>();
   clear<TracedKernel::kGemvStaged>();
+  clear<TracedKernel::kRouterFused>();
+  clear<TracedKernel::kMoeGateUpBulk>();
+  clear<TracedKernel::kMoeDownStaged>();
+  clear<TracedKernel::kRmsNorm>();
 #endif
 }
 

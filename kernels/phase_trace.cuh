@@ -1,6 +1,7 @@
 // Device side of the phase marks (kernels/phase_trace.h). A traced kernel's .cu file says
-// TPS_PHASE_TRACE_DEFINE(kernel) once at namespace tpserve::kernels scope (its buffer and host access) and
-// TPS_PHASE_MARK(i) at its marks; without -DTPSERVE_PHASE_TRACE=ON both expand to nothing.
+// TPS_PHASE_TRACE_DEFINE(buffer, kernel) once per traced kernel at namespace tpserve::kernels scope (its
+// buffer, named so that one file may trace several kernels, and host access) and TPS_PHASE_MARK(buffer, i)
+// at its marks; without -DTPSERVE_PHASE_TRACE=ON both expand to nothing.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,24 +32,25 @@ __device__ __forceinline__ void mark(PhaseMark* buffer, int i) {
 }  // namespace tpserve::kernels::phase_trace_detail
 
 #if defined(TPSERVE_PHASE_TRACE)
-#define TPS_PHASE_TRACE_DEFINE(K)                                                           \
-  namespace phase_trace_detail {                                                            \
-  static __device__ PhaseMark g_buffer[kPhaseTraceBlocks * kPhaseTraceMarks];               \
-  template <>                                                                               \
-  std::vector<PhaseMark> read<K>() {                                                        \
-    std::vector<PhaseMark> out(kPhaseTraceBlocks* kPhaseTraceMarks);                        \
-    CUDA_CHECK(cudaDeviceSynchronize());                                                    \
-    CUDA_CHECK(cudaMemcpyFromSymbol(out.data(), g_buffer, out.size() * sizeof(PhaseMark))); \
-    return out;                                                                             \
-  }                                                                                         \
-  template <>                                                                               \
-  void clear<K>() {                                                                         \
-    const std::vector<PhaseMark> zero(kPhaseTraceBlocks* kPhaseTraceMarks);                 \
-    CUDA_CHECK(cudaMemcpyToSymbol(g_buffer, zero.data(), zero.size() * sizeof(PhaseMark))); \
-  }                                                                                         \
+#define TPS_PHASE_TRACE_DEFINE(buffer, K)                                                 \
+  namespace phase_trace_detail {                                                          \
+  static __device__ PhaseMark buffer[kPhaseTraceBlocks * kPhaseTraceMarks];               \
+  template <>                                                                             \
+  std::vector<PhaseMark> read<K>() {                                                      \
+    std::vector<PhaseMark> out(kPhaseTraceBlocks* kPhaseTraceMarks);                      \
+    CUDA_CHECK(cudaDeviceSynchronize());                                                  \
+    CUDA_CHECK(cudaMemcpyFromSymbol(out.data(), buffer, out.size() * sizeof(PhaseMark))); \
+    return out;                                                                           \
+  }                                                                                       \
+  template <>                                                                             \
+  void clear<K>() {                                                                       \
+    const std::vector<PhaseMark> zero(kPhaseTraceBlocks* kPhaseTraceMarks);               \
+    CUDA_CHECK(cudaMemcpyToSymbol(buffer, zero.data(), zero.size() * sizeof(PhaseMark))); \
+  }                                                                                       \
   }
-#define TPS_PHASE_MARK(i) ::tpserve::kernels::phase_trace_detail::mark(phase_trace_detail::g_buffer, (i))
+#define TPS_PHASE_MARK(buffer, i) \
+  ::tpserve::kernels::phase_trace_detail::mark(phase_trace_detail::buffer, (i))
 #else
-#define TPS_PHASE_TRACE_DEFINE(K)
-#define TPS_PHASE_MARK(i) ((void)0)
+#define TPS_PHASE_TRACE_DEFINE(buffer, K)
+#define TPS_PHASE_MARK(buffer, i) ((void)0)
 #endif

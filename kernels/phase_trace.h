@@ -31,9 +31,19 @@ struct PhaseMark {
 };
 
 // The kernels that carry marks, and the names of their marks (index = mark).
-enum class TracedKernel { kDecodeAttention, kRouterFused, kGemvStaged };
-inline constexpr TracedKernel kTracedKernels[] = {TracedKernel::kDecodeAttention, TracedKernel::kRouterFused,
-                                                  TracedKernel::kGemvStaged};
+// In a decode step's layer order from attention on (the QKV projection is the same staged GEMV as the O
+// projection, which a step launches after it).
+enum class TracedKernel {
+  kDecodeAttention,
+  kGemvStaged,
+  kRouterFused,
+  kMoeGateUpBulk,
+  kMoeDownStaged,
+  kRmsNorm
+};
+inline constexpr TracedKernel kTracedKernels[] = {
+    TracedKernel::kDecodeAttention, TracedKernel::kGemvStaged,    TracedKernel::kRouterFused,
+    TracedKernel::kMoeGateUpBulk,   TracedKernel::kMoeDownStaged, TracedKernel::kRmsNorm};
 const char* traced_kernel_name(TracedKernel k);
 const std::vector<std::string>& phase_mark_names(TracedKernel k);
 

@@ -5,10 +5,12 @@
 #include "kernels/launch.h"
 #include "kernels/moe_combine.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/phase_trace.cuh"
 #include "kernels/rmsnorm.cuh"
 #include "kernels/rmsnorm.h"
 
 namespace tpserve::kernels {
+TPS_PHASE_TRACE_DEFINE(g_rmsnorm_marks, TracedKernel::kRmsNorm)
 namespace {
 
 constexpr int kMaxVecPerThread = 4;
@@ -22,6 +24,7 @@ static_assert(kCombineMaxThreads * kMaxVecPerThread * kBf16PerVec >= kRmsNormCom
 template <bool kCombine>
 __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1)
     rmsnorm_kernel(const RmsNormParams p) {
+  TPS_PHASE_MARK(g_rmsnorm_marks, 0);
   __shared__ float scratch[kMaxThreads / kWarpSize];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.hidden;
   const int vectors = p.hidden / kBf16PerVec;
@@ -40,7 +43,9 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
       w[i] = load_vec(p.weight + vec * kBf16PerVec);
     }
   }
+  TPS_PHASE_MARK(g_rmsnorm_marks, 1);
   pdl_wait_then_trigger();
+  TPS_PHASE_MARK(g_rmsnorm_marks, 2);
   float v[kMaxVecPerThread][kBf16PerVec];
   float sum_sq = 0.0f;
 #pragma unroll
@@ -64,7 +69,9 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
 #pragma unroll
     for (int j = 0; j < kBf16PerVec; ++j) sum_sq += v[i][j] * v[i][j];
   }
+  TPS_PHASE_MARK(g_rmsnorm_marks, 3);
   sum_sq = block_sum(sum_sq, scratch);
+  TPS_PHASE_MARK(g_rmsnorm_marks, 4);
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.hidden) + p.eps);
 #pragma unroll
   for (int i = 0; i < kMaxVecPerThread; ++i) {
@@ -76,6 +83,10 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
     else
       store_normed_piece(p.weight + vec * kBf16PerVec, v[i], inv, out);
   }
+#if defined(TPSERVE_PHASE_TRACE)
+  __syncthreads();
+#endif
+  TPS_PHASE_MARK(g_rmsnorm_marks, 5);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@
 #include "kernels/topk_gating.cuh"
 
 namespace tpserve::kernels {
-TPS_PHASE_TRACE_DEFINE(TracedKernel::kRouterFused)
+TPS_PHASE_TRACE_DEFINE(g_router_marks, TracedKernel::kRouterFused)
 namespace {
 
 constexpr int kThreads = 256;
@@ -65,7 +65,7 @@ template <int NT>
 __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFusedParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
-  TPS_PHASE_MARK(0);
+  TPS_PHASE_MARK(g_router_marks, 0);
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(16) unsigned char smem[];
   const RouterSmem at(p.tokens, p.hidden, p.experts);
@@ -90,10 +90,10 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     return row0 + r < p.experts ? p.router + static_cast<int64_t>(row0 + r) * p.hidden : nullptr;
   };
   copy_rows_async(w_tile, row_elems, row_ptr, p.router, kb0, kb1, stream_hint(p.weights_evict_first));
-  TPS_PHASE_MARK(1);
+  TPS_PHASE_MARK(g_router_marks, 1);
 
   pdl_wait_then_trigger();  // x and residual are predecessors' outputs
-  TPS_PHASE_MARK(2);
+  TPS_PHASE_MARK(g_router_marks, 2);
   // v into x_s and each thread's sum of squares per row, kRowsAtOnce rows' loads in flight together.
   for (int m0 = 0; m0 < p.tokens; m0 += kRowsAtOnce) {
     float sum_sq[kRowsAtOnce] = {};
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
       if (m0 + u < p.tokens) part_s[(m0 + u) * kThreads + tid] = sum_sq[u];
   }
   __syncthreads();
-  TPS_PHASE_MARK(3);
+  TPS_PHASE_MARK(g_router_marks, 3);
   for (int m = warp; m < p.tokens; m += kWarps) {
     float sum_sq = 0.0f;
     for (int i = lane; i < kThreads; i += kWarpSize) sum_sq += part_s[m * kThreads + i];
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   }
   cp_async_wait_all();
   __syncthreads();
-  TPS_PHASE_MARK(4);
+  TPS_PHASE_MARK(g_router_marks, 4);
 
   const bf16* b[NT];  // token columns; tokens past the last read as zero
   shared_token_columns<NT>(x_s, row_elems, p.tokens, b);
@@ -155,9 +155,9 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
         if (token < p.tokens) logits_s[token * kMmaRows + r] = acc[nt][i];
       }
   }
-  TPS_PHASE_MARK(5);
+  TPS_PHASE_MARK(g_router_marks, 5);
   cluster.sync();  // every block's logits are in its shared memory; no block reads residual any more
-  TPS_PHASE_MARK(6);
+  TPS_PHASE_MARK(g_router_marks, 6);
 
   if (rank == 0)
     for (int i = tid; i < p.tokens * p.experts; i += kThreads) {
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   };
   if (!p.stores_after_gather) store_columns(rank, kRouterClusterBlocks);
   cluster.sync();  // block 0 is done with the other blocks' shared memory
-  TPS_PHASE_MARK(7);
+  TPS_PHASE_MARK(g_router_marks, 7);
   if (rank != 0) {
     if (p.stores_after_gather) store_columns(rank - 1, kRouterClusterBlocks - 1);
     return;
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
 #if defined(TPSERVE_PHASE_TRACE)
   __syncthreads();
 #endif
-  TPS_PHASE_MARK(8);
+  TPS_PHASE_MARK(g_router_marks, 8);
 #else
   __trap();  // launched only on SM90+ (clusters)
 #endif

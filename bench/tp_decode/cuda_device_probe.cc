@@ -109,13 +109,11 @@ class CudaProbe final : public DeviceProbe {
   }
 
  private:
-  // The traced kernels' last launches in the step just ended, in step order within a layer: attention, the
-  // O projection (the step's last staged GEMV), the router.
+  // The traced kernels' last launches in the step just ended: the last layer's attention, O projection (the
+  // step's last staged GEMV), router, gate_up and down, and the RMSNorm summing its combine (the final norm).
   void add_phase_step() {
     std::vector<PhaseAccumulator::Kernel> step;
-    for (kernels::TracedKernel k :
-         {kernels::TracedKernel::kDecodeAttention, kernels::TracedKernel::kGemvStaged,
-          kernels::TracedKernel::kRouterFused}) {
+    for (kernels::TracedKernel k : kernels::kTracedKernels) {
       std::vector<TimedMark> marks;
       for (const kernels::PhaseMark& m : kernels::read_phase_trace(k))
         marks.push_back(TimedMark{m.global_ns, m.clock, m.grid_blocks});
