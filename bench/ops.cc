@@ -2,7 +2,8 @@
 // 4 KV heads x 128, 128 experts top-8, moe_intermediate 768, vocabulary 151936), each against the HBM read
 // bandwidth measured in the same run. Inputs are rotated over copies several times larger than L2 so that
 // every run reads from HBM; a spin kernel holds the GPU while the host queues all runs, and CUDA events
-// around each run (or each chain of 20 runs: the GEMVs) give the median and the minimum. GB/s counts the
+// around each run (and each chain of 20 runs: the GEMVs, the MoE, decode attention) give the median and the
+// minimum. GB/s counts the
 // bytes an op must read (weights, KV).
 //
 //   ops [--reps N] [--device D] [--json out.json] [--only moe,...] [--set runtime.<switch>=<value> ...]
@@ -192,8 +193,11 @@ void bench_moe(Bench& b) {
     Tensor weights =
         b.upload(DType::kF32, {tokens, kTopK}, std::vector<float>(size_t(tokens) * kTopK, 0.125f));
     Tensor x = b.random_bf16({tokens, kHidden}, 13), out = be.alloc(DType::kBF16, {tokens, kHidden});
-    b.time("moe_experts T=" + std::to_string(tokens) + " (E 128, k 8, I 768)", distinct * expert_bytes,
-           [&](int i) { be.moe_experts(x, gate_up, down, ids[i % kRoutings], weights, 0, out); });
+    // Alone, and chained 20 in a row as in a decode step (each launch's start overlapping the one before).
+    const std::string name = "moe_experts T=" + std::to_string(tokens) + " (E 128, k 8, I 768)";
+    auto run = [&](int i) { be.moe_experts(x, gate_up, down, ids[i % kRoutings], weights, 0, out); };
+    b.time(name, distinct * expert_bytes, run);
+    b.time(name + " x20", distinct * expert_bytes, run, 20);
   }
 }
 
@@ -226,10 +230,12 @@ void bench_decode_attention(Bench& b, const std::string& kernel, const std::vect
       meta.num_seqs = seqs, meta.max_query_len = 1, meta.max_context_len = ctx;
       Tensor q = b.random_bf16({seqs, kQHeads * kHeadDim}, 17),
              out = be.alloc(DType::kBF16, {seqs, kQHeads * kHeadDim});
-      b.time(
-          "decode attention S=" + std::to_string(seqs) + " ctx=" + std::to_string(ctx) + " (" + kernel + ")",
-          double(kv_bytes),
-          [&](int i) { be.attention(q, kQHeads, kKvHeads, 0.088f, caches[i % copies], meta, out); });
+      // Alone, and chained 20 in a row as in a decode step.
+      const std::string name =
+          "decode attention S=" + std::to_string(seqs) + " ctx=" + std::to_string(ctx) + " (" + kernel;
+      auto run = [&](int i) { be.attention(q, kQHeads, kKvHeads, 0.088f, caches[i % copies], meta, out); };
+      b.time(name + ")", double(kv_bytes), run);
+      b.time(name + ", x20)", double(kv_bytes), run, 20);
     }
   }
 }
