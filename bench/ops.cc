@@ -3,8 +3,7 @@
 // bandwidth measured in the same run. Inputs are rotated over copies several times larger than L2 so that
 // every run reads from HBM; a spin kernel holds the GPU while the host queues all runs, and CUDA events
 // around each run (and each chain of 20 runs: the GEMVs, the MoE, decode attention) give the median and the
-// minimum. GB/s counts the
-// bytes an op must read (weights, KV).
+// minimum. GB/s counts the bytes an op must read (weights, KV).
 //
 //   ops [--reps N] [--device D] [--json out.json] [--only moe,...] [--set runtime.<switch>=<value> ...]
 #include <CLI/CLI.hpp>
