@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
       cp_async_wait_all();
     }
     __syncthreads();
+    if (kt == b.key_begin) TPS_PHASE_MARK(g_attention_marks, 9);
     if (slot >= 0 && kt + kTileKeys >= b.key_end) {  // the last tile: the token's own key, as just computed
       const int row = b.kv_len - 1 - kt;
       for (int c = tid; c < 2 * T::kChunksPerRow; c += kThreads) {

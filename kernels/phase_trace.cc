@@ -65,7 +65,8 @@ const std::vector<std::string>& phase_mark_names(TracedKernel k) {
                                                   "key tiles done",
                                                   "warps merged",
                                                   "end (no merge)",
-                                                  "end (merged ranges)"};
+                                                  "end (merged ranges)",
+                                                  "first K/V tile landed"};
   static const std::vector<std::string> router{"entry",
                                                "weight copies issued",
                                                "PDL wait returned",
