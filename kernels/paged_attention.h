@@ -81,6 +81,10 @@ struct PagedAttentionParams {
   // before the PDL wait too (the launch before this one writes no cache row; the token's own key is this
   // kernel's to append and patch). false: after it (for A/B; the same results).
   bool kv_before_wait = false;
+  // Tensor-core kernel: each block lets the next launch start (PDL trigger) once its key tiles are done
+  // instead of right after its wait, so that the next kernel's weight copies (the O projection's) do not
+  // stream while the block's tiles are computed (for A/B: under PDL the same results).
+  bool trigger_after_keys = false;
   // Decode (one token a sequence) on tensor cores only: the attention prologue (kernels/qk_norm_rope_kv.h)
   // folded into the kernel, one launch instead of two. Each block reads its rows of q from qkv and normalises
   // and rotates them itself (q above is then unused); the block whose context range holds the token's own

@@ -125,7 +125,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   if (p.inputs_before_wait) read_step_inputs();
   if (kv_early && active) load_tile(b.key_begin, 0);
   TPS_PHASE_MARK(g_attention_marks, 1);
-  pdl_wait_then_trigger();  // every thread waits, those that return at once included
+  pdl_wait();  // every thread waits, those that return at once included
+  if (!p.trigger_after_keys) pdl_trigger();
   TPS_PHASE_MARK(g_attention_marks, 2);
   if (!p.inputs_before_wait) read_step_inputs();
   if (!active) return;
@@ -200,6 +201,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
           mma_bf16_16816(s[1], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[2], kb[3]);
         }
       }
+      if (kt == b.key_begin) TPS_PHASE_MARK(g_attention_marks, 10);
       // Scale and mask; s[nt][i]: row g (i < 2) or g + 8, key key0 + 8 nt + 2 q + i % 2.
       float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -235,6 +237,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
       // O += P V: P's A fragment (rows g / g + 8, keys 2q.. and 8 + 2q..) is the scores' layout. P goes in
       // as two bf16 parts, hi + lo, so that it keeps about 16 bits: a single bf16 P (8 bits) left errors of
       // 1% of the output's scale where the terms of P V cancel (an H200 test, CUDA-core kernel: fp32 P).
+      if (kt == b.key_begin) TPS_PHASE_MARK(g_attention_marks, 11);
       uint32_t ph[4], pl[4];
       split_bf16x2(s[0][0], s[0][1], ph[0], pl[0]);
       split_bf16x2(s[0][2], s[0][3], ph[1], pl[1]);
@@ -254,6 +257,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     }
     __syncthreads();  // the next tile's copies overwrite this stage
   }
+  if (p.trigger_after_keys) pdl_trigger();  // blocks without keys trigger by exiting
   TPS_PHASE_MARK(g_attention_marks, 5);
 
   // Merge the warps: each row's max over warps, the warps' sums and outputs weighted by exp2(max_w - max).

@@ -66,7 +66,9 @@ const std::vector<std::string>& phase_mark_names(TracedKernel k) {
                                                   "warps merged",
                                                   "end (no merge)",
                                                   "end (merged ranges)",
-                                                  "first K/V tile landed"};
+                                                  "first K/V tile landed",
+                                                  "first tile's scores (warp 0)",
+                                                  "first tile's probabilities (warp 0)"};
   static const std::vector<std::string> router{"entry",
                                                "weight copies issued",
                                                "PDL wait returned",

@@ -56,6 +56,11 @@ struct CudaKernelSwitches {
   // With the folded prologue and attention_inputs_before_wait, the first K/V tile of each block's context
   // range is copied before the PDL wait as well (PagedAttentionParams::kv_before_wait); false: after it.
   bool attention_kv_before_wait = true;
+  // The tensor-core decode attention triggers the next launch (PDL) after its key tiles instead of right
+  // after its wait (PagedAttentionParams::trigger_after_keys): the O projection's weight stream then starts
+  // after attention's tiles, which phase marks showed 4x slower while it runs (docs/PERF.md, thirtieth
+  // session).
+  bool attention_trigger_after_keys = false;
   // Decode steps of up to this many tokens order split attention's blocks with the context ranges outermost
   // (PagedAttentionParams::ranges_outermost): the ranges every context has are dispatched first; larger
   // steps, and all with 0, keep a tile's ranges in a row (the same results). Measured on an H200 at c = 1:
@@ -137,6 +142,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_fused_prologue", switches.attention_fused_prologue);
   visit("attention_inputs_before_wait", switches.attention_inputs_before_wait);
   visit("attention_kv_before_wait", switches.attention_kv_before_wait);
+  visit("attention_trigger_after_keys", switches.attention_trigger_after_keys);
   visit("attention_ranges_outermost_max_tokens", switches.attention_ranges_outermost_max_tokens, 0, 4096);
   visit("moe_one_token_direct", switches.moe_one_token_direct);
   visit("moe_fused_norm", switches.moe_fused_norm);

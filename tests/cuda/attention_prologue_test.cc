@@ -26,12 +26,13 @@ struct PrologueResult {
 // ranges_outermost: runtime.attention_ranges_outermost_max_tokens at its largest (else 0).
 PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, int planned_context,
                             int no_slot_seq = -1, bool inputs_before_wait = true, bool kv_before_wait = true,
-                            bool ranges_outermost = false) {
+                            bool ranges_outermost = false, bool trigger_after_keys = false) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.attention_tensor_cores = true;
   options.kernels.attention_ranges_outermost_max_tokens = ranges_outermost ? 4096 : 0;
   options.kernels.attention_inputs_before_wait = inputs_before_wait;
   options.kernels.attention_kv_before_wait = kv_before_wait;
+  options.kernels.attention_trigger_after_keys = trigger_after_keys;
   options.kernels.attention_split_keys = split_keys;
   options.kernels.attention_fused_prologue = fused;
   Backends b(options);
@@ -110,8 +111,8 @@ TEST_P(AttentionPrologueTest, DecodeIsOneLaunchWithTheTwoOpsBits) {
     }
 }
 
-// The step inputs, or only the first K/V tile, read after the PDL wait instead of before it: the same bits,
-// fused or not, with and without a token lacking a slot.
+// The step inputs, or only the first K/V tile, read after the PDL wait instead of before it, and the trigger
+// after the key tiles: the same bits, fused or not, with and without a token lacking a slot.
 TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   const AttentionCase& c = GetParam();
@@ -125,6 +126,8 @@ TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
                        early);
       expect_same_bits(what + ", K/V after the wait", run_prologue(c, fused, 32, 0, no_slot, true, false),
                        early);
+      expect_same_bits(what + ", trigger after the key tiles",
+                       run_prologue(c, fused, 32, 0, no_slot, true, true, false, true), early);
     }
 }
 

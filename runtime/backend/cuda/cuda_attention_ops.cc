@@ -101,6 +101,7 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
   p.tensor_cores = options_.kernels.attention_tensor_cores;
   p.inputs_before_wait = options_.kernels.attention_inputs_before_wait;
   p.kv_before_wait = options_.kernels.attention_kv_before_wait;
+  p.trigger_after_keys = options_.kernels.attention_trigger_after_keys;
   p.split_keys = options_.kernels.attention_split_keys;
   p.split_growth = options_.kernels.attention_split_growth;
   p.merge_one_level_max = options_.kernels.attention_merge_one_level_max;
