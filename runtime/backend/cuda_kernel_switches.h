@@ -30,7 +30,8 @@ struct CudaKernelSwitches {
   // (docs/PERF.md, twenty-second session).
   int staged_gemv_max_warps = 16;
   // A staged GEMV copies its weight rows by bulk copies (the SM's copy engine, one instruction a row piece)
-  // instead of cp.async 16 bytes a lane, on SM90+ (GemvLaunchOptions::staged_bulk_copies).
+  // instead of cp.async 16 bytes a lane, on SM90+ (GemvLaunchOptions::staged_bulk_copies). H100: -0.57% at
+  // c = 1, +0.37% at c = 4, -0.36% at c = 16 (docs/PERF.md, thirtieth session): off.
   bool staged_gemv_bulk_copies = false;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
@@ -58,8 +59,9 @@ struct CudaKernelSwitches {
   bool attention_kv_before_wait = true;
   // The tensor-core decode attention triggers the next launch (PDL) after its key tiles instead of right
   // after its wait (PagedAttentionParams::trigger_after_keys): the O projection's weight stream then starts
-  // after attention's tiles, which phase marks showed 4x slower while it runs (docs/PERF.md, thirtieth
-  // session).
+  // after attention's tiles, which phase marks showed 4x slower while it runs; but the partials' stores and
+  // arrival then slow down as much (H100: -0.24% at c = 1, +0.61% at c = 4; docs/PERF.md, thirtieth
+  // session): off.
   bool attention_trigger_after_keys = false;
   // Decode steps of up to this many tokens order split attention's blocks with the context ranges outermost
   // (PagedAttentionParams::ranges_outermost): the ranges every context has are dispatched first; larger
