@@ -44,11 +44,6 @@ struct GemvLaunchOptions {
   // 48 of each SM sub-partition's 64 register units, so it cannot become resident beside a decode attention
   // block (21 units) and starts only once that block has left; 28 warps fit beside one, 16 measured fastest.
   int staged_max_warps = 32;
-  // The weight rows copied by the SM's copy engine, one bulk copy a row piece counted on an mbarrier
-  // (cp.async.bulk: 16 instructions a warp and copy group), instead of cp.async by every lane 16 bytes at a
-  // time, which fill the SM's load/store queue that a co-resident block (decode attention beside the O
-  // projection) shares. SM90+ code on an SM90+ device only (gemv_staged_bulk_available).
-  bool staged_bulk_copies = false;
 };
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,
@@ -61,8 +56,6 @@ struct GemvStagedPlan {
   int tiles_per_block = 0, k_splits = 0, blocks = 0;
   size_t x_offset = 0, smem = 0;
   bool x_shared = true;
-  bool bulk = false;       // bulk copies (GemvLaunchOptions::staged_bulk_copies)
-  size_t bars_offset = 0;  // with bulk: the warps' mbarriers in the shared memory, 8-byte aligned
   int warps() const { return tiles_per_block * k_splits; }
 };
 // The plan for `p` under `options` (staged_blocks_per_sm blocks an SM where they fit, else one); false where
@@ -70,10 +63,6 @@ struct GemvStagedPlan {
 // (staged_sms < 1), more row tiles a block than warps allowed, or the weight rows (and, without
 // staged_x_global, the activations) beyond staged_smem.
 bool plan_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, GemvStagedPlan& plan);
-
-// Whether the staged kernel's bulk copies (GemvLaunchOptions::staged_bulk_copies) run on a device of this SM
-// (SM90+ code on an SM90+ device).
-bool gemv_staged_bulk_available(int device_sm);
 
 // The staged kernel (see GemvLaunchOptions) for `p`. Launches nothing and returns false where the shape does
 // not suit it (plan_gemv_staged).

@@ -24,19 +24,16 @@ namespace {
 
 constexpr int kMaxStagedWarps = 32;
 constexpr int kMinKBlocksPerWarp = 4;  // below this, more warps add partial tiles to sum but no bandwidth
-constexpr int kMaxCopyGroups = 4;      // GemvLaunchOptions::staged_copy_groups at most
 // Shared memory an SM reserves for each resident block (SM80+).
 constexpr size_t kSmemReservedPerBlock = SmLimits{}.reserved_smem_per_block;
 
 // Shared memory: the weight rows [T * 16][row_elems] (reused for the partial tiles once read), then, with
 // kXShared, the activations [M][row_elems] at x_offset bytes; without, the activations are read from global
 // memory (L2) by the product, 4 loads in flight a thread (4 / NT k blocks of NT token tiles: no spills).
-// bars_offset >= 0: the weight rows come by bulk copies (GemvLaunchOptions::staged_bulk_copies), counted on
-// kMaxCopyGroups mbarriers a warp at that byte offset of the dynamic shared memory; < 0: by cp.async.
 template <int NT, typename Out, bool kXShared>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups,
-                       bool weights_evict_first, int bars_offset) {
+                       bool weights_evict_first) {
   TPS_PHASE_MARK(g_gemv_marks, 0);
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
@@ -59,20 +56,10 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     return tile_row0 + r < p.n ? p.w + static_cast<int64_t>(tile_row0 + r) * p.k : nullptr;
   };
   const StreamHint w_hint = stream_hint(weights_evict_first);
-  const bool bulk = bars_offset >= 0;
-  uint64_t* bars = bulk ? reinterpret_cast<uint64_t*>(smem + bars_offset) + warp * kMaxCopyGroups : nullptr;
-  if (bulk) {
-    if (lane == 0)
-      for (int i = 0; i < copy_groups; ++i) mbarrier_init(&bars[i]);
-    __syncwarp();
-  }
   for (int i = 0; i < copy_groups; ++i) {
     int b0, b1;
     group_range(i, b0, b1);
-    if (bulk)
-      copy_rows_bulk(w_tile, row_elems, row_ptr, b0, b1, &bars[i], w_hint);
-    else
-      copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1, w_hint);
+    copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1, w_hint);
   }
   TPS_PHASE_MARK(g_gemv_marks, 1);
 
@@ -92,10 +79,7 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   TPS_PHASE_MARK(g_gemv_marks, 3);
   float acc[NT][4] = {};
   for (int i = 0; i < copy_groups; ++i) {
-    if (bulk)
-      mbarrier_wait(&bars[i], 0);  // each launch arms its barriers once: phase 0
-    else
-      cp_async_wait_pending(copy_groups - 1 - i);  // this thread's group i; __syncwarp: the warp's, visible
+    cp_async_wait_pending(copy_groups - 1 - i);  // this thread's group i; __syncwarp: the warp's, visible
     __syncwarp();
     int b0, b1;
     group_range(i, b0, b1);
@@ -137,21 +121,12 @@ bool staged_shape(const GemvParams& p, const GemvLaunchOptions& o, int token_til
       warp_tiles_scratch_floats(s.tiles_per_block * s.k_splits, token_tiles) * sizeof(float);
   s.x_offset = std::max(weights, partials);
   s.smem = s.x_offset + p.m * (staged_tile_bytes(p.k) / kMmaRows);  // activation rows, padded alike
-  s.bulk = o.staged_bulk_copies;
-  // With bulk copies, each warp's mbarriers after everything else (8-byte aligned).
-  const size_t bar_bytes = s.bulk ? size_t(s.warps()) * kMaxCopyGroups * sizeof(uint64_t) : 0;
-  auto place_bars = [&] {
-    s.bars_offset = (s.smem + 7) / 8 * 8;
-    if (s.bulk) s.smem = s.bars_offset + bar_bytes;
-  };
-  place_bars();
   // What each of `resident` blocks may take: the SM's shared memory (the opt-in limit of one block plus the
   // 1 KB the SM reserves a block) shared out, less each block's reserve (staged_smem itself for one block).
   const size_t limit = (o.staged_smem + kSmemReservedPerBlock) / resident - kSmemReservedPerBlock;
   if (s.smem <= limit) return true;
   s.x_shared = false;
   s.smem = s.x_offset;
-  place_bars();
   return o.staged_x_global && s.smem <= limit;
 }
 
@@ -160,14 +135,13 @@ void launch_staged(const GemvParams& p, const GemvStagedPlan& s, const GemvLaunc
                    cudaStream_t stream, const LaunchPolicy& policy) {
   const dim3 grid(s.blocks), block(s.warps() * kWarpSize);
   const int x_offset = static_cast<int>(s.x_offset);
-  const int copy_groups = std::clamp(o.staged_copy_groups, 1, kMaxCopyGroups);
-  const int bars_offset = s.bulk ? static_cast<int>(s.bars_offset) : -1;
+  const int copy_groups = std::clamp(o.staged_copy_groups, 1, 4);
   auto kernel =
       p.out_f32 != nullptr
           ? (s.x_shared ? gemv_staged_kernel<NT, float, true> : gemv_staged_kernel<NT, float, false>)
           : (s.x_shared ? gemv_staged_kernel<NT, bf16, true> : gemv_staged_kernel<NT, bf16, false>);
   launch(policy, Site::kGemv, Pdl::kEnrolled, kernel, grid, block, s.smem, stream, p, s.tiles_per_block,
-         s.k_splits, x_offset, copy_groups, o.staged_weights_evict_first, bars_offset);
+         s.k_splits, x_offset, copy_groups, o.staged_weights_evict_first);
 }
 
 int token_tiles(const GemvParams& p) {
@@ -180,10 +154,6 @@ bool plan_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, Gem
   const int blocks_per_sm = std::clamp(options.staged_blocks_per_sm, 1, 4);
   return (blocks_per_sm > 1 && staged_shape(p, options, token_tiles(p), blocks_per_sm, plan)) ||
          staged_shape(p, options, token_tiles(p), 1, plan);
-}
-
-bool gemv_staged_bulk_available(int device_sm) {
-  return runs_sm90_code(reinterpret_cast<const void*>(gemv_staged_kernel<1, bf16, true>), device_sm);
 }
 
 bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, cudaStream_t stream,

@@ -9,7 +9,6 @@
 // banks (K = 32 mod 64 leaves 2-way conflicts: correct, slower; no Qwen3 projection has such a K).
 #pragma once
 
-#include "kernels/bulk_copy.cuh"
 #include "kernels/device_common.cuh"
 #include "kernels/mma_tile.cuh"
 
@@ -37,30 +36,6 @@ __device__ __forceinline__ void copy_rows_async(bf16* tile, int row_elems, const
     cp_async_16(tile + r * row_elems + at, src != nullptr ? src + at : any_row, src != nullptr, hint);
   }
   cp_async_commit();
-}
-
-// The same k blocks as copy_rows_async, as one bulk copy a row (kernels/bulk_copy.cuh: the SM's copy engine
-// moves each row's piece, 16 instructions a warp where cp.async needs one a lane and 16 bytes), counted on
-// `bar`, which the warp's lane 0 arms for the bytes of the rows that have a source; a row without one is
-// zero-filled by plain stores (visible to the warp after a __syncwarp). Every lane of the warp calls it. The
-// copies' completion and visibility: mbarrier_wait(bar, phase).
-template <typename RowPtr>
-__device__ __forceinline__ void copy_rows_bulk(bf16* tile, int row_elems, const RowPtr& row_ptr, int kb0,
-                                               int kb1, uint64_t* bar, StreamHint hint) {
-  const int lane = threadIdx.x % kWarpSize;
-  const uint32_t bytes = static_cast<uint32_t>(kb1 - kb0) * kMmaK * sizeof(bf16);
-  const bf16* src = lane < kMmaRows ? row_ptr(lane) : nullptr;
-  const unsigned with_source = __ballot_sync(0xffffffffu, src != nullptr);
-  if (lane == 0) mbarrier_arrive_expect(bar, static_cast<uint32_t>(__popc(with_source)) * bytes);
-  __syncwarp();
-  if (lane >= kMmaRows || bytes == 0) return;
-  bf16* dst = tile + lane * row_elems + kb0 * kMmaK;
-  if (src != nullptr) {
-    bulk_copy_to_shared(dst, src + kb0 * kMmaK, bytes, bar, hint);
-  } else {
-    for (uint32_t v = 0; v < bytes / sizeof(uint4); ++v)
-      store_vec(dst + v * kBf16PerVec, make_uint4(0, 0, 0, 0));
-  }
 }
 
 // b[nt]: the shared-memory row (row_elems bf16 apart) of token column nt * 8 + g, or nullptr (a zero column)

@@ -100,8 +100,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
     gemv_options_.staged_x_global = options.kernels.staged_gemv_x_global;
     gemv_options_.staged_blocks_per_sm = options.kernels.staged_gemv_blocks_per_sm;
     gemv_options_.staged_max_warps = options.kernels.staged_gemv_max_warps;
-    gemv_options_.staged_bulk_copies = options.kernels.staged_gemv_bulk_copies &&
-                                       kernels::gemv_staged_bulk_available(prop.major * 10 + prop.minor);
     gemv_options_.staged_weights_evict_first =
         options.kernels.weights_l2_evict_first && options.kernels.gemv_l2_evict_first;
   }
