@@ -193,10 +193,10 @@ void bench_moe(Bench& b) {
         b.upload(DType::kF32, {tokens, kTopK}, std::vector<float>(size_t(tokens) * kTopK, 0.125f));
     Tensor x = b.random_bf16({tokens, kHidden}, 13), out = be.alloc(DType::kBF16, {tokens, kHidden});
     // Alone, and chained 20 in a row as in a decode step (each launch's start overlapping the one before).
-    const std::string name = "moe_experts T=" + std::to_string(tokens) + " (E 128, k 8, I 768)";
+    const std::string name = "moe_experts T=" + std::to_string(tokens) + " (E 128, k 8, I 768";
     auto run = [&](int i) { be.moe_experts(x, gate_up, down, ids[i % kRoutings], weights, 0, out); };
-    b.time(name, distinct * expert_bytes, run);
-    b.time(name + " x20", distinct * expert_bytes, run, 20);
+    b.time(name + ")", distinct * expert_bytes, run);
+    b.time(name + ", x20)", distinct * expert_bytes, run, 20);
   }
 }
 

@@ -9,7 +9,8 @@
 // before its predecessor has completed; only the predecessor's own output may not be there yet.
 // pdl_trigger(): lets the next launch in the stream start: its blocks become resident and run up to their
 // own pdl_wait() (issuing their weight loads) while this grid still runs. tpserve's kernels call it right
-// after pdl_wait() (pdl_wait_then_trigger()): dependents wait in pdl_wait() for this grid's completion and
+// after pdl_wait() (pdl_wait_then_trigger(); decode attention after its key tiles instead under
+// runtime.attention_trigger_after_keys): dependents wait in pdl_wait() for this grid's completion and
 // memory flush whatever the trigger's position, so an early trigger changes overlap, never results. What it
 // requires: every block calls pdl_wait() before it exits (an early `return` included), or this grid could
 // complete before its predecessor and a dependent read the predecessor's output too soon. (NCCL 2.28's

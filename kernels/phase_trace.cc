@@ -5,10 +5,6 @@ namespace tpserve::kernels {
 
 #if defined(TPSERVE_PHASE_TRACE)
 namespace phase_trace_detail {
-template <TracedKernel K>
-std::vector<PhaseMark> read();
-template <TracedKernel K>
-void clear();
 // Defined by TPS_PHASE_TRACE_DEFINE in the traced kernels' .cu files.
 template <>
 std::vector<PhaseMark> read<TracedKernel::kDecodeAttention>();

@@ -14,12 +14,6 @@
 
 namespace tpserve::kernels::phase_trace_detail {
 
-// The host access each traced .cu file defines for its kernel (kernels/phase_trace.cc calls them).
-template <TracedKernel K>
-std::vector<PhaseMark> read();
-template <TracedKernel K>
-void clear();
-
 __device__ __forceinline__ void mark(PhaseMark* buffer, int i) {
   if (threadIdx.x != 0) return;
   const int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);

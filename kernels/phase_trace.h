@@ -7,8 +7,8 @@
 // Each traced kernel has one buffer [kPhaseTraceBlocks][kPhaseTraceMarks] that every launch overwrites, so
 // after a run it holds the last launch of that kernel (in a decode step: the last layer's); a mark a block
 // did not reach in that launch keeps an older launch's time, which readers drop by taking only marks at or
-// after the block's own entry mark (mark 0) and within kPhaseTraceWindowNs of it, and a block of an earlier
-// launch with a larger grid by its grid size and entry time (bench/common/phase_summary.h).
+// after the block's own entry mark (mark 0), and a block of an earlier launch with a larger grid by its grid
+// size (bench/common/phase_summary.h).
 #pragma once
 
 #include <cstdint>
@@ -19,9 +19,9 @@ namespace tpserve::kernels {
 
 inline constexpr int kPhaseTraceBlocks = 1024;  // blocks recorded (linear block index)
 inline constexpr int kPhaseTraceMarks = 12;     // marks a block
-inline constexpr uint64_t kPhaseTraceWindowNs = 1000000;
-inline constexpr int kPhaseMarkEntry = 0;         // every traced kernel's first mark
-inline constexpr int kPhaseMarkWaitReturned = 2;  // ... and its return from the PDL wait
+// Every traced kernel's mark 0 is its entry (bench/common/phase_summary.h relies on it) and mark 2 its
+// return from the PDL wait.
+inline constexpr int kPhaseMarkWaitReturned = 2;
 
 struct PhaseMark {
   uint64_t global_ns = 0;    // %globaltimer
@@ -53,5 +53,14 @@ bool phase_trace_built();
 std::vector<PhaseMark> read_phase_trace(TracedKernel k);
 // Zeroes every traced kernel's buffer (so that blocks a later launch does not reach read as absent).
 void clear_phase_traces();
+
+namespace phase_trace_detail {
+// The host access each traced .cu file defines for its kernel (TPS_PHASE_TRACE_DEFINE, kernels/
+// phase_trace.cuh), which phase_trace.cc calls.
+template <TracedKernel K>
+std::vector<PhaseMark> read();
+template <TracedKernel K>
+void clear();
+}  // namespace phase_trace_detail
 
 }  // namespace tpserve::kernels

@@ -33,8 +33,7 @@ std::string cell(double v, const char* format) {
 
 }  // namespace
 
-LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per_block, int wait_mark,
-                              uint64_t window_ns) {
+LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per_block, int wait_mark) {
   LaunchPhases out;
   if (marks_per_block <= 0 || wait_mark < 0 || wait_mark >= marks_per_block) return out;
   const int blocks = static_cast<int>(marks.size()) / marks_per_block;
@@ -43,17 +42,10 @@ LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per
   for (int b = 0; b < blocks; ++b)
     if (at(b, 0).ns != 0 && (latest < 0 || at(b, 0).ns > at(latest, 0).ns)) latest = b;
   if (latest < 0) return out;
-  const uint64_t latest_entry = at(latest, 0).ns;
   const uint32_t grid = at(latest, 0).grid_blocks;
-  auto in_launch = [&](int b) {
-    const TimedMark& entry = at(b, 0);
-    return entry.ns != 0 && static_cast<uint32_t>(b) < grid && entry.grid_blocks == grid &&
-           latest_entry - entry.ns <= window_ns;
-  };
-  auto valid = [&](int b, int mark) {
-    const TimedMark &m = at(b, mark), &entry = at(b, 0);
-    return m.ns != 0 && m.grid_blocks == grid && m.ns >= entry.ns && m.ns - entry.ns <= window_ns;
-  };
+  out.grid_blocks = static_cast<int>(grid);
+  auto in_launch = [&](int b) { return at(b, 0).ns != 0 && at(b, 0).grid_blocks == grid; };
+  auto valid = [&](int b, int mark) { return at(b, mark).ns != 0 && at(b, mark).ns >= at(b, 0).ns; };
 
   bool any_wait = false;
   int critical = -1;
@@ -122,6 +114,7 @@ void PhaseAccumulator::add_step(const std::vector<Kernel>& kernels) {
       s.cycles[m].push_back(k.phases.critical_cycles[m]);
     }
     s.launch_blocks.push_back(k.phases.launch_blocks);
+    s.grid_blocks.push_back(k.phases.grid_blocks);
     if (previous != nullptr) {
       const std::string gap = previous->name + " -> " + k.name;
       if (!gaps_.count(gap)) gap_order_.push_back(gap);
@@ -138,7 +131,10 @@ void PhaseAccumulator::report(std::ostream& out) const {
          "return\n";
   for (const std::string& name : order_) {
     const Samples& s = kernels_.at(name);
-    out << "  " << name << " (" << median_present(s.launch_blocks) << " blocks in the launch)\n";
+    const double recorded = median_present(s.launch_blocks), grid = median_present(s.grid_blocks);
+    out << "  " << name << " (" << grid << " blocks in the launch";
+    if (recorded != grid) out << ", " << recorded << " recorded: the block that ended last may be missing";
+    out << ")\n";
     std::snprintf(line, sizeof line, "    %-34s %7s %9s %9s %11s %11s\n", "mark", "blocks", "first us",
                   "last us", "critical us", "cycles");
     out << line;

@@ -20,21 +20,21 @@ struct TimedMark {
 };
 
 // One launch of a kernel, from its marks [blocks][marks_per_block]. The launch is the one whose block
-// entered last; a block belongs to it when its entry mark (0) has that launch's grid size and lies within
-// window_ns before that entry; a block's mark counts when it is at or after the block's entry and within
-// window_ns of it (else it is an earlier launch's).
+// entered last. Every block of a launch records its entry (mark 0), so the blocks whose entry has that
+// launch's grid size are its blocks (those of an earlier, larger launch keep their entries past its grid);
+// a block's mark counts when it is not before the block's entry (else an earlier launch left it).
 struct LaunchPhases {
-  bool present = false;  // some block entered and reached wait_mark
-  int launch_blocks = 0;
-  uint64_t t0_ns = 0;                     // the first return of the PDL wait (wait_mark) of any block
-  uint64_t end_ns = 0;                    // the latest mark of any block
-  std::vector<int> blocks;                // per mark: blocks that reached it
+  bool present = false;     // some block entered and reached wait_mark
+  int launch_blocks = 0;    // blocks of the launch recorded (the buffer holds the first kPhaseTraceBlocks)
+  int grid_blocks = 0;      // blocks the launch had
+  uint64_t t0_ns = 0;       // the first return of the PDL wait (wait_mark) of any block
+  uint64_t end_ns = 0;      // the latest mark of any block
+  std::vector<int> blocks;  // per mark: blocks that reached it
   std::vector<double> first_us, last_us;  // per mark, from t0; NaN where no block did
   std::vector<double> critical_us;  // the block with the latest mark: its marks from t0 (NaN: not reached)
   std::vector<double> critical_cycles;  // ... and its SM cycles since its previous reached mark (NaN: none)
 };
-LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per_block, int wait_mark,
-                              uint64_t window_ns);
+LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per_block, int wait_mark);
 
 // Medians over steps of each traced kernel's LaunchPhases, and of the gaps between consecutive kernels of
 // a step (next.t0 - previous.end, in the order add_step receives them).
@@ -53,7 +53,7 @@ class PhaseAccumulator {
   struct Samples {
     std::vector<std::string> mark_names;
     std::vector<std::vector<double>> blocks, first, last, critical, cycles;  // [mark][step]
-    std::vector<double> launch_blocks;
+    std::vector<double> launch_blocks, grid_blocks;
   };
   int steps_ = 0;
   std::vector<std::string> order_;  // kernel names in the order first seen

@@ -112,14 +112,14 @@ class CudaProbe final : public DeviceProbe {
   // The traced kernels' last launches in the step just ended: the last layer's attention, O projection (the
   // step's last staged GEMV), router, gate_up and down, and the RMSNorm summing its combine (the final norm).
   void add_phase_step() {
+    CUDA_CHECK(cudaSetDevice(backend_.device_index()));  // the traced kernels' buffers are per device
     std::vector<PhaseAccumulator::Kernel> step;
     for (kernels::TracedKernel k : kernels::kTracedKernels) {
       std::vector<TimedMark> marks;
       for (const kernels::PhaseMark& m : kernels::read_phase_trace(k))
         marks.push_back(TimedMark{m.global_ns, m.clock, m.grid_blocks});
       step.push_back({kernels::traced_kernel_name(k), kernels::phase_mark_names(k),
-                      summarize_launch(marks, kernels::kPhaseTraceMarks, kernels::kPhaseMarkWaitReturned,
-                                       kernels::kPhaseTraceWindowNs)});
+                      summarize_launch(marks, kernels::kPhaseTraceMarks, kernels::kPhaseMarkWaitReturned)});
     }
     phases_.add_step(step);
   }

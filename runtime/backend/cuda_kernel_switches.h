@@ -29,10 +29,6 @@ struct CudaKernelSwitches {
   // on the step at c = 1 (twice), -0.2% and -0.6% at c = 4, none at 16; 8 and 12 slower at c = 16
   // (docs/PERF.md, twenty-second session).
   int staged_gemv_max_warps = 16;
-  // A staged GEMV copies its weight rows by bulk copies (the SM's copy engine, one instruction a row piece)
-  // instead of cp.async 16 bytes a lane, on SM90+ (GemvLaunchOptions::staged_bulk_copies). H100: -0.57% at
-  // c = 1, +0.37% at c = 4, -0.36% at c = 16 (docs/PERF.md, thirtieth session): off.
-  bool staged_gemv_bulk_copies = false;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
   // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel
@@ -136,7 +132,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("staged_gemv_x_global", switches.staged_gemv_x_global);
   visit("staged_gemv_blocks_per_sm", switches.staged_gemv_blocks_per_sm, 1, 4);
   visit("staged_gemv_max_warps", switches.staged_gemv_max_warps, 4, 32);
-  visit("staged_gemv_bulk_copies", switches.staged_gemv_bulk_copies);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);

@@ -112,7 +112,9 @@ TEST_P(AttentionPrologueTest, DecodeIsOneLaunchWithTheTwoOpsBits) {
 }
 
 // The step inputs, or only the first K/V tile, read after the PDL wait instead of before it, and the trigger
-// after the key tiles: the same bits, fused or not, with and without a token lacking a slot.
+// after the key tiles: the same bits, fused or not, with and without a token lacking a slot. (Where the
+// trigger sits cannot change results, by PDL's contract; this guards the switch against hangs and races,
+// not its placement.)
 TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   const AttentionCase& c = GetParam();
