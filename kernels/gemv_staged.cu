@@ -90,10 +90,7 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   TPS_PHASE_MARK(g_gemv_marks, 4);
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), k_splits);
   if (split == 0) store_tile<NT, Out>(p, acc, tile_row0 + g, tile_row0 + g + 8, q);
-#if defined(TPSERVE_PHASE_TRACE)
-  __syncthreads();
-#endif
-  TPS_PHASE_MARK(g_gemv_marks, 5);
+  TPS_PHASE_MARK_AFTER_BLOCK(g_gemv_marks, 5);
 }
 
 // T = the row tiles a block holds so that the SMs take the grid in one wave of up to blocks_per_sm blocks

@@ -152,10 +152,7 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   TPS_PHASE_MARK(g_gate_up_marks, 6);
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);  // the slots are free now
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
-#if defined(TPSERVE_PHASE_TRACE)
-  __syncthreads();
-#endif
-  TPS_PHASE_MARK(g_gate_up_marks, 7);
+  TPS_PHASE_MARK_AFTER_BLOCK(g_gate_up_marks, 7);
 }
 
 // Warp 0's summed down tile into y (rows row_lo / row_hi of this thread, columns = the work item's
@@ -226,10 +223,7 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   TPS_PHASE_MARK(g_down_marks, 4);
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);
   if (warp == 0) store_down_tile<NT>(p, w, acc, row0 + g, row0 + g + 8, q);
-#if defined(TPSERVE_PHASE_TRACE)
-  __syncthreads();
-#endif
-  TPS_PHASE_MARK(g_down_marks, 5);
+  TPS_PHASE_MARK_AFTER_BLOCK(g_down_marks, 5);
 }
 
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {

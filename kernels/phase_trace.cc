@@ -1,104 +1,83 @@
 // Host side of the phase marks (kernels/phase_trace.h): names, and the traced .cu files' buffers.
 #include "kernels/phase_trace.h"
 
+#include <iterator>
+
+#if defined(TPSERVE_PHASE_TRACE)
+#include <cuda_runtime_api.h>
+
+#include "common/cuda_check.h"
+#endif
+
 namespace tpserve::kernels {
 
 #if defined(TPSERVE_PHASE_TRACE)
 namespace phase_trace_detail {
 // Defined by TPS_PHASE_TRACE_DEFINE in the traced kernels' .cu files.
 template <>
-std::vector<PhaseMark> read<TracedKernel::kDecodeAttention>();
+PhaseMark* buffer_address<TracedKernel::kDecodeAttention>();
 template <>
-void clear<TracedKernel::kDecodeAttention>();
+PhaseMark* buffer_address<TracedKernel::kGemvStaged>();
 template <>
-std::vector<PhaseMark> read<TracedKernel::kGemvStaged>();
+PhaseMark* buffer_address<TracedKernel::kRouterFused>();
 template <>
-void clear<TracedKernel::kGemvStaged>();
+PhaseMark* buffer_address<TracedKernel::kMoeGateUpBulk>();
 template <>
-std::vector<PhaseMark> read<TracedKernel::kRouterFused>();
+PhaseMark* buffer_address<TracedKernel::kMoeDownStaged>();
 template <>
-void clear<TracedKernel::kRouterFused>();
-template <>
-std::vector<PhaseMark> read<TracedKernel::kMoeGateUpBulk>();
-template <>
-void clear<TracedKernel::kMoeGateUpBulk>();
-template <>
-std::vector<PhaseMark> read<TracedKernel::kMoeDownStaged>();
-template <>
-void clear<TracedKernel::kMoeDownStaged>();
-template <>
-std::vector<PhaseMark> read<TracedKernel::kRmsNorm>();
-template <>
-void clear<TracedKernel::kRmsNorm>();
+PhaseMark* buffer_address<TracedKernel::kRmsNorm>();
 }  // namespace phase_trace_detail
-#endif
 
-const char* traced_kernel_name(TracedKernel k) {
+namespace {
+
+constexpr size_t kBufferBytes = sizeof(PhaseMark) * kPhaseTraceBlocks * kPhaseTraceMarks;
+
+PhaseMark* buffer_of(TracedKernel k) {
+  using namespace phase_trace_detail;
   switch (k) {
     case TracedKernel::kDecodeAttention:
-      return "decode attention (tensor cores)";
-    case TracedKernel::kRouterFused:
-      return "fused router";
+      return buffer_address<TracedKernel::kDecodeAttention>();
     case TracedKernel::kGemvStaged:
-      return "staged GEMV";
+      return buffer_address<TracedKernel::kGemvStaged>();
+    case TracedKernel::kRouterFused:
+      return buffer_address<TracedKernel::kRouterFused>();
     case TracedKernel::kMoeGateUpBulk:
-      return "MoE gate_up (bulk copies)";
+      return buffer_address<TracedKernel::kMoeGateUpBulk>();
     case TracedKernel::kMoeDownStaged:
-      return "MoE down (staged)";
+      return buffer_address<TracedKernel::kMoeDownStaged>();
     case TracedKernel::kRmsNorm:
-      return "RMSNorm";
+      return buffer_address<TracedKernel::kRmsNorm>();
   }
-  return "?";
+  return nullptr;
 }
 
-const std::vector<std::string>& phase_mark_names(TracedKernel k) {
-  // Mark 0 is every kernel's entry, mark 2 the return of its PDL wait.
-  static const std::vector<std::string> attention{"entry",
-                                                  "step inputs read (before wait)",
-                                                  "PDL wait returned",
-                                                  "q rows in shared memory",
-                                                  "q rows normalised + rotated",
-                                                  "key tiles done",
-                                                  "warps merged",
-                                                  "end (no merge)",
-                                                  "end (merged ranges)",
-                                                  "first K/V tile landed",
-                                                  "first tile's scores (warp 0)",
-                                                  "first tile's probabilities (warp 0)"};
-  static const std::vector<std::string> router{"entry",
-                                               "weight copies issued",
-                                               "PDL wait returned",
-                                               "v and sums of squares",
-                                               "rows normalised",
-                                               "logits tile",
-                                               "first cluster barrier",
-                                               "second cluster barrier",
-                                               "end (block 0: gated)"};
-  static const std::vector<std::string> gemv{
-      "entry",         "weight copies issued", "PDL wait returned", "activations in place",
-      "products done", "end (stored)"};
-  static const std::vector<std::string> gate_up{"entry",          "barriers set up",     "PDL wait returned",
-                                                "work item read", "first copies issued", "first stage landed",
-                                                "stages done",    "end (stored)"};
-  static const std::vector<std::string> down{"entry",         "weight copies issued", "PDL wait returned",
-                                             "copies landed", "products done",        "end (stored)"};
-  static const std::vector<std::string> norm{"entry",       "weights read", "PDL wait returned",
-                                             "rows summed", "block sum",    "end (stored)"};
-  switch (k) {
-    case TracedKernel::kDecodeAttention:
-      return attention;
-    case TracedKernel::kRouterFused:
-      return router;
-    case TracedKernel::kGemvStaged:
-      return gemv;
-    case TracedKernel::kMoeGateUpBulk:
-      return gate_up;
-    case TracedKernel::kMoeDownStaged:
-      return down;
-    case TracedKernel::kRmsNorm:
-      return norm;
-  }
-  return gemv;
+}  // namespace
+#endif
+
+const TracedKernelNames& traced_kernel_names(TracedKernel k) {
+  // Mark 0 is every kernel's entry, mark 2 the return of its PDL wait. Indexed by TracedKernel.
+  static const TracedKernelNames names[] = {
+      {"decode attention (tensor cores)",
+       {"entry", "step inputs read (before wait)", "PDL wait returned", "q rows in shared memory",
+        "q rows normalised + rotated", "key tiles done", "warps merged", "end (no merge)",
+        "end (merged ranges)", "first K/V tile landed", "first tile's scores (warp 0)",
+        "first tile's probabilities (warp 0)"}},
+      {"staged GEMV",
+       {"entry", "weight copies issued", "PDL wait returned", "activations in place", "products done",
+        "end (stored)"}},
+      {"fused router",
+       {"entry", "weight copies issued", "PDL wait returned", "v and sums of squares", "rows normalised",
+        "logits tile", "first cluster barrier", "second cluster barrier", "end (block 0: gated)"}},
+      {"MoE gate_up (bulk copies)",
+       {"entry", "barriers set up", "PDL wait returned", "work item read", "first copies issued",
+        "first stage landed", "stages done", "end (stored)"}},
+      {"MoE down (staged)",
+       {"entry", "weight copies issued", "PDL wait returned", "copies landed", "products done",
+        "end (stored)"}},
+      {"RMSNorm", {"entry", "weights read", "PDL wait returned", "rows summed", "block sum", "end (stored)"}},
+  };
+  static_assert(std::size(names) == std::size(kTracedKernels));
+  return names[static_cast<int>(k)];
 }
 
 bool phase_trace_built() {
@@ -111,34 +90,19 @@ bool phase_trace_built() {
 
 std::vector<PhaseMark> read_phase_trace([[maybe_unused]] TracedKernel k) {
 #if defined(TPSERVE_PHASE_TRACE)
-  using namespace phase_trace_detail;
-  switch (k) {
-    case TracedKernel::kDecodeAttention:
-      return read<TracedKernel::kDecodeAttention>();
-    case TracedKernel::kRouterFused:
-      return read<TracedKernel::kRouterFused>();
-    case TracedKernel::kGemvStaged:
-      return read<TracedKernel::kGemvStaged>();
-    case TracedKernel::kMoeGateUpBulk:
-      return read<TracedKernel::kMoeGateUpBulk>();
-    case TracedKernel::kMoeDownStaged:
-      return read<TracedKernel::kMoeDownStaged>();
-    case TracedKernel::kRmsNorm:
-      return read<TracedKernel::kRmsNorm>();
-  }
-#endif
+  std::vector<PhaseMark> out(kPhaseTraceBlocks * kPhaseTraceMarks);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemcpy(out.data(), buffer_of(k), kBufferBytes, cudaMemcpyDeviceToHost));
+  return out;
+#else
   return {};
+#endif
 }
 
 void clear_phase_traces() {
 #if defined(TPSERVE_PHASE_TRACE)
-  using namespace phase_trace_detail;
-  clear<TracedKernel::kDecodeAttention>();
-  clear<TracedKernel::kGemvStaged>();
-  clear<TracedKernel::kRouterFused>();
-  clear<TracedKernel::kMoeGateUpBulk>();
-  clear<TracedKernel::kMoeDownStaged>();
-  clear<TracedKernel::kRmsNorm>();
+  for (TracedKernel k : kTracedKernels) CUDA_CHECK(cudaMemset(buffer_of(k), 0, kBufferBytes));
+  CUDA_CHECK(cudaDeviceSynchronize());
 #endif
 }
 

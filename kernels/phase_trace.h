@@ -27,12 +27,10 @@ struct PhaseMark {
   uint64_t global_ns = 0;    // %globaltimer
   int64_t clock = 0;         // clock64 of the block's SM
   uint32_t grid_blocks = 0;  // the launch's blocks (tells launches of one kernel with other grids apart)
-  uint32_t unused = 0;
 };
 
-// The kernels that carry marks, and the names of their marks (index = mark).
-// In a decode step's layer order from attention on (the QKV projection is the same staged GEMV as the O
-// projection, which a step launches after it).
+// The kernels that carry marks, in a decode step's layer order from attention on (the QKV projection is the
+// same staged GEMV as the O projection, which a step launches after it).
 enum class TracedKernel {
   kDecodeAttention,
   kGemvStaged,
@@ -44,8 +42,12 @@ enum class TracedKernel {
 inline constexpr TracedKernel kTracedKernels[] = {
     TracedKernel::kDecodeAttention, TracedKernel::kGemvStaged,    TracedKernel::kRouterFused,
     TracedKernel::kMoeGateUpBulk,   TracedKernel::kMoeDownStaged, TracedKernel::kRmsNorm};
-const char* traced_kernel_name(TracedKernel k);
-const std::vector<std::string>& phase_mark_names(TracedKernel k);
+// What a report calls a traced kernel and each of its marks (index = mark).
+struct TracedKernelNames {
+  std::string kernel;
+  std::vector<std::string> marks;
+};
+const TracedKernelNames& traced_kernel_names(TracedKernel k);
 
 bool phase_trace_built();
 // [kPhaseTraceBlocks * kPhaseTraceMarks] marks of the last launch of k (block-major), or empty without the
@@ -55,12 +57,10 @@ std::vector<PhaseMark> read_phase_trace(TracedKernel k);
 void clear_phase_traces();
 
 namespace phase_trace_detail {
-// The host access each traced .cu file defines for its kernel (TPS_PHASE_TRACE_DEFINE, kernels/
-// phase_trace.cuh), which phase_trace.cc calls.
+// The device address of a traced kernel's buffer, which its .cu file defines (TPS_PHASE_TRACE_DEFINE,
+// kernels/phase_trace.cuh) and phase_trace.cc reads and clears.
 template <TracedKernel K>
-std::vector<PhaseMark> read();
-template <TracedKernel K>
-void clear();
+PhaseMark* buffer_address();
 }  // namespace phase_trace_detail
 
 }  // namespace tpserve::kernels

@@ -83,10 +83,7 @@ __global__ void __launch_bounds__(kCombine ? kCombineMaxThreads : kMaxThreads, 1
     else
       store_normed_piece(p.weight + vec * kBf16PerVec, v[i], inv, out);
   }
-#if defined(TPSERVE_PHASE_TRACE)
-  __syncthreads();
-#endif
-  TPS_PHASE_MARK(g_rmsnorm_marks, 5);
+  TPS_PHASE_MARK_AFTER_BLOCK(g_rmsnorm_marks, 5);
 }
 
 }  // namespace

@@ -192,10 +192,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
                                p.weights + static_cast<int64_t>(m) * p.k,
                                p.ids + static_cast<int64_t>(m) * p.k, p.redux_gating);
-#if defined(TPSERVE_PHASE_TRACE)
-  __syncthreads();
-#endif
-  TPS_PHASE_MARK(g_router_marks, 8);
+  TPS_PHASE_MARK_AFTER_BLOCK(g_router_marks, 8);
 #else
   __trap();  // launched only on SM90+ (clusters)
 #endif

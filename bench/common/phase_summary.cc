@@ -33,19 +33,24 @@ std::string cell(double v, const char* format) {
 
 }  // namespace
 
-LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per_block, int wait_mark) {
+LaunchPhases summarize_launch(const std::vector<kernels::PhaseMark>& marks, int marks_per_block,
+                              int wait_mark) {
   LaunchPhases out;
   if (marks_per_block <= 0 || wait_mark < 0 || wait_mark >= marks_per_block) return out;
   const int blocks = static_cast<int>(marks.size()) / marks_per_block;
-  auto at = [&](int block, int mark) -> const TimedMark& { return marks[block * marks_per_block + mark]; };
+  auto at = [&](int block, int mark) -> const kernels::PhaseMark& {
+    return marks[block * marks_per_block + mark];
+  };
   int latest = -1;
   for (int b = 0; b < blocks; ++b)
-    if (at(b, 0).ns != 0 && (latest < 0 || at(b, 0).ns > at(latest, 0).ns)) latest = b;
+    if (at(b, 0).global_ns != 0 && (latest < 0 || at(b, 0).global_ns > at(latest, 0).global_ns)) latest = b;
   if (latest < 0) return out;
   const uint32_t grid = at(latest, 0).grid_blocks;
   out.grid_blocks = static_cast<int>(grid);
-  auto in_launch = [&](int b) { return at(b, 0).ns != 0 && at(b, 0).grid_blocks == grid; };
-  auto valid = [&](int b, int mark) { return at(b, mark).ns != 0 && at(b, mark).ns >= at(b, 0).ns; };
+  auto in_launch = [&](int b) { return at(b, 0).global_ns != 0 && at(b, 0).grid_blocks == grid; };
+  auto valid = [&](int b, int mark) {
+    return at(b, mark).global_ns != 0 && at(b, mark).global_ns >= at(b, 0).global_ns;
+  };
 
   bool any_wait = false;
   int critical = -1;
@@ -53,11 +58,11 @@ LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per
   for (int b = 0; b < blocks; ++b) {
     if (!in_launch(b)) continue;
     ++out.launch_blocks;
-    if (valid(b, wait_mark) && (!any_wait || at(b, wait_mark).ns < out.t0_ns))
-      out.t0_ns = at(b, wait_mark).ns, any_wait = true;
+    if (valid(b, wait_mark) && (!any_wait || at(b, wait_mark).global_ns < out.t0_ns))
+      out.t0_ns = at(b, wait_mark).global_ns, any_wait = true;
     for (int m = 0; m < marks_per_block; ++m)
-      if (valid(b, m) && (critical < 0 || at(b, m).ns > critical_end))
-        critical = b, critical_end = at(b, m).ns;
+      if (valid(b, m) && (critical < 0 || at(b, m).global_ns > critical_end))
+        critical = b, critical_end = at(b, m).global_ns;
   }
   if (!any_wait) return out;
   out.present = true;
@@ -71,7 +76,7 @@ LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per
     uint64_t first = 0, last = 0;
     for (int b = 0; b < blocks; ++b) {
       if (!in_launch(b) || !valid(b, m)) continue;
-      const uint64_t ns = at(b, m).ns;
+      const uint64_t ns = at(b, m).global_ns;
       if (out.blocks[m]++ == 0 || ns < first) first = ns;
       last = std::max(last, ns);
     }
@@ -82,7 +87,7 @@ LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per
   int previous = -1;
   for (int m = 0; m < marks_per_block; ++m) {
     if (!valid(critical, m)) continue;
-    out.critical_us[m] = us_between(out.t0_ns, at(critical, m).ns);
+    out.critical_us[m] = us_between(out.t0_ns, at(critical, m).global_ns);
     if (previous >= 0)
       out.critical_cycles[m] = static_cast<double>(at(critical, m).clock - at(critical, previous).clock);
     previous = m;

@@ -11,13 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace tpserve::bench {
+#include "kernels/phase_trace.h"  // PhaseMark: a plain struct, no CUDA
 
-struct TimedMark {
-  uint64_t ns = 0;           // global timer; 0: never recorded
-  int64_t clock = 0;         // the block's SM cycle counter
-  uint32_t grid_blocks = 0;  // blocks of the launch that recorded it
-};
+namespace tpserve::bench {
 
 // One launch of a kernel, from its marks [blocks][marks_per_block]. The launch is the one whose block
 // entered last. Every block of a launch records its entry (mark 0), so the blocks whose entry has that
@@ -34,7 +30,8 @@ struct LaunchPhases {
   std::vector<double> critical_us;  // the block with the latest mark: its marks from t0 (NaN: not reached)
   std::vector<double> critical_cycles;  // ... and its SM cycles since its previous reached mark (NaN: none)
 };
-LaunchPhases summarize_launch(const std::vector<TimedMark>& marks, int marks_per_block, int wait_mark);
+LaunchPhases summarize_launch(const std::vector<kernels::PhaseMark>& marks, int marks_per_block,
+                              int wait_mark);
 
 // Medians over steps of each traced kernel's LaunchPhases, and of the gaps between consecutive kernels of
 // a step (next.t0 - previous.end, in the order add_step receives them).

@@ -115,11 +115,10 @@ class CudaProbe final : public DeviceProbe {
     CUDA_CHECK(cudaSetDevice(backend_.device_index()));  // the traced kernels' buffers are per device
     std::vector<PhaseAccumulator::Kernel> step;
     for (kernels::TracedKernel k : kernels::kTracedKernels) {
-      std::vector<TimedMark> marks;
-      for (const kernels::PhaseMark& m : kernels::read_phase_trace(k))
-        marks.push_back(TimedMark{m.global_ns, m.clock, m.grid_blocks});
-      step.push_back({kernels::traced_kernel_name(k), kernels::phase_mark_names(k),
-                      summarize_launch(marks, kernels::kPhaseTraceMarks, kernels::kPhaseMarkWaitReturned)});
+      const kernels::TracedKernelNames& names = kernels::traced_kernel_names(k);
+      step.push_back({names.kernel, names.marks,
+                      summarize_launch(kernels::read_phase_trace(k), kernels::kPhaseTraceMarks,
+                                       kernels::kPhaseMarkWaitReturned)});
     }
     phases_.add_step(step);
   }

@@ -15,9 +15,9 @@ constexpr int kMarks = 4;  // entry, -, wait returned, end
 struct Buffer {
   explicit Buffer(int blocks) : marks(blocks * kMarks) {}
   void set(int block, int mark, uint64_t ns, int64_t clock, uint32_t grid) {
-    marks[block * kMarks + mark] = TimedMark{ns, clock, grid};
+    marks[block * kMarks + mark] = kernels::PhaseMark{ns, clock, grid};
   }
-  std::vector<TimedMark> marks;
+  std::vector<kernels::PhaseMark> marks;
 };
 
 TEST(PhaseSummary, FirstLastAndTheCriticalBlockFromTheFirstWaitReturn) {
