@@ -44,6 +44,10 @@ struct GemvLaunchOptions {
   // 48 of each SM sub-partition's 64 register units, so it cannot become resident beside a decode attention
   // block (21 units) and starts only once that block has left; 28 warps fit beside one, 16 measured fastest.
   int staged_max_warps = 32;
+  // Copy groups a warp keeps in flight before its PDL wait (0: all staged_copy_groups at once). With fewer,
+  // each group goes out when an earlier one has landed: the weight stream queues fewer bytes ahead of the
+  // predecessor kernel's own memory operations (docs/step_latency.md, "Phase marks").
+  int staged_groups_in_flight = 0;
 };
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,

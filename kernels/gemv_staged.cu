@@ -33,7 +33,7 @@ constexpr size_t kSmemReservedPerBlock = SmLimits{}.reserved_smem_per_block;
 template <int NT, typename Out, bool kXShared>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups,
-                       bool weights_evict_first) {
+                       bool weights_evict_first, int groups_in_flight) {
   TPS_PHASE_MARK(g_gemv_marks, 0);
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
@@ -57,6 +57,9 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   };
   const StreamHint w_hint = stream_hint(weights_evict_first);
   for (int i = 0; i < copy_groups; ++i) {
+    // Throttled (groups_in_flight > 0): group i goes out once group i - groups_in_flight has landed, so that
+    // the stream keeps fewer bytes queued ahead of the kernel before it (GemvLaunchOptions).
+    if (groups_in_flight > 0 && i >= groups_in_flight) cp_async_wait_pending(groups_in_flight - 1);
     int b0, b1;
     group_range(i, b0, b1);
     copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1, w_hint);
@@ -133,12 +136,13 @@ void launch_staged(const GemvParams& p, const GemvStagedPlan& s, const GemvLaunc
   const dim3 grid(s.blocks), block(s.warps() * kWarpSize);
   const int x_offset = static_cast<int>(s.x_offset);
   const int copy_groups = std::clamp(o.staged_copy_groups, 1, 4);
+  const int in_flight = o.staged_groups_in_flight >= copy_groups ? 0 : std::max(o.staged_groups_in_flight, 0);
   auto kernel =
       p.out_f32 != nullptr
           ? (s.x_shared ? gemv_staged_kernel<NT, float, true> : gemv_staged_kernel<NT, float, false>)
           : (s.x_shared ? gemv_staged_kernel<NT, bf16, true> : gemv_staged_kernel<NT, bf16, false>);
   launch(policy, Site::kGemv, Pdl::kEnrolled, kernel, grid, block, s.smem, stream, p, s.tiles_per_block,
-         s.k_splits, x_offset, copy_groups, o.staged_weights_evict_first);
+         s.k_splits, x_offset, copy_groups, o.staged_weights_evict_first, in_flight);
 }
 
 int token_tiles(const GemvParams& p) {

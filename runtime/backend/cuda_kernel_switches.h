@@ -29,6 +29,9 @@ struct CudaKernelSwitches {
   // on the step at c = 1 (twice), -0.2% and -0.6% at c = 4, none at 16; 8 and 12 slower at c = 16
   // (docs/PERF.md, twenty-second session).
   int staged_gemv_max_warps = 16;
+  // Copy groups (staged_gemv_copy_groups) a staged GEMV warp keeps in flight before its wait (0: all;
+  // GemvLaunchOptions::staged_groups_in_flight).
+  int staged_gemv_groups_in_flight = 0;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
   // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel
@@ -132,6 +135,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("staged_gemv_x_global", switches.staged_gemv_x_global);
   visit("staged_gemv_blocks_per_sm", switches.staged_gemv_blocks_per_sm, 1, 4);
   visit("staged_gemv_max_warps", switches.staged_gemv_max_warps, 4, 32);
+  visit("staged_gemv_groups_in_flight", switches.staged_gemv_groups_in_flight, 0, 3);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);

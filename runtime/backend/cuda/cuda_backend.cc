@@ -100,6 +100,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
     gemv_options_.staged_x_global = options.kernels.staged_gemv_x_global;
     gemv_options_.staged_blocks_per_sm = options.kernels.staged_gemv_blocks_per_sm;
     gemv_options_.staged_max_warps = options.kernels.staged_gemv_max_warps;
+    gemv_options_.staged_groups_in_flight = options.kernels.staged_gemv_groups_in_flight;
     gemv_options_.staged_weights_evict_first =
         options.kernels.weights_l2_evict_first && options.kernels.gemv_l2_evict_first;
   }
