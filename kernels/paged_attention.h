@@ -85,6 +85,10 @@ struct PagedAttentionParams {
   // instead of right after its wait, so that the next kernel's weight copies (the O projection's) do not
   // stream while the block's tiles are computed (for A/B: under PDL the same results).
   bool trigger_after_keys = false;
+  // Folded prologue: the position-free loads (norm weights, inverse frequencies) go out first, and the first
+  // token's slot beside the positions, so that a block reaches its first K/V copies two trips to memory after
+  // its start rather than four (for A/B: the same results).
+  bool prologue_loads_first = false;
   // Decode (one token a sequence) on tensor cores only: the attention prologue (kernels/qk_norm_rope_kv.h)
   // folded into the kernel, one launch instead of two. Each block reads its rows of q from qkv and normalises
   // and rotates them itself (q above is then unused); the block whose context range holds the token's own

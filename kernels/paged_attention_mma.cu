@@ -104,11 +104,26 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   int64_t slot = -1;
   HeadRope q_rope, k_rope;
   auto read_step_inputs = [&] {
-    active = begin_block<kRows, true>(p, b, limit_s);
+    auto inv_freq = [&](int i) { return p.prologue.inv_freq[i]; };
+    // p.prologue_loads_first: what needs no position (norm weights, inverse frequencies; warp 0 the k norm's
+    // too, for the holder) goes out before the block's place, and the slot beside the positions.
+    const bool loads_first = fused && p.prologue_loads_first;
+    if (loads_first) {
+      load_head_rope_weights(q_rope, p.prologue.q_norm_weight, inv_freq, D);
+      if (warp == 0) load_head_rope_weights(k_rope, p.prologue.k_norm_weight, inv_freq, D);
+    }
+    int first_slot = -1;
+    active = begin_block<kRows, true>(p, b, limit_s, loads_first ? &first_slot : nullptr);
     if (!active || !fused) return;
     holder = b.key_end == b.kv_len;
     const float position = static_cast<float>(b.kv_len - 1);
-    auto inv_freq = [&](int i) { return p.prologue.inv_freq[i]; };
+    if (loads_first) {
+      rotate_head_rope(q_rope, position, D);
+      if (!holder) return;
+      slot = first_slot;
+      if (warp == 0) rotate_head_rope(k_rope, position, D);
+      return;
+    }
     load_head_rope(q_rope, p.prologue.q_norm_weight, position, inv_freq, D);
     if (!holder) return;
     slot = p.prologue.slot_mapping[b.token_of(0)];

@@ -58,9 +58,11 @@ void with_head_dim(int head_dim, F&& f) {
 }
 
 // Fills b and limit_s (each row's causal key limit; 0 past the rows). False where the block has nothing to
-// do (its tokens or its range past the tile's): the whole block returns then.
+// do (its tokens or its range past the tile's): the whole block returns then. With first_slot, the folded
+// prologue's slot of the tile's first token is read into it beside the positions (one trip to memory).
 template <int kRows, bool kSplit>
-__device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* limit_s) {
+__device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* limit_s,
+                            int* first_slot = nullptr) {
   const int tid = threadIdx.x;
   const AttentionBlockPlace at =
       attention_block_place(blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z, p.num_splits,
@@ -72,6 +74,7 @@ __device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* li
   const int q_len = p.query_start[b.seq + 1] - b.q_begin;
   b.t0 = b.tile * tokens_per_block;
   if (b.t0 >= q_len) return false;
+  if (first_slot != nullptr) *first_slot = p.prologue.slot_mapping[b.q_begin + b.t0];
   b.rows = min(tokens_per_block, q_len - b.t0) * b.group;
   if (tid < kRows) limit_s[tid] = tid < b.rows ? p.positions[b.token_of(tid)] + 1 : 0;
   __syncthreads();

@@ -22,10 +22,10 @@ __device__ __forceinline__ int rope_per_lane(int d) {
   return (d / 2 + kWarpSize - 1) / kWarpSize;  // lanes past the half hold nothing
 }
 
-// Fills r for norm weights w [D] at `position`; inv_freq(i) = 1 / theta^(2i / D).
+// The position-free half of load_head_rope: norm weights w [D] into r.w1 / r.w2 and the inverse frequencies
+// into r.cs, so that these loads can go out before the loads the position comes from.
 template <typename InvFreq>
-__device__ __forceinline__ void load_head_rope(HeadRope& r, const bf16* w, float position, InvFreq inv_freq,
-                                               int d) {
+__device__ __forceinline__ void load_head_rope_weights(HeadRope& r, const bf16* w, InvFreq inv_freq, int d) {
   const int lane = threadIdx.x % kWarpSize, half = d / 2, per_lane = rope_per_lane(d);
 #pragma unroll
   for (int e = 0; e < kRopeMaxPerLane; ++e) {
@@ -33,8 +33,28 @@ __device__ __forceinline__ void load_head_rope(HeadRope& r, const bf16* w, float
     if (e >= per_lane || i >= half) break;
     r.w1[e] = __bfloat162float(w[i]);
     r.w2[e] = __bfloat162float(w[i + half]);
-    sincosf(__fmul_rn(position, inv_freq(i)), &r.sn[e], &r.cs[e]);
+    r.cs[e] = inv_freq(i);
   }
+}
+
+// The other half: the rotation at `position` from the inverse frequencies load_head_rope_weights left in
+// r.cs.
+__device__ __forceinline__ void rotate_head_rope(HeadRope& r, float position, int d) {
+  const int lane = threadIdx.x % kWarpSize, half = d / 2, per_lane = rope_per_lane(d);
+#pragma unroll
+  for (int e = 0; e < kRopeMaxPerLane; ++e) {
+    const int i = lane * per_lane + e;
+    if (e >= per_lane || i >= half) break;
+    sincosf(__fmul_rn(position, r.cs[e]), &r.sn[e], &r.cs[e]);
+  }
+}
+
+// Fills r for norm weights w [D] at `position`; inv_freq(i) = 1 / theta^(2i / D).
+template <typename InvFreq>
+__device__ __forceinline__ void load_head_rope(HeadRope& r, const bf16* w, float position, InvFreq inv_freq,
+                                               int d) {
+  load_head_rope_weights(r, w, inv_freq, d);
+  rotate_head_rope(r, position, d);
 }
 
 // dst = rope(w * src / sqrt(mean(src^2) + eps)), bf16 [D] each; warp-collective. Each lane writes only the

@@ -62,6 +62,12 @@ struct CudaKernelSwitches {
   // arrival then slow down as much (H100: -0.24% at c = 1, +0.61% at c = 4; docs/PERF.md, thirtieth
   // session): off.
   bool attention_trigger_after_keys = false;
+  // With the folded prologue, the tensor-core decode attention issues its position-free loads (norm weights,
+  // inverse frequencies) before reading its place and positions, and the token's slot beside the positions
+  // (PagedAttentionParams::prologue_loads_first): the block with the token's own key made four dependent
+  // trips to memory before its first K/V copies, and phase marks showed the last block's pre-wait work ending
+  // 1.2-1.3 us after the QKV projection (docs/step_latency.md, "Phase marks"). Not measured yet: off.
+  bool attention_prologue_loads_first = false;
   // Decode steps of up to this many tokens order split attention's blocks with the context ranges outermost
   // (PagedAttentionParams::ranges_outermost): the ranges every context has are dispatched first; larger
   // steps, and all with 0, keep a tile's ranges in a row (the same results). Measured on an H200 at c = 1:
@@ -144,6 +150,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_inputs_before_wait", switches.attention_inputs_before_wait);
   visit("attention_kv_before_wait", switches.attention_kv_before_wait);
   visit("attention_trigger_after_keys", switches.attention_trigger_after_keys);
+  visit("attention_prologue_loads_first", switches.attention_prologue_loads_first);
   visit("attention_ranges_outermost_max_tokens", switches.attention_ranges_outermost_max_tokens, 0, 4096);
   visit("moe_one_token_direct", switches.moe_one_token_direct);
   visit("moe_fused_norm", switches.moe_fused_norm);

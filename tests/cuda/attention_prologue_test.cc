@@ -19,20 +19,28 @@ struct PrologueResult {
   int kernel_nodes = -1;
 };
 
+// The switches of the tensor-core decode attention the tests vary (runtime.attention_*; the defaults
+// here are the tests' base case, not necessarily the config's).
+struct PrologueSwitches {
+  bool inputs_before_wait = true;    // runtime.attention_inputs_before_wait
+  bool kv_before_wait = true;        // runtime.attention_kv_before_wait
+  bool ranges_outermost = false;     // runtime.attention_ranges_outermost_max_tokens at its largest (else 0)
+  bool trigger_after_keys = false;   // runtime.attention_trigger_after_keys
+  bool prologue_loads_first = true;  // runtime.attention_prologue_loads_first
+};
+
 // The op on a random cache and random qkv (the same values for every `fused`): eagerly, then captured in a
 // graph and replayed (which appends the same k and v again). planned_context as in attention_test.cc;
-// no_slot_seq: that sequence's token has slot -1 (nothing appended); inputs_before_wait and
-// kv_before_wait: runtime.attention_inputs_before_wait and runtime.attention_kv_before_wait;
-// ranges_outermost: runtime.attention_ranges_outermost_max_tokens at its largest (else 0).
+// no_slot_seq: that sequence's token has slot -1 (nothing appended).
 PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, int planned_context,
-                            int no_slot_seq = -1, bool inputs_before_wait = true, bool kv_before_wait = true,
-                            bool ranges_outermost = false, bool trigger_after_keys = false) {
+                            int no_slot_seq = -1, const PrologueSwitches& sw = {}) {
   CudaBackendOptions options = test_backend_options();
   options.kernels.attention_tensor_cores = true;
-  options.kernels.attention_ranges_outermost_max_tokens = ranges_outermost ? 4096 : 0;
-  options.kernels.attention_inputs_before_wait = inputs_before_wait;
-  options.kernels.attention_kv_before_wait = kv_before_wait;
-  options.kernels.attention_trigger_after_keys = trigger_after_keys;
+  options.kernels.attention_ranges_outermost_max_tokens = sw.ranges_outermost ? 4096 : 0;
+  options.kernels.attention_inputs_before_wait = sw.inputs_before_wait;
+  options.kernels.attention_kv_before_wait = sw.kv_before_wait;
+  options.kernels.attention_trigger_after_keys = sw.trigger_after_keys;
+  options.kernels.attention_prologue_loads_first = sw.prologue_loads_first;
   options.kernels.attention_split_keys = split_keys;
   options.kernels.attention_fused_prologue = fused;
   Backends b(options);
@@ -111,10 +119,10 @@ TEST_P(AttentionPrologueTest, DecodeIsOneLaunchWithTheTwoOpsBits) {
     }
 }
 
-// The step inputs, or only the first K/V tile, read after the PDL wait instead of before it, and the trigger
-// after the key tiles: the same bits, fused or not, with and without a token lacking a slot. (Where the
-// trigger sits cannot change results, by PDL's contract; this guards the switch against hangs and races,
-// not its placement.)
+// The step inputs, or only the first K/V tile, read after the PDL wait instead of before it, the prologue's
+// position-free loads after the block's place instead of before it, and the trigger after the key tiles: the
+// same bits, fused or not, with and without a token lacking a slot. (Where the trigger sits cannot change
+// results, by PDL's contract; this guards the switch against hangs and races, not its placement.)
 TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   const AttentionCase& c = GetParam();
@@ -123,13 +131,16 @@ TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
     for (int no_slot : {-1, last_seq}) {
       const std::string what = describe(c) + (fused ? ", fused" : ", two launches") +
                                (no_slot < 0 ? "" : ", last sequence without a slot");
-      const PrologueResult early = run_prologue(c, fused, 32, 0, no_slot, true, true);
-      expect_same_bits(what + ", inputs after the wait", run_prologue(c, fused, 32, 0, no_slot, false),
-                       early);
-      expect_same_bits(what + ", K/V after the wait", run_prologue(c, fused, 32, 0, no_slot, true, false),
-                       early);
-      expect_same_bits(what + ", trigger after the key tiles",
-                       run_prologue(c, fused, 32, 0, no_slot, true, true, false, true), early);
+      const PrologueResult early = run_prologue(c, fused, 32, 0, no_slot);
+      auto variant = [&](const std::string& name, PrologueSwitches sw) {
+        expect_same_bits(what + ", " + name, run_prologue(c, fused, 32, 0, no_slot, sw), early);
+      };
+      variant("inputs after the wait", {.inputs_before_wait = false});
+      variant("K/V after the wait", {.kv_before_wait = false});
+      variant("trigger after the key tiles", {.trigger_after_keys = true});
+      variant("prologue loads after the block's place", {.prologue_loads_first = false});
+      variant("prologue loads after the block's place, inputs after the wait",
+              {.inputs_before_wait = false, .prologue_loads_first = false});
     }
 }
 
@@ -146,7 +157,7 @@ TEST_P(AttentionPrologueTest, RangesOutermostGiveTheSameBits) {
                                  std::to_string(planned) +
                                  (no_slot < 0 ? "" : ", last sequence without a slot");
         expect_same_bits(what + ", ranges outermost",
-                         run_prologue(c, fused, 32, planned, no_slot, true, true, true),
+                         run_prologue(c, fused, 32, planned, no_slot, {.ranges_outermost = true}),
                          run_prologue(c, fused, 32, planned, no_slot));
       }
 }
