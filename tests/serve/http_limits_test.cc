@@ -38,7 +38,8 @@ TEST(HttpLimits, PromptOutputAndStopLimitsAre400s) {
   EXPECT_EQ(post(server, kC, ids_prompt(8)).status, 200);
   expect_refused(post(server, kC, ids_prompt(9)), 400, "prompt", "limit_exceeded");
   // A batch names the prompt that is too long.
-  expect_refused(post(server, kC, {{"prompt", {std::vector<int>(9, 7)}}}), 400, "prompt[0]", "limit_exceeded");
+  expect_refused(post(server, kC, {{"prompt", {std::vector<int>(9, 7)}}}), 400, "prompt[0]",
+                 "limit_exceeded");
   expect_refused(post(server, kC, {{"prompt", {std::vector<int>(3, 7), std::vector<int>(9, 7)}}}), 400,
                  "prompt[1]", "limit_exceeded");
   // max_tokens: 16 passes, 17 does not; absent means min(16, room).
