@@ -67,6 +67,29 @@ bool ChatOutputParser::parse_tool_call(std::string_view body, AnswerParts& out) 
   return true;
 }
 
+bool ChatOutputParser::parse_forced_calls(std::string_view text, AnswerParts& out) {
+  using Forced = ChatOutputOptions::Forced;
+  if (json_nesting_depth(text) > kMaxJsonDepth) return false;  // the dumps below recurse once a level
+  const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto compact = [](const nlohmann::ordered_json& v) {
+    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  if (options_.forced == Forced::kNamed) {
+    if (!doc.is_object()) return false;
+    out.tool_calls.push_back({next_call_index_++, new_tool_call_id(), options_.forced_name, compact(doc)});
+    return true;
+  }
+  if (!doc.is_array() || doc.empty()) return false;
+  for (const auto& call : doc)
+    if (!call.is_object() || !call.contains("name") || !call["name"].is_string() ||
+        !call.contains("parameters"))
+      return false;
+  for (const auto& call : doc)
+    out.tool_calls.push_back({next_call_index_++, new_tool_call_id(), call["name"].get<std::string>(),
+                              compact(call["parameters"])});
+  return true;
+}
+
 bool ChatOutputParser::step(AnswerParts& out) {
   const std::string_view text = buffer_;
   switch (state_) {
@@ -93,6 +116,7 @@ bool ChatOutputParser::step(AnswerParts& out) {
       return true;
     }
     case State::kContent: {
+      if (options_.forced != ChatOutputOptions::Forced::kNone) return false;  // held whole until the end
       if (!options_.tool_calls) {
         release(out.content, text.size());
         return false;
@@ -133,7 +157,10 @@ AnswerParts ChatOutputParser::finish() {
   switch (state_) {
     case State::kStart:
     case State::kContent:
-      release(out.content, buffer_.size());
+      if (options_.forced != ChatOutputOptions::Forced::kNone && parse_forced_calls(buffer_, out))
+        buffer_.clear();
+      else
+        release(out.content, buffer_.size());
       break;
     case State::kReasoning:  // cut off while reasoning: what there is of it
       release(out.reasoning, buffer_.size());

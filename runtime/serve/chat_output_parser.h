@@ -4,7 +4,8 @@
 // ...}</tool_call>`) become tool_calls. Text that could still be the start of a tag is held back until it is
 // decided. Nothing is lost: text that turns out not to be a tag comes out as content, and so does a tool call
 // that does not parse or never closes (whole, tags included); an answer cut off inside its reasoning keeps
-// that reasoning as reasoning_content.
+// that reasoning as reasoning_content. With tool_choice "required" or a named function the answer after the
+// reasoning is the calls' JSON instead (ChatOutputOptions::forced).
 #pragma once
 
 #include <string>
@@ -19,7 +20,12 @@ namespace tpserve::serve {
 struct ChatOutputOptions {
   bool reasoning = false;   // a leading <think> ... </think> block -> reasoning_content
   bool tool_calls = false;  // <tool_call> blocks -> tool_calls
-  bool any() const { return reasoning || tool_calls; }
+  // tool_choice "required" (kList) or a named function (kNamed; runtime/serve/tool_choice.h): the answer
+  // after the reasoning is JSON, held whole and turned into tool_calls when it ends. Text that does not parse
+  // as such (an answer cut off by max_tokens) comes out as content.
+  enum class Forced { kNone, kList, kNamed } forced = Forced::kNone;
+  std::string forced_name;  // kNamed: the function
+  bool any() const { return reasoning || tool_calls || forced != Forced::kNone; }
 };
 
 class ChatOutputParser {
@@ -52,6 +58,8 @@ class ChatOutputParser {
   bool release_until(std::string& part, std::string_view tag, State next);
   // The tool call in `body` (the text between the tags), or false where it does not parse as one.
   bool parse_tool_call(std::string_view body, AnswerParts& out);
+  // The forced tool calls (ChatOutputOptions::forced) of the answer's JSON, or false where it is not that.
+  bool parse_forced_calls(std::string_view text, AnswerParts& out);
 
   ChatOutputOptions options_;
   State state_;

@@ -4,6 +4,7 @@
 
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/chat_template.h"
+#include "runtime/serve/tool_choice.h"
 
 namespace tpserve::serve {
 namespace {
@@ -108,9 +109,7 @@ ChatTemplateOptions parse_template_options(const JsonFields& f) {
       options.tools.push_back(template_json((*tools)[i]));
     }
   }
-  if (const Json* choice = f.get("tool_choice");
-      choice && !(choice->is_string() && (*choice == "auto" || *choice == "none")))
-    bad_request("tool_choice", "only \"auto\" and \"none\" are supported", "unsupported_parameter");
+  parse_tool_choice(f);              // validated here too, for /tokenize; the chat endpoint acts on it
   f.boolean("parallel_tool_calls");  // accepted and ignored: every tool call the answer makes is returned
   return options;
 }

@@ -6,11 +6,15 @@
 #include <optional>
 #include <random>
 
+#include "common/error.h"
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/chat_request.h"
 #include "runtime/serve/json_fields.h"
+#include "runtime/serve/json_schema_regex.h"
 #include "runtime/serve/logit_processing_fields.h"
+#include "runtime/serve/structured_grammars.h"
 #include "runtime/serve/structured_output_fields.h"
+#include "runtime/serve/tool_choice.h"
 
 namespace tpserve::serve {
 namespace {
@@ -256,6 +260,25 @@ void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& fi
   check_min_tokens(job.processing, job.max_tokens, max_tokens ? field.c_str() : "the room left");
 }
 
+// tool_choice "required" or a named function: the answer follows the tools' schema (as structured output,
+// the request's only rule) and is parsed into tool calls.
+void force_tool_calls(const ToolChoice& choice, const RequestLimits& limits, ParsedRequest& out) {
+  if (out.job.structured)
+    bad_request("tool_choice",
+                "a forced tool call fixes the answer's form; it cannot be combined with response_format or "
+                "another structured output rule");
+  if (limits.grammars == nullptr)
+    bad_request("tool_choice", "a forced tool call needs the server's tokenizer", "tokenizer_unavailable");
+  try {
+    out.job.structured = limits.grammars->regex(json_schema_to_regex(choice.schema));
+  } catch (const Error& e) {
+    bad_request(choice.schema_field, e.what(), "invalid_value");
+  }
+  out.chat_output.forced = choice.kind == ToolChoice::Kind::kNamed ? ChatOutputOptions::Forced::kNamed
+                                                                   : ChatOutputOptions::Forced::kList;
+  out.chat_output.forced_name = choice.name;
+}
+
 }  // namespace
 
 const Tokenizer& require_tokenizer(const RequestLimits& limits, const std::string& field, const char* hint) {
@@ -338,12 +361,14 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   f.boolean("echo");
   f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
   out.job.prompt = tokenize(parse_chat_prompt(f), "messages", limits);
+  const ToolChoice tool_choice = parse_tool_choice(f);
+  if (tool_choice.forced()) force_tool_calls(tool_choice, limits, out);
   out.chat_output.reasoning = limits.parse_reasoning;
   // With the reasoning parsed out, the rule applies to the answer after it (vLLM's): from the token after
   // </think>, unless the template closed the reasoning block already.
   if (out.job.structured && limits.parse_reasoning && chat_thinks(f))
     out.job.structured_begin_after = limits.tokenizer->token_id("</think>");
-  out.chat_output.tool_calls = limits.parse_tool_calls && chat_may_call_tools(f);
+  out.chat_output.tool_calls = limits.parse_tool_calls && chat_may_call_tools(f) && !tool_choice.forced();
   const auto max_tokens = f.integer("max_tokens", 1, kInt32Max);
   const auto max_completion_tokens = f.integer("max_completion_tokens", 1, kInt32Max);
   resolve_max_tokens(max_completion_tokens ? max_completion_tokens : max_tokens,

@@ -5,8 +5,10 @@
 
 #include <random>
 
+#include "runtime/serve/api_error.h"
 #include "runtime/serve/chat_output_parser.h"
 #include "runtime/serve/openai_request.h"
+#include "runtime/serve/structured_grammars.h"
 #include "runtime/serve/utf8.h"
 #include "tests/serve/qwen3_tokenizer.h"
 
@@ -244,6 +246,43 @@ TEST(ChatOutput, DeltaShapes) {
   EXPECT_EQ(completion["choices"][0]["text"], "t");
 }
 
+// tool_choice "required" / named: the answer after the reasoning is the calls' JSON, held whole; what does
+// not parse as that (cut off, or not the expected shape) is content; any split streams to the same parts.
+TEST(ChatOutput, ForcedToolCallsFromTheAnswersJson) {
+  ChatOutputOptions named{
+      .reasoning = true, .forced = ChatOutputOptions::Forced::kNamed, .forced_name = "get"};
+  const AnswerParts one =
+      parse_whole("<think>where?</think>\n\n{\"city\": \"Oslo\", \"days\": [1, 2]}", named);
+  EXPECT_EQ(one.reasoning, "where?");
+  EXPECT_EQ(one.content, "");
+  ASSERT_EQ(one.tool_calls.size(), 1u);
+  EXPECT_EQ(one.tool_calls[0].name, "get");
+  EXPECT_EQ(one.tool_calls[0].arguments, R"({"city":"Oslo","days":[1,2]})");
+  EXPECT_EQ(one.tool_calls[0].index, 0);
+  const ChatOutputOptions list{.forced = ChatOutputOptions::Forced::kList};
+  const AnswerParts two = parse_whole(
+      R"([{"name": "a", "parameters": {"z": 1, "y": 2}}, {"name": "b", "parameters": {}}])", list);
+  ASSERT_EQ(two.tool_calls.size(), 2u);
+  EXPECT_EQ(two.tool_calls[0].name, "a");
+  EXPECT_EQ(two.tool_calls[0].arguments, R"({"z":1,"y":2})");  // the model's key order
+  EXPECT_EQ(two.tool_calls[1].name, "b");
+  EXPECT_EQ(two.tool_calls[1].index, 1);
+  EXPECT_NE(two.tool_calls[0].id, two.tool_calls[1].id);
+  // Not calls: the text is the content, whole.
+  for (const std::string text : {R"({"city": "Os)", R"([])", R"([{"name": "a"}])", R"("just text")"}) {
+    const AnswerParts p = parse_whole(text, list);
+    EXPECT_TRUE(p.tool_calls.empty()) << text;
+    EXPECT_EQ(p.content, text);
+  }
+  EXPECT_EQ(parse_whole(R"([{"name": "a", "parameters": {}}])", named).content,
+            R"([{"name": "a", "parameters": {}}])");
+  std::mt19937 rng(5);
+  const std::string answer = "<think>x</think>\n[{\"name\": \"a\", \"parameters\": {\"q\": \"é\"}}]";
+  const ChatOutputOptions list_reasoning{.reasoning = true, .forced = ChatOutputOptions::Forced::kList};
+  for (int i = 0; i < 20; ++i)
+    expect_same(parse_split(answer, rng, list_reasoning), parse_whole(answer, list_reasoning));
+}
+
 TEST(ChatOutput, RequestsParseToolCallsOnlyWhereTheyOfferTools) {
   QWEN3_TOKENIZER_OR_SKIP(tokenizer);
   RequestLimits limits;
@@ -263,6 +302,36 @@ TEST(ChatOutput, RequestsParseToolCallsOnlyWhereTheyOfferTools) {
   EXPECT_TRUE(options(", " + tools + R"(, "tool_choice": "auto")", limits).tool_calls);
   EXPECT_FALSE(options(", " + tools + R"(, "tool_choice": "none")", limits).tool_calls);
   EXPECT_FALSE(options(R"(, "tools": [])", limits).tool_calls);
+  // Forced calls: the answer is held to the tools' schema, and parsed as JSON rather than for tags.
+  limits.grammars = std::make_shared<StructuredGrammars>(*tokenizer);
+  auto request = [&](const std::string& fields) {
+    return parse_chat_request("{" + messages + ", " + tools + fields + "}", limits);
+  };
+  const ParsedRequest required = request(R"(, "tool_choice": "required")");
+  EXPECT_EQ(required.chat_output.forced, ChatOutputOptions::Forced::kList);
+  EXPECT_FALSE(required.chat_output.tool_calls);
+  EXPECT_NE(required.job.structured, nullptr);
+  EXPECT_EQ(required.job.structured_begin_after, tokenizer->token_id("</think>"));  // after the reasoning
+  const ParsedRequest named =
+      request(R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})");
+  EXPECT_EQ(named.chat_output.forced, ChatOutputOptions::Forced::kNamed);
+  EXPECT_EQ(named.chat_output.forced_name, "get_weather");
+  EXPECT_NE(named.job.structured, nullptr);
+  auto refused = [&](const std::string& fields, const std::string& param) {
+    try {
+      request(fields);
+      ADD_FAILURE() << fields;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param(), param) << e.what();
+    }
+  };
+  refused(R"(, "tool_choice": "required", "response_format": {"type": "json_object"})", "tool_choice");
+  refused(R"(, "tool_choice": {"function": {"name": "get_time"}})", "tool_choice.function.name");
+  RequestLimits no_grammars = limits;
+  no_grammars.grammars = nullptr;
+  EXPECT_THROW(
+      parse_chat_request("{" + messages + ", " + tools + R"(, "tool_choice": "required"})", no_grammars),
+      ApiError);
   RequestLimits off = limits;
   off.parse_reasoning = false;
   off.parse_tool_calls = false;

@@ -101,6 +101,71 @@ ws ::= " "?)g";
   expect_in(stream_text(s), "streamed chat");
 }
 
+// tool_choice "required" and a named function: whatever the random model prefers, the answer is tool calls
+// of the offered tools with arguments of their schemas, whole and streamed.
+TEST(HttpStructuredOutput, ForcedToolCallsFollowTheToolsSchemas) {
+  TestServer server;
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  const Json tools = Json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"enum": ["Oslo", "Rome"]}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+      "required": ["city", "days"]}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+      "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}}}])");
+  auto check_weather = [](const Json& call) {
+    EXPECT_EQ(call["type"], "function");
+    EXPECT_EQ(call["function"]["name"], "get_weather");
+    const Json args = Json::parse(call["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(args["city"] == "Oslo" || args["city"] == "Rome") << args;
+    EXPECT_TRUE(args["days"].is_number_integer() && args["days"] >= 1 && args["days"] <= 7) << args;
+  };
+  const Json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  const Reply r = post(server, "/v1/chat/completions", chat({{"tools", tools}, {"tool_choice", named}}, 96));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const Json& message = r.body["choices"][0]["message"];
+  ASSERT_EQ(message["tool_calls"].size(), 1u) << r.raw;
+  check_weather(message["tool_calls"][0]);
+  EXPECT_TRUE(message["content"].is_null()) << r.raw;
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "tool_calls");
+
+  const Reply any = post(server, "/v1/chat/completions",
+                         chat({{"tools", tools}, {"tool_choice", "required"}, {"n", 3}}, 160));
+  ASSERT_EQ(any.status, 200) << any.raw;
+  // A list may go on until max_tokens: such an answer is its text, cut off (content, "length").
+  int with_calls = 0;
+  for (const Json& choice : any.body["choices"]) {
+    const Json& message = choice["message"];
+    if (choice["finish_reason"] == "length") {
+      EXPECT_FALSE(message.contains("tool_calls")) << any.raw;
+      EXPECT_TRUE(message["content"].is_string()) << any.raw;
+      continue;
+    }
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << any.raw;
+    ASSERT_TRUE(message.contains("tool_calls")) << any.raw;
+    ++with_calls;
+    for (const Json& call : message["tool_calls"]) {
+      if (call["function"]["name"] == "get_weather") {
+        check_weather(call);
+      } else {
+        EXPECT_EQ(call["function"]["name"], "get_time");
+        const Json args = Json::parse(call["function"]["arguments"].get<std::string>());
+        EXPECT_TRUE(args["zone"] == "UTC" || args["zone"] == "CET") << args;
+      }
+    }
+  }
+  EXPECT_GE(with_calls, 1) << any.raw;  // seeded: the same answers every run
+  // Streamed: the call comes whole in one delta.
+  const Stream s = post_stream(server, "/v1/chat/completions",
+                               chat({{"tools", tools}, {"tool_choice", named}, {"stream", true}}, 96));
+  EXPECT_TRUE(s.done);
+  int calls = 0;
+  for (const Json& chunk : s.events)
+    for (const Json& choice : chunk["choices"])
+      if (choice.contains("delta") && choice["delta"].contains("tool_calls"))
+        for (const Json& call : choice["delta"]["tool_calls"]) check_weather(call), ++calls;
+  EXPECT_EQ(calls, 1);
+}
+
 TEST(HttpStructuredOutput, SchemaAnswersAreJsonOfTheSchema) {
   TestServer server;
   QWEN3_TOKENIZER_OR_SKIP(tok);

@@ -197,7 +197,13 @@ std::vector<Case> cases() {
   chat_field("tools", "{}");
   chat_field("tools", R"([{"type": "retrieval"}])", "tools[0].type");
   chat_field("tools", R"([{"type": "function"}])", "tools[0].function");
-  chat_field("tool_choice", "\"required\"");
+  chat_field("tool_choice", "\"required\"");  // without tools
+  chat_field("tool_choice", "\"sometimes\"");
+  chat_field("tool_choice", "5");
+  chat_field("tool_choice", R"({"type": "function"})", "tool_choice.function");
+  chat_field("tool_choice", R"({"type": "web", "function": {"name": "f"}})", "tool_choice.type");
+  chat_field("tool_choice", R"({"type": "function", "function": {"name": "nope"}})",
+             "tool_choice.function.name");
   chat_field("response_format", R"({"type": "json_yaml"})", "response_format.type");
   chat_field("chat_template_kwargs", "5");
   chat_field("chat_template_kwargs", R"({"enable_thinking": "no"})", "chat_template_kwargs.enable_thinking");
