@@ -1,6 +1,7 @@
 // Structured output over HTTP on the tiny random model with Qwen3's tokenizer: whatever the random model
 // prefers, the answer is one of guided_choice's strings, matches guided_regex, or is JSON of the schema
-// (response_format, structured_outputs, guided_json); JSON mode's answer is valid JSON as far as it goes.
+// (response_format, structured_outputs, guided_json); JSON mode's answer is valid JSON as far as it goes;
+// tool_choice "required" or named gives tool calls of the tools' schemas.
 // Refusals are 400s naming the field.
 #include <gtest/gtest.h>
 
@@ -97,16 +98,16 @@ TEST(HttpStructuredOutput, ForcedToolCallsFollowTheToolsSchemas) {
   // A list may go on until max_tokens: such an answer is its text, cut off (content, "length").
   int with_calls = 0;
   for (const Json& choice : any.body["choices"]) {
-    const Json& message = choice["message"];
+    const Json& answer = choice["message"];
     if (choice["finish_reason"] == "length") {
-      EXPECT_FALSE(message.contains("tool_calls")) << any.raw;
-      EXPECT_TRUE(message["content"].is_string()) << any.raw;
+      EXPECT_FALSE(answer.contains("tool_calls")) << any.raw;
+      EXPECT_TRUE(answer["content"].is_string()) << any.raw;
       continue;
     }
     EXPECT_EQ(choice["finish_reason"], "tool_calls") << any.raw;
-    ASSERT_TRUE(message.contains("tool_calls")) << any.raw;
+    ASSERT_TRUE(answer.contains("tool_calls")) << any.raw;
     ++with_calls;
-    for (const Json& call : message["tool_calls"]) {
+    for (const Json& call : answer["tool_calls"]) {
       if (call["function"]["name"] == "get_weather") {
         check_weather(call);
       } else {
