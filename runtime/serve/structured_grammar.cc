@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "runtime/serve/ebnf_automaton.h"
 #include "runtime/serve/regex_dfa.h"
 
 namespace tpserve::serve {
@@ -171,6 +172,12 @@ std::shared_ptr<StructuredGrammar> regex_grammar(std::string_view pattern,
                                                  size_t max_states) {
   return std::make_shared<AutomatonGrammar<RegexAutomaton>>(RegexAutomaton(pattern, max_states),
                                                             std::move(vocabulary));
+}
+
+std::shared_ptr<StructuredGrammar> ebnf_grammar(std::string_view grammar,
+                                                std::shared_ptr<const TokenTrie> vocabulary) {
+  return std::make_shared<AutomatonGrammar<EbnfAutomaton>>(EbnfAutomaton(parse_ebnf(grammar)),
+                                                           std::move(vocabulary));
 }
 
 std::shared_ptr<StructuredGrammar> json_grammar(const JsonValueOptions& options,
