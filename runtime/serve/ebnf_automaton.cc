@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <unordered_set>
-#include <utility>
 
 #include "common/error.h"
 
@@ -14,15 +13,25 @@ void sort_unique(std::vector<uint32_t>& ids) {
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 }
 
+uint64_t fnv(const std::vector<uint32_t>& ids) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint32_t id : ids) h = (h ^ id) * 1099511628211ull;
+  return h;
+}
+
+// Deepest chain of calls made at one point of the text that a closure materializes (grammar-bounded).
+constexpr int kMaxFrameDepth = 4096;
+
 }  // namespace
 
 size_t EbnfStateHash::operator()(const EbnfState& s) const {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the ids
-  for (uint32_t id : s.stacks) h = (h ^ id) * 1099511628211ull;
-  return static_cast<size_t>(h);
+  return static_cast<size_t>(fnv(s.stacks));
+}
+size_t EbnfAutomaton::IdsHash::operator()(const std::vector<uint32_t>& ids) const {
+  return static_cast<size_t>(fnv(ids));
 }
 
-EbnfAutomaton::EbnfAutomaton(const EbnfRules& g, size_t max_stacks) : max_stacks_(max_stacks) {
+EbnfAutomaton::EbnfAutomaton(const EbnfRules& g, Limits limits) : limits_(limits) {
   rule_starts_.resize(g.rules.size());
   for (size_t r = 0; r < g.rules.size(); ++r)
     for (const EbnfSequence& alt : g.rules[r].alternatives) {
@@ -31,93 +40,193 @@ EbnfAutomaton::EbnfAutomaton(const EbnfRules& g, size_t max_stacks) : max_stacks
         slots_.push_back(e.is_rule() ? Slot{Slot::kCall, 0, 0, e.rule} : Slot{Slot::kByte, e.lo, e.hi, 0});
       slots_.push_back(Slot{Slot::kEnd});
     }
-  seeds_.clear();
-  for (uint32_t slot : rule_starts_[g.root]) seeds_.push_back({slot, kNoParent});
-  closure(seeds_, start_.stacks);
-  sort_unique(start_.stacks);
+  const uint32_t root_frame = intern_set({kNoParent});
+  std::vector<std::pair<uint32_t, uint32_t>> seeds;
+  for (uint32_t slot : rule_starts_[g.root]) seeds.push_back({slot, root_frame});
+  if (!closure(seeds, start_.stacks))
+    throw Error("grammar: too ambiguous: its start has more than " +
+                std::to_string(limits_.max_state_stacks) + " ways to go on");
   if (start_.stacks.empty() || start_.stacks.front() == kAccepted)
     throw Error("grammar: matches only the empty text");
 }
 
-uint32_t EbnfAutomaton::intern(uint32_t slot, uint32_t parent) {
-  const uint64_t key = (static_cast<uint64_t>(slot) << 32) | parent;
+uint32_t EbnfAutomaton::intern_node(uint32_t slot, uint32_t parents) {
+  const uint64_t key = (static_cast<uint64_t>(slot) << 32) | parents;
   const auto it = node_ids_.find(key);
   if (it != node_ids_.end()) return it->second;
-  if (nodes_.size() >= max_stacks_) return kRefused;
+  if (nodes_.size() >= limits_.max_nodes) return kRefused;
   const uint32_t id = static_cast<uint32_t>(nodes_.size());
-  nodes_.push_back({slot, parent});
+  nodes_.push_back({slot, parents});
   node_ids_.emplace(key, id);
   return id;
 }
 
-void EbnfAutomaton::closure(std::vector<std::pair<uint32_t, uint32_t>>& seeds, std::vector<uint32_t>& out) {
-  std::unordered_set<uint64_t> seen;  // (slot, parent) pairs entered: nullable loops end here
-  while (!seeds.empty()) {
-    const auto [slot, parent] = seeds.back();
-    seeds.pop_back();
-    if (!seen.insert((static_cast<uint64_t>(slot) << 32) | parent).second) continue;
-    const Slot& s = slots_[slot];
-    if (s.kind == Slot::kByte) {
-      const uint32_t id = intern(slot, parent);
-      if (id != kRefused) out.push_back(id);
-    } else if (s.kind == Slot::kEnd) {
-      if (parent == kNoParent)
-        out.push_back(kAccepted);
-      else
-        seeds.push_back({nodes_[parent].slot, nodes_[parent].parent});
-    } else {
-      // A call keeps a frame for what follows it, unless nothing does (the caller's own frame serves).
-      uint32_t frame = parent;
-      if (slots_[slot + 1].kind != Slot::kEnd) {
-        frame = intern(slot + 1, parent);
-        if (frame == kRefused) continue;
-      }
-      for (uint32_t start : rule_starts_[s.rule]) seeds.push_back({start, frame});
-    }
-  }
+uint32_t EbnfAutomaton::intern_set(std::vector<uint32_t> ids) {
+  const auto it = set_ids_.find(ids);
+  if (it != set_ids_.end()) return it->second;
+  const uint32_t id = static_cast<uint32_t>(sets_.size());
+  sets_.push_back(ids);
+  set_ids_.emplace(std::move(ids), id);
+  return id;
 }
 
-const std::vector<uint32_t>& EbnfAutomaton::successors(uint32_t stack) {
-  if (stack >= has_successors_.size() || !has_successors_[stack]) {
-    seeds_.clear();
-    seeds_.push_back({nodes_[stack].slot + 1, nodes_[stack].parent});
-    std::vector<uint32_t> out;
-    closure(seeds_, out);
-    sort_unique(out);
-    if (nodes_.size() > successors_.size()) {
-      successors_.resize(nodes_.size());
-      has_successors_.resize(nodes_.size(), false);
+bool EbnfAutomaton::closure(const std::vector<std::pair<uint32_t, uint32_t>>& seeds,
+                            std::vector<uint32_t>& out) {
+  // The parent entries reaching each slot at this point of the text (one graph node each, once interned).
+  std::unordered_map<uint32_t, std::vector<uint32_t>> local;
+  std::unordered_set<uint32_t> popped;  // call slots whose callee ended here, without a byte
+  std::vector<std::pair<uint32_t, uint32_t>> work;
+  bool accepted = false;
+  auto add = [&](uint32_t slot, uint32_t parent) {
+    std::vector<uint32_t>& entries = local[slot];
+    if (std::find(entries.begin(), entries.end(), parent) != entries.end()) return;
+    entries.push_back(parent);
+    work.push_back({slot, parent});
+  };
+  for (const auto& [slot, set] : seeds)
+    for (uint32_t parent : sets_[set]) add(slot, parent);
+  while (!work.empty()) {
+    const auto [slot, parent] = work.back();
+    work.pop_back();
+    const Slot s = slots_[slot];
+    if (s.kind == Slot::kByte) continue;
+    if (s.kind == Slot::kEnd) {
+      if (parent == kNoParent) {
+        accepted = true;
+      } else if (parent & kLocal) {  // a call made here ended here: go on after it with the call's parents
+        const uint32_t next = parent & ~kLocal;
+        popped.insert(next - 1);
+        const std::vector<uint32_t> callers = local[next - 1];  // a copy: add() may grow the map
+        for (uint32_t q : callers) add(next, q);
+      } else {
+        const Node n = nodes_[parent];
+        for (uint32_t q : sets_[n.parents]) add(n.slot, q);
+      }
+      continue;
     }
-    successors_[stack] = std::move(out);
-    has_successors_[stack] = true;
+    // A call: its alternatives start with this frame (or, last in its alternative, with the caller's).
+    if (slots_[slot + 1].kind == Slot::kEnd) {
+      for (uint32_t start : rule_starts_[s.rule]) add(start, parent);
+      continue;
+    }
+    for (uint32_t start : rule_starts_[s.rule]) add(start, kLocal | (slot + 1));
+    if (popped.count(slot)) add(slot + 1, parent);  // the callee already ended here: a new caller goes on
   }
-  return successors_[stack];
+  // Interned: each slot's entries as a parent set, local frames as nodes (a call chain's frames in order).
+  std::unordered_map<uint32_t, uint32_t> frames;  // continuation slot -> node
+  bool refused = false;
+  int depth = 0;
+  auto materialize = [&](auto& self, uint32_t slot) -> uint32_t {
+    std::vector<uint32_t> ids;
+    for (uint32_t p : local[slot]) {
+      if (p == kNoParent || !(p & kLocal)) {
+        ids.push_back(p);
+        continue;
+      }
+      const uint32_t next = p & ~kLocal;
+      auto it = frames.find(next);
+      if (it == frames.end()) {
+        if (++depth > kMaxFrameDepth) {
+          refused = true;
+          return 0;
+        }
+        const uint32_t set = self(self, next - 1);
+        --depth;
+        const uint32_t node = refused ? kRefused : intern_node(next, set);
+        if (node == kRefused) {
+          refused = true;
+          return 0;
+        }
+        it = frames.emplace(next, node).first;
+      }
+      ids.push_back(it->second);
+    }
+    sort_unique(ids);
+    return intern_set(std::move(ids));
+  };
+  std::vector<uint32_t> byte_slots;  // collected first: materialize() reads the map
+  for (const auto& entry : local)
+    if (slots_[entry.first].kind == Slot::kByte) byte_slots.push_back(entry.first);
+  out.clear();
+  for (uint32_t slot : byte_slots) {
+    const uint32_t set = materialize(materialize, slot);
+    const uint32_t top = refused ? kRefused : intern_node(slot, set);
+    if (top == kRefused) return false;
+    out.push_back(top);
+  }
+  if (accepted) out.push_back(kAccepted);
+  sort_unique(out);
+  return out.size() <= limits_.max_state_stacks;
+}
+
+uint32_t EbnfAutomaton::successors(uint32_t top) {
+  if (top < list_of_top_.size() && list_of_top_[top] != 0) return list_of_top_[top] - 1;
+  const Node n = nodes_[top];
+  // A top that ends its alternative goes on where its parents say: shared by every such top with them.
+  const bool ends = slots_[n.slot + 1].kind == Slot::kEnd;
+  uint32_t list;
+  if (const auto it = list_of_pop_.find(n.parents); ends && it != list_of_pop_.end()) {
+    list = it->second;
+  } else {
+    std::vector<uint32_t> next;
+    if (!closure({{n.slot + 1, n.parents}}, next)) next.clear();  // over a budget: the byte is refused
+    list = static_cast<uint32_t>(lists_.size());
+    lists_.push_back(std::move(next));
+    if (ends) list_of_pop_.emplace(n.parents, list);
+  }
+  if (nodes_.size() > list_of_top_.size()) list_of_top_.resize(nodes_.size(), 0);
+  list_of_top_[top] = list + 1;
+  return list;
 }
 
 bool EbnfAutomaton::step(State& s, uint8_t byte) {
-  // Most states hold one stack that takes the byte: its kept successors are the next state, copied into
-  // s's own buffer (no allocation once it is large enough; the vocabulary walk copies states a lot).
-  const std::vector<uint32_t>* only = nullptr;
-  int sources = 0;
+  // The distinct successor lists of the tops that take the byte.
+  std::vector<uint32_t>& lists = sources_;
+  lists.clear();
   for (uint32_t id : s.stacks) {
     if (id == kAccepted) continue;
     const Slot& top = slots_[nodes_[id].slot];
     if (byte < top.lo || byte > top.hi) continue;
-    if (sources == 1) merged_.assign(only->begin(), only->end());  // before successors() may move it
-    const std::vector<uint32_t>& more = successors(id);
-    if (sources == 0)
-      only = &more;
-    else
-      merged_.insert(merged_.end(), more.begin(), more.end());
-    ++sources;
+    const uint32_t list = successors(id);
+    if (std::find(lists.begin(), lists.end(), list) == lists.end()) lists.push_back(list);
   }
-  if (sources == 0) return false;
-  if (sources > 1) {
-    sort_unique(merged_);
-    only = &merged_;
+  if (lists.empty()) return false;
+  if (lists.size() == 1) {  // most steps: the kept list is the next state
+    if (lists_[lists[0]].empty()) return false;
+    s.stacks.assign(lists_[lists[0]].begin(), lists_[lists[0]].end());
+    return true;
   }
-  if (only->empty()) return false;
-  s.stacks.assign(only->begin(), only->end());
+  merged_.clear();
+  for (uint32_t list : lists) merged_.insert(merged_.end(), lists_[list].begin(), lists_[list].end());
+  sort_unique(merged_);
+  // Tops of one slot from several sources: one node with their parents together.
+  std::vector<std::pair<uint32_t, uint32_t>> by_slot;  // (slot, node)
+  for (uint32_t id : merged_)
+    if (id != kAccepted) by_slot.push_back({nodes_[id].slot, id});
+  std::sort(by_slot.begin(), by_slot.end());
+  std::vector<uint32_t> next;
+  for (size_t i = 0; i < by_slot.size();) {
+    size_t j = i + 1;
+    while (j < by_slot.size() && by_slot[j].first == by_slot[i].first) ++j;
+    if (j == i + 1) {
+      next.push_back(by_slot[i].second);
+    } else {
+      std::vector<uint32_t> parents;
+      for (size_t k = i; k < j; ++k) {
+        const std::vector<uint32_t>& set = sets_[nodes_[by_slot[k].second].parents];
+        parents.insert(parents.end(), set.begin(), set.end());
+      }
+      sort_unique(parents);
+      const uint32_t node = intern_node(by_slot[i].first, intern_set(std::move(parents)));
+      if (node == kRefused) return false;
+      next.push_back(node);
+    }
+    i = j;
+  }
+  if (!merged_.empty() && merged_.back() == kAccepted) next.push_back(kAccepted);
+  sort_unique(next);
+  if (next.empty() || next.size() > limits_.max_state_stacks) return false;
+  s.stacks = std::move(next);
   return true;
 }
 
@@ -129,10 +238,12 @@ bool EbnfAutomaton::matches(std::string_view text) {
 }
 
 size_t EbnfAutomaton::bytes() const {
-  size_t kept = 0;
-  for (const auto& list : successors_) kept += list.capacity() * sizeof(uint32_t) + sizeof(list);
-  // The id map: about a key, a value and two pointers a node.
-  return slots_.size() * sizeof(Slot) + nodes_.size() * (sizeof(Node) + 32) + kept;
+  size_t ids = 0;
+  for (const auto& set : sets_) ids += set.size();
+  for (const auto& list : lists_) ids += list.size();
+  // Each node and set also costs a map entry: about a key, a value and two pointers.
+  return slots_.size() * sizeof(Slot) + nodes_.size() * (sizeof(Node) + 32) + sets_.size() * 64 +
+         ids * 2 * sizeof(uint32_t) + list_of_top_.size() * sizeof(uint32_t);
 }
 
 }  // namespace tpserve::serve

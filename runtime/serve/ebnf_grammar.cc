@@ -12,6 +12,7 @@ namespace tpserve::serve {
 namespace {
 
 constexpr char32_t kMaxCodePoint = 0x10FFFF;
+constexpr int kMaxGroupDepth = 256;
 using CodePointRanges = std::vector<std::pair<char32_t, char32_t>>;  // inclusive
 
 bool is_name_char(char32_t c) {
@@ -132,7 +133,11 @@ class Parser {
 
   void definition() {
     const size_t at = pos_;
-    if (!is_name_char(peek())) fail("expected a rule name", at);
+    if (!is_name_char(peek())) {
+      std::string shown;
+      append_utf8(shown, peek());
+      fail("expected a rule name, got '" + shown + "'", at);
+    }
     std::string name = identifier();
     skip_space();
     if (!consume("::=")) fail("expected '::=' after the rule name '" + name + "'", pos_);
@@ -199,7 +204,10 @@ class Parser {
     }
     if (c == '(') {
       ++pos_;
+      if (++group_depth_ > kMaxGroupDepth)
+        fail("groups nested deeper than " + std::to_string(kMaxGroupDepth) + " levels", at);
       std::vector<EbnfSequence> alternatives = parse_alternatives();
+      --group_depth_;
       skip_space();
       if (peek() != ')' || at_end()) fail("expected ')' to close the group opened here", at);
       ++pos_;
@@ -267,7 +275,7 @@ class Parser {
     if (peek() != '}' || at_end()) fail("expected '}' to close the repetition", pos_);
     ++pos_;
     if (!unbounded && max < min) fail("repetition {n,m} with m < n", at);
-    count(static_cast<size_t>(max), at);
+    count(static_cast<size_t>(min) + (unbounded ? 0 : 2 * static_cast<size_t>(max - min)), at);
     EbnfSequence out(static_cast<size_t>(min), x);
     if (unbounded) {
       out.push_back(star(x, at));
@@ -427,6 +435,7 @@ class Parser {
   std::vector<size_t> first_use_;  // where each rule was first named (for "never defined")
   std::string current_;            // the rule being defined
   size_t elements_ = 0;            // made so far
+  int group_depth_ = 0;            // open ( ... ): the parser recurses once a level
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // it can enter can end (so every text it accepts a byte of can still be completed), and no call made before
 // any byte can lead back to its own rule (so the closure over a state's stacks is finite).
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -11,20 +12,40 @@
 namespace tpserve::serve {
 namespace {
 
-// The rules for which `holds` becomes true by a fixpoint over "some alternative's every element holds".
+// The rules for which "some alternative's every element holds" (bytes hold where bytes_hold), by a worklist:
+// each alternative counts its rule elements not yet known to hold (linear in the grammar's size).
 std::vector<bool> fixpoint(const EbnfRules& g, bool bytes_hold) {
   std::vector<bool> holds(g.rules.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < g.rules.size(); ++r) {
-      if (holds[r]) continue;
-      for (const EbnfSequence& alt : g.rules[r].alternatives)
-        if (std::all_of(alt.begin(), alt.end(),
-                        [&](const EbnfElement& e) { return e.is_rule() ? holds[e.rule] : bytes_hold; })) {
-          holds[r] = changed = true;
-          break;
+  struct Alt {
+    uint32_t rule;
+    size_t pending;
+  };
+  std::vector<Alt> alts;
+  std::vector<std::vector<uint32_t>> used_by(g.rules.size());  // rule -> alternatives that use it
+  std::vector<uint32_t> ready;
+  for (size_t r = 0; r < g.rules.size(); ++r)
+    for (const EbnfSequence& seq : g.rules[r].alternatives) {
+      const uint32_t a = static_cast<uint32_t>(alts.size());
+      alts.push_back({static_cast<uint32_t>(r), 0});
+      bool blocked = false;
+      for (const EbnfElement& e : seq) {
+        if (!e.is_rule()) {
+          blocked = blocked || !bytes_hold;
+          continue;
         }
+        ++alts[a].pending;
+        used_by[e.rule].push_back(a);
+      }
+      if (blocked) alts[a].pending = SIZE_MAX;  // never holds
+      if (alts[a].pending == 0) ready.push_back(static_cast<uint32_t>(r));
     }
+  while (!ready.empty()) {
+    const uint32_t r = ready.back();
+    ready.pop_back();
+    if (holds[r]) continue;
+    holds[r] = true;
+    for (uint32_t a : used_by[r])  // once per use: a rule used twice in an alternative counts twice
+      if (alts[a].pending != SIZE_MAX && --alts[a].pending == 0) ready.push_back(alts[a].rule);
   }
   return holds;
 }
@@ -109,7 +130,7 @@ void check_ebnf_rules(const EbnfRules& g) {
   const std::vector<int> component = components(calls);
   for (size_t r = 0; r < g.rules.size(); ++r)
     for (const Call& c : calls[r])
-      if (!c.last && component[c.to] == component[r])
+      if (reachable[r] && !c.last && component[c.to] == component[r])
         throw Error("grammar: rule '" + g.rules[r].name + "' is left-recursive: it reaches '" +
                     g.rules[c.to].name +
                     "' and back before any text (write the repetition as x* or with the rule last)");

@@ -47,6 +47,8 @@ TEST(EbnfGrammar, TextsInAndOutOfTheLanguage) {
       // Ambiguity: the same text by two parses.
       {R"(root ::= "a" "b"* | "a"+ "b"?)", {"a", "ab", "abbb", "aaab"}, {"b", "aaabb"}},
       {"root ::= [^\"\\\\]+", {"ab", "\xC3\xA9"}, {"a\"", "a\\"}},
+      // A rule the root never reaches may be anything that parses.
+      {"root ::= \"a\"\nunused ::= unused \"b\" | \"c\"", {"a"}, {"c", "cb"}},
   };
   for (const Language& c : cases) {
     EbnfAutomaton a = automaton(c.grammar);
@@ -165,24 +167,80 @@ TEST(EbnfGrammar, RefusalsSayWhereAndWhy) {
   expect_refused(R"(root ::= root "a" | "b")", "rule 'root' is left-recursive");
   expect_refused("root ::= a \"x\"\na ::= b? root \"y\" | \"z\"\nb ::= \"q\"", "left-recursive");
   expect_refused(R"(root ::= ("a"? root)* "b")", "left-recursive");
+  expect_refused("root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')'),
+                 "nested deeper than 256");
+  expect_refused(R"(root ::= "a"))", "expected a rule name, got ')'");
   EbnfLimits small;
   small.max_elements = 100;
   expect_refused(R"(root ::= "a"{200})", "too large", small);
+  expect_refused(R"(root ::= "a"{200,})", "too large", small);
+  expect_refused(R"(root ::= "a"{20,80})", "too large", small);
   small = {};
   small.max_rules = 3;
   expect_refused(R"(root ::= ("a" | "b") ("c" | "d") ("e" | "f"))", "too many rules", small);
 }
 
-// Past its arena's limit the automaton refuses bytes that need new stacks: deep nesting, here.
-TEST(EbnfGrammar, ArenaLimitRefusesDeeperNesting) {
+// Past its node budget the automaton refuses bytes that need new nodes: deep nesting, here.
+TEST(EbnfGrammar, NodeBudgetRefusesDeeperNesting) {
   const EbnfRules rules = parse_ebnf(R"g(root ::= "(" root ")" | "x")g");
   const std::string deep = std::string(30, '(') + "x" + std::string(30, ')');
   EbnfAutomaton roomy(rules);
   EXPECT_TRUE(roomy.matches(deep));
-  EbnfAutomaton tight(rules, 12);
+  EbnfAutomaton tight(rules, {.max_nodes = 12});
   EXPECT_FALSE(tight.matches(deep));
-  EXPECT_LE(tight.num_stacks(), 12u);
+  EXPECT_LE(tight.num_nodes(), 12u);
   EXPECT_TRUE(tight.matches("((x))"));  // shallow texts still pass
+}
+
+// Ways of reaching one position share one graph node, whatever called them: the textbook expression
+// grammar (each level of nesting behind three alternatives of two rules) keeps a few nodes a level, and
+// callers of callers of alternatives do not multiply.
+TEST(EbnfGrammar, AlternativeCallersShareNodes) {
+  EbnfAutomaton expr = automaton(R"g(root ::= expr
+      expr ::= term "+" expr | term "-" expr | term
+      term ::= factor "*" term | factor "/" term | factor
+      factor ::= "(" expr ")" | [0-9])g");
+  std::string text = "1";
+  for (int i = 0; i < 60; ++i) text = "(" + text + (i % 2 ? "*2" : "+3") + ")";
+  EXPECT_TRUE(expr.matches(text));
+  EXPECT_TRUE(expr.matches("1+(2*(3-(4/(5+(6)))))"));
+  EXPECT_FALSE(expr.matches("1+(2*(3-(4/(5+(6))))"));
+  EXPECT_LT(expr.num_nodes(), 60u * 40u) << "nodes should grow linearly with the nesting";
+  // 19 rules of two alternatives each calling the next: 2^19 parse paths reach the last, one node each.
+  std::string chain = "root ::= r1 \"a\" | r1 \"b\"\n";
+  for (int k = 1; k < 19; ++k)
+    chain += "r" + std::to_string(k) + " ::= r" + std::to_string(k + 1) + " \"a\" | r" +
+             std::to_string(k + 1) + " \"b\"\n";
+  chain += "r19 ::= \"z\"";
+  EbnfAutomaton a = automaton(chain);
+  EXPECT_TRUE(a.matches("z" + std::string(19, 'a')));
+  EXPECT_TRUE(a.matches("z" + std::string(19, 'b')));
+  EXPECT_TRUE(a.matches("zabababababababababa"));
+  EXPECT_FALSE(a.matches("z" + std::string(18, 'a')));
+  EXPECT_LT(a.num_nodes(), 200u);
+}
+
+// Many alternatives taking the same byte share their successors (kept once, not once each).
+TEST(EbnfGrammar, AmbiguousRepetitionsStaySmall) {
+  std::string alternatives;
+  for (int i = 0; i < 300; ++i) alternatives += std::string(i ? " | " : "") + "\"a\"";
+  EbnfAutomaton a = automaton("root ::= (" + alternatives + ")* \"b\"");
+  EXPECT_TRUE(a.matches(std::string(50, 'a') + "b"));
+  EXPECT_FALSE(a.matches(std::string(50, 'a')));
+  EXPECT_LT(a.bytes(), size_t(1) << 20);
+}
+
+// A start with more tops than the budget refuses the grammar; a byte whose successors exceed it is refused.
+// (One node a byte position: `(.*){4096}`, 4096 nullable copies of one rule, is a few tops.)
+TEST(EbnfGrammar, StateBudgetRefusesRunawayAmbiguity) {
+  EXPECT_THROW(EbnfAutomaton(parse_ebnf(R"(root ::= "a" | "b" | "c" | "d" | "e")"), {.max_state_stacks = 4}),
+               Error);
+  EbnfAutomaton a(parse_ebnf(R"(root ::= "x" ("a" | "b" | "c" | "d" | "e") | "y")"), {.max_state_stacks = 4});
+  EXPECT_FALSE(a.matches("xa"));
+  EXPECT_TRUE(a.matches("y"));
+  EbnfAutomaton any = automaton(R"(root ::= (.*){4096})");
+  EXPECT_TRUE(any.matches("hello, world"));
+  EXPECT_LE(any.start().stacks.size(), 16u);
 }
 
 }  // namespace
