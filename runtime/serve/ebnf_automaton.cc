@@ -43,9 +43,18 @@ EbnfAutomaton::EbnfAutomaton(const EbnfRules& g, Limits limits) : limits_(limits
   const uint32_t root_frame = intern_set({kNoParent});
   std::vector<std::pair<uint32_t, uint32_t>> seeds;
   for (uint32_t slot : rule_starts_[g.root]) seeds.push_back({slot, root_frame});
-  if (!closure(seeds, start_.stacks))
-    throw Error("grammar: too ambiguous: its start has more than " +
-                std::to_string(limits_.max_state_stacks) + " ways to go on");
+  switch (closure(seeds, start_.stacks)) {
+    case Refusal::kNone:
+      break;
+    case Refusal::kTops:
+      throw Error("grammar: too ambiguous: its start has more than " +
+                  std::to_string(limits_.max_state_stacks) + " ways to go on");
+    case Refusal::kDepth:
+      throw Error("grammar: its start nests calls more than " + std::to_string(kMaxFrameDepth) +
+                  " deep before any text");
+    default:
+      throw Error("grammar: too large to start within the automaton's budgets");
+  }
   if (start_.stacks.empty() || start_.stacks.front() == kAccepted)
     throw Error("grammar: matches only the empty text");
 }
@@ -64,28 +73,31 @@ uint32_t EbnfAutomaton::intern_node(uint32_t slot, uint32_t parents) {
 uint32_t EbnfAutomaton::intern_set(std::vector<uint32_t> ids) {
   const auto it = set_ids_.find(ids);
   if (it != set_ids_.end()) return it->second;
+  if (entries_ + ids.size() > limits_.max_entries) return kRefused;
+  entries_ += ids.size();
   const uint32_t id = static_cast<uint32_t>(sets_.size());
   sets_.push_back(ids);
   set_ids_.emplace(std::move(ids), id);
   return id;
 }
 
-bool EbnfAutomaton::closure(const std::vector<std::pair<uint32_t, uint32_t>>& seeds,
-                            std::vector<uint32_t>& out) {
+EbnfAutomaton::Refusal EbnfAutomaton::closure(const std::vector<std::pair<uint32_t, uint32_t>>& seeds,
+                                              std::vector<uint32_t>& out) {
   // The parent entries reaching each slot at this point of the text (one graph node each, once interned).
   std::unordered_map<uint32_t, std::vector<uint32_t>> local;
-  std::unordered_set<uint32_t> popped;  // call slots whose callee ended here, without a byte
+  std::unordered_set<uint32_t> popped;   // call slots whose callee ended here, without a byte
+  std::unordered_set<uint64_t> entered;  // (slot, parent entry) pairs added
   std::vector<std::pair<uint32_t, uint32_t>> work;
   bool accepted = false;
   auto add = [&](uint32_t slot, uint32_t parent) {
-    std::vector<uint32_t>& entries = local[slot];
-    if (std::find(entries.begin(), entries.end(), parent) != entries.end()) return;
-    entries.push_back(parent);
+    if (!entered.insert((static_cast<uint64_t>(slot) << 32) | parent).second) return;
+    local[slot].push_back(parent);
     work.push_back({slot, parent});
   };
   for (const auto& [slot, set] : seeds)
     for (uint32_t parent : sets_[set]) add(slot, parent);
   while (!work.empty()) {
+    if (entered.size() > limits_.max_closure_work) return Refusal::kWork;
     const auto [slot, parent] = work.back();
     work.pop_back();
     const Slot s = slots_[slot];
@@ -114,7 +126,7 @@ bool EbnfAutomaton::closure(const std::vector<std::pair<uint32_t, uint32_t>>& se
   }
   // Interned: each slot's entries as a parent set, local frames as nodes (a call chain's frames in order).
   std::unordered_map<uint32_t, uint32_t> frames;  // continuation slot -> node
-  bool refused = false;
+  Refusal refused = Refusal::kNone;
   int depth = 0;
   auto materialize = [&](auto& self, uint32_t slot) -> uint32_t {
     std::vector<uint32_t> ids;
@@ -127,14 +139,15 @@ bool EbnfAutomaton::closure(const std::vector<std::pair<uint32_t, uint32_t>>& se
       auto it = frames.find(next);
       if (it == frames.end()) {
         if (++depth > kMaxFrameDepth) {
-          refused = true;
+          refused = Refusal::kDepth;
           return 0;
         }
         const uint32_t set = self(self, next - 1);
         --depth;
-        const uint32_t node = refused ? kRefused : intern_node(next, set);
+        if (refused != Refusal::kNone) return 0;
+        const uint32_t node = intern_node(next, set);
         if (node == kRefused) {
-          refused = true;
+          refused = Refusal::kNodes;
           return 0;
         }
         it = frames.emplace(next, node).first;
@@ -142,21 +155,25 @@ bool EbnfAutomaton::closure(const std::vector<std::pair<uint32_t, uint32_t>>& se
       ids.push_back(it->second);
     }
     sort_unique(ids);
-    return intern_set(std::move(ids));
+    const uint32_t set = intern_set(std::move(ids));
+    if (set == kRefused) refused = Refusal::kEntries;
+    return set;
   };
   std::vector<uint32_t> byte_slots;  // collected first: materialize() reads the map
   for (const auto& entry : local)
     if (slots_[entry.first].kind == Slot::kByte) byte_slots.push_back(entry.first);
+  if (byte_slots.size() > limits_.max_state_stacks) return Refusal::kTops;
   out.clear();
   for (uint32_t slot : byte_slots) {
     const uint32_t set = materialize(materialize, slot);
-    const uint32_t top = refused ? kRefused : intern_node(slot, set);
-    if (top == kRefused) return false;
+    if (refused != Refusal::kNone) return refused;
+    const uint32_t top = intern_node(slot, set);
+    if (top == kRefused) return Refusal::kNodes;
     out.push_back(top);
   }
   if (accepted) out.push_back(kAccepted);
   sort_unique(out);
-  return out.size() <= limits_.max_state_stacks;
+  return out.size() <= limits_.max_state_stacks ? Refusal::kNone : Refusal::kTops;
 }
 
 uint32_t EbnfAutomaton::successors(uint32_t top) {
@@ -169,9 +186,15 @@ uint32_t EbnfAutomaton::successors(uint32_t top) {
     list = it->second;
   } else {
     std::vector<uint32_t> next;
-    if (!closure({{n.slot + 1, n.parents}}, next)) next.clear();  // over a budget: the byte is refused
+    bool refused = closure({{n.slot + 1, n.parents}}, next) != Refusal::kNone;  // the byte is refused
+    if (refused || entries_ + next.size() > limits_.max_entries) {
+      refused = true;
+      next.clear();
+    }
+    entries_ += next.size();
     list = static_cast<uint32_t>(lists_.size());
     lists_.push_back(std::move(next));
+    list_refused_.push_back(refused);
     if (ends) list_of_pop_.emplace(n.parents, list);
   }
   if (nodes_.size() > list_of_top_.size()) list_of_top_.resize(nodes_.size(), 0);
@@ -188,8 +211,10 @@ bool EbnfAutomaton::step(State& s, uint8_t byte) {
     const Slot& top = slots_[nodes_[id].slot];
     if (byte < top.lo || byte > top.hi) continue;
     const uint32_t list = successors(id);
-    if (std::find(lists.begin(), lists.end(), list) == lists.end()) lists.push_back(list);
+    if (list_refused_[list]) return false;  // a way the text could go on exceeds a budget
+    lists.push_back(list);
   }
+  sort_unique(lists);
   if (lists.empty()) return false;
   if (lists.size() == 1) {  // most steps: the kept list is the next state
     if (lists_[lists[0]].empty()) return false;
@@ -197,7 +222,10 @@ bool EbnfAutomaton::step(State& s, uint8_t byte) {
     return true;
   }
   merged_.clear();
-  for (uint32_t list : lists) merged_.insert(merged_.end(), lists_[list].begin(), lists_[list].end());
+  for (uint32_t list : lists) {
+    if (merged_.size() + lists_[list].size() > limits_.max_closure_work) return false;
+    merged_.insert(merged_.end(), lists_[list].begin(), lists_[list].end());
+  }
   sort_unique(merged_);
   // Tops of one slot from several sources: one node with their parents together.
   std::vector<std::pair<uint32_t, uint32_t>> by_slot;  // (slot, node)
@@ -217,7 +245,10 @@ bool EbnfAutomaton::step(State& s, uint8_t byte) {
         parents.insert(parents.end(), set.begin(), set.end());
       }
       sort_unique(parents);
-      const uint32_t node = intern_node(by_slot[i].first, intern_set(std::move(parents)));
+      if (parents.size() > limits_.max_closure_work) return false;
+      const uint32_t set = intern_set(std::move(parents));
+      if (set == kRefused) return false;
+      const uint32_t node = intern_node(by_slot[i].first, set);
       if (node == kRefused) return false;
       next.push_back(node);
     }

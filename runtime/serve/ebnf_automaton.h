@@ -12,9 +12,9 @@
 // next byte ranges. Each top's successors are computed once and kept, shared where they depend only on the
 // parents (the top ends its alternative).
 //
-// Budgets, so that no grammar can hang or exhaust the server: at most Limits::max_state_stacks tops a state
-// (a start over it refuses the grammar; a byte that would exceed it is refused) and Limits::max_nodes nodes
-// (past that a byte that needs new ones is refused).
+// Budgets, so that no grammar can hang or exhaust the server (EbnfAutomatonLimits): tops a state, nodes,
+// work a closure or step does, and ids kept. A start over one refuses the grammar; a byte whose step would
+// exceed one is refused (the text cannot go on that way).
 #pragma once
 
 #include <cstddef>
@@ -40,7 +40,9 @@ struct EbnfStateHash {
 // The automaton's budgets (see above).
 struct EbnfAutomatonLimits {
   size_t max_nodes = size_t(1) << 20;
-  size_t max_state_stacks = 16384;  // at most one a byte position of the grammar
+  size_t max_state_stacks = 16384;            // at most one a byte position of the grammar
+  size_t max_closure_work = size_t(1) << 20;  // parent entries a closure or a step's merge handles
+  size_t max_entries = size_t(1) << 24;       // ids kept in parent sets and successor lists together
 };
 
 class EbnfAutomaton {
@@ -79,9 +81,10 @@ class EbnfAutomaton {
 
   uint32_t intern_node(uint32_t slot, uint32_t parents);
   uint32_t intern_set(std::vector<uint32_t> ids);  // ids sorted and unique
-  // The tops reached from (slot, parent set) seeds without a byte, sorted, kAccepted last; false where a
-  // budget refuses them.
-  bool closure(const std::vector<std::pair<uint32_t, uint32_t>>& seeds, std::vector<uint32_t>& out);
+  enum class Refusal { kNone, kTops, kNodes, kDepth, kWork, kEntries };
+  // The tops reached from (slot, parent set) seeds without a byte, sorted, kAccepted last; or the budget
+  // that refuses them.
+  Refusal closure(const std::vector<std::pair<uint32_t, uint32_t>>& seeds, std::vector<uint32_t>& out);
   // The index in lists_ of a top's successors over a byte it takes.
   uint32_t successors(uint32_t top);
 
@@ -95,7 +98,9 @@ class EbnfAutomaton {
   std::unordered_map<uint64_t, uint32_t> node_ids_;
   std::vector<std::vector<uint32_t>> sets_;
   std::unordered_map<std::vector<uint32_t>, uint32_t, IdsHash> set_ids_;
-  std::vector<std::vector<uint32_t>> lists_;            // successor lists (empty: the byte is refused)
+  std::vector<std::vector<uint32_t>> lists_;            // successor lists
+  std::vector<bool> list_refused_;                      // by list: a budget refused it (so is the byte)
+  size_t entries_ = 0;                                  // ids in sets_ and lists_
   std::vector<uint32_t> list_of_top_;                   // by node: index + 1 into lists_ (0: not yet)
   std::unordered_map<uint32_t, uint32_t> list_of_pop_;  // by parent set: the list of a top that ends its
                                                         // alternative there

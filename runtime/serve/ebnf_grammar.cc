@@ -149,13 +149,16 @@ class Parser {
     out_.rules[id].alternatives = std::move(alternatives);
   }
 
+  // Each alternative counts as an element too: the automaton keeps a slot for its end.
   std::vector<EbnfSequence> parse_alternatives() {
     std::vector<EbnfSequence> alternatives;
+    count(1, pos_);
     alternatives.push_back(sequence());
     while (true) {
       skip_space();
       if (peek() != '|' || at_end()) return alternatives;
       ++pos_;
+      count(1, pos_);
       alternatives.push_back(sequence());
     }
   }
@@ -215,6 +218,7 @@ class Parser {
       return {anonymous(std::move(alternatives), "group", at)};
     }
     if (is_name_char(c)) {
+      count(1, at);
       EbnfElement e;
       e.rule = named_rule(identifier(), at);
       return {e};

@@ -175,6 +175,11 @@ TEST(EbnfGrammar, RefusalsSayWhereAndWhy) {
   expect_refused(R"(root ::= "a"{200})", "too large", small);
   expect_refused(R"(root ::= "a"{200,})", "too large", small);
   expect_refused(R"(root ::= "a"{20,80})", "too large", small);
+  expect_refused(
+      "root ::= x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x "
+      "x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x "
+      "x x x x x x x x x x\nx ::= \"a\"",
+      "too large", small);  // references count
   small = {};
   small.max_rules = 3;
   expect_refused(R"(root ::= ("a" | "b") ("c" | "d") ("e" | "f"))", "too many rules", small);
@@ -230,6 +235,27 @@ TEST(EbnfGrammar, AmbiguousRepetitionsStaySmall) {
   EXPECT_LT(a.bytes(), size_t(1) << 20);
 }
 
+// An ambiguous grammar whose parent sets grow with the text (the dangling else): within the default budgets
+// for a text of a few hundred bytes; with small ones, refused rather than grown without bound.
+TEST(EbnfGrammar, EntryBudgetBoundsGrowingAmbiguity) {
+  const EbnfRules rules = parse_ebnf(R"g(root ::= stmt
+      stmt ::= "i" stmt opt | "x"
+      opt ::= "e" stmt | "")g");
+  auto text = [](int n) {
+    std::string t(n, 'i');
+    t += "x";
+    for (int k = 0; k < n; ++k) t += "ex";
+    return t;
+  };
+  EbnfAutomaton roomy(rules);
+  EXPECT_TRUE(roomy.matches(text(200)));
+  EXPECT_FALSE(roomy.matches(text(200) + "e"));
+  EbnfAutomaton tight(rules, {.max_entries = 5000});
+  EXPECT_FALSE(tight.matches(text(200)));
+  EXPECT_TRUE(tight.matches(text(3)));
+  EXPECT_LT(tight.bytes(), size_t(1) << 20);
+}
+
 // A start with more tops than the budget refuses the grammar; a byte whose successors exceed it is refused.
 // (One node a byte position: `(.*){4096}`, 4096 nullable copies of one rule, is a few tops.)
 TEST(EbnfGrammar, StateBudgetRefusesRunawayAmbiguity) {
@@ -238,6 +264,15 @@ TEST(EbnfGrammar, StateBudgetRefusesRunawayAmbiguity) {
   EbnfAutomaton a(parse_ebnf(R"(root ::= "x" ("a" | "b" | "c" | "d" | "e") | "y")"), {.max_state_stacks = 4});
   EXPECT_FALSE(a.matches("xa"));
   EXPECT_TRUE(a.matches("y"));
+  // One way on over the budget refuses the byte, though another way would take it.
+  EbnfAutomaton b(parse_ebnf(R"(root ::= "x" ("a" | "b" | "c" | "d" | "e") | "x" "y")"),
+                  {.max_state_stacks = 4});
+  EXPECT_FALSE(b.matches("xy"));
+  // Calls nested before any text past the closure's depth: refused by name.
+  std::string chain;
+  for (int k = 0; k < 5000; ++k)
+    chain += "r" + std::to_string(k) + " ::= r" + std::to_string(k + 1) + " \"a\"\n";
+  expect_refused("root ::= r0\n" + chain + "r5000 ::= \"b\"", "nests calls more than 4096 deep");
   EbnfAutomaton any = automaton(R"(root ::= (.*){4096})");
   EXPECT_TRUE(any.matches("hello, world"));
   EXPECT_LE(any.start().stacks.size(), 16u);
