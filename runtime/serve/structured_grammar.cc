@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "runtime/serve/ebnf_automaton.h"
 #include "runtime/serve/regex_dfa.h"
 
 namespace tpserve::serve {
@@ -57,6 +58,15 @@ class JsonAutomaton {
   JsonValueAutomaton json_;
 };
 
+// Bytes a memoized state holds: its size, and an EBNF state's list of tops.
+template <class State>
+size_t state_bytes(const State&) {
+  return sizeof(State);
+}
+size_t state_bytes(const EbnfState& s) {
+  return sizeof(EbnfState) + s.stacks.size() * sizeof(uint32_t);
+}
+
 // Masks kept per grammar (19 KB each over Qwen3's vocabulary); past this many, the least recently used goes.
 constexpr size_t kMaxMemoizedMasks = 512;
 
@@ -96,7 +106,8 @@ class AutomatonGrammar : public StructuredGrammar,
   size_t bytes() override {
     std::lock_guard<std::mutex> lock(mutex_);
     size_t masks = 0;
-    for (const auto& entry : recent_) masks += entry.second.size() * sizeof(uint32_t);
+    for (const auto& entry : recent_)  // the mask, and its state twice (the list's and the map's key)
+      masks += entry.second.size() * sizeof(uint32_t) + 2 * state_bytes(entry.first);
     return automaton_.bytes() + masks;
   }
   bool accepting(const State& s) {
@@ -171,6 +182,12 @@ std::shared_ptr<StructuredGrammar> regex_grammar(std::string_view pattern,
                                                  size_t max_states) {
   return std::make_shared<AutomatonGrammar<RegexAutomaton>>(RegexAutomaton(pattern, max_states),
                                                             std::move(vocabulary));
+}
+
+std::shared_ptr<StructuredGrammar> ebnf_grammar(std::string_view grammar,
+                                                std::shared_ptr<const TokenTrie> vocabulary) {
+  return std::make_shared<AutomatonGrammar<EbnfAutomaton>>(EbnfAutomaton(parse_ebnf(grammar)),
+                                                           std::move(vocabulary));
 }
 
 std::shared_ptr<StructuredGrammar> json_grammar(const JsonValueOptions& options,

@@ -45,6 +45,10 @@ std::shared_ptr<StructuredGrammar> StructuredGrammars::regex(const std::string& 
   return cached("regex:" + pattern, [&] { return regex_grammar(pattern, vocabulary_); });
 }
 
+std::shared_ptr<StructuredGrammar> StructuredGrammars::ebnf(const std::string& grammar) {
+  return cached("ebnf:" + grammar, [&] { return ebnf_grammar(grammar, vocabulary_); });
+}
+
 std::shared_ptr<StructuredGrammar> StructuredGrammars::json(const JsonValueOptions& options) {
   const std::string key =
       "json:" + std::to_string(options.top_level_object) + ":" + std::to_string(options.max_depth) + ":" +

@@ -1,9 +1,9 @@
 // StructuredGrammars: the server's compiled structured-output rules, by their text (a regex, a JSON schema,
-// JSON mode), over one vocabulary trie built at start. Requests that send a rule another sent recently take
-// its compiled grammar and its memoized masks (most clients send the same few schemas). At most `capacity`
-// rules and `max_bytes` bytes (automata and masks, as of each insertion) are kept, the least recently used
-// let go first (requests running under one keep it). Thread-safe: HTTP threads compile and look up; the
-// engine's thread uses the grammars.
+// JSON mode, an EBNF grammar), over one vocabulary trie built at start. Requests that send a rule another
+// sent recently take its compiled grammar and its memoized masks (most clients send the same few schemas). At
+// most `capacity` rules and `max_bytes` bytes (automata and masks, as of each insertion) are kept, the least
+// recently used let go first (requests running under one keep it). Thread-safe: HTTP threads compile and look
+// up; the engine's thread uses the grammars.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +33,7 @@ class StructuredGrammars {
   // Throw tpserve::Error with a message for the API user when the rule cannot be compiled.
   std::shared_ptr<StructuredGrammar> regex(const std::string& pattern);
   std::shared_ptr<StructuredGrammar> json(const JsonValueOptions& options);
+  std::shared_ptr<StructuredGrammar> ebnf(const std::string& grammar);
 
  private:
   template <class Compile>

@@ -17,7 +17,7 @@ using Json = nlohmann::ordered_json;
 
 // One rule as the request wrote it, before it is compiled.
 struct RuleField {
-  enum class Kind { kJsonSchema, kRegex, kChoice, kJsonObject } kind;
+  enum class Kind { kJsonSchema, kRegex, kChoice, kJsonObject, kGrammar } kind;
   std::string field;  // where the request gave it, for errors
   const Json* value;  // the schema, pattern or choices (kJsonObject: none)
 };
@@ -69,6 +69,11 @@ std::shared_ptr<StructuredGrammar> compile(const RuleField& rule, const std::str
         return grammars.regex(rule.value->get<std::string>());
       case RuleField::Kind::kChoice:
         return grammars.regex(choice_regex(*rule.value, rule.field));
+      case RuleField::Kind::kGrammar:
+        if (!rule.value->is_string() || rule.value->get<std::string>().empty())
+          bad_request(rule.field, "expected an EBNF grammar string, got " + describe_json(*rule.value),
+                      "invalid_type");
+        return grammars.ebnf(rule.value->get<std::string>());
       case RuleField::Kind::kJsonSchema: {
         JsonSchemaRegexOptions options;
         options.whitespace = whitespace;
@@ -89,10 +94,11 @@ std::shared_ptr<StructuredGrammar> parse_structured_output(const JsonFields& f,
   std::string whitespace = JsonSchemaRegexOptions{}.whitespace;
   if (const Json* so = f.get("structured_outputs")) {
     const JsonFields s(*so, f.path("structured_outputs"));
-    if (s.get("grammar") || s.get("structural_tag"))
-      bad_request(s.path(s.get("grammar") ? "grammar" : "structural_tag"),
-                  "grammars and structural tags are not supported; use json, regex or choice",
+    if (s.get("structural_tag"))
+      bad_request(s.path("structural_tag"),
+                  "structural tags are not supported; use json, regex, choice or grammar",
                   "unsupported_parameter");
+    if (const Json* v = s.get("grammar")) rules.push_back({RuleField::Kind::kGrammar, s.path("grammar"), v});
     if (const Json* v = s.get("json")) rules.push_back({RuleField::Kind::kJsonSchema, s.path("json"), v});
     if (const Json* v = s.get("regex")) rules.push_back({RuleField::Kind::kRegex, s.path("regex"), v});
     if (const Json* v = s.get("choice")) rules.push_back({RuleField::Kind::kChoice, s.path("choice"), v});
@@ -106,10 +112,8 @@ std::shared_ptr<StructuredGrammar> parse_structured_output(const JsonFields& f,
   if (const Json* v = f.get("guided_json")) rules.push_back({RuleField::Kind::kJsonSchema, "guided_json", v});
   if (const Json* v = f.get("guided_regex")) rules.push_back({RuleField::Kind::kRegex, "guided_regex", v});
   if (const Json* v = f.get("guided_choice")) rules.push_back({RuleField::Kind::kChoice, "guided_choice", v});
-  if (f.get("guided_grammar"))
-    bad_request("guided_grammar",
-                "grammars are not supported; use guided_json, guided_regex or guided_choice",
-                "unsupported_parameter");
+  if (const Json* v = f.get("guided_grammar"))
+    rules.push_back({RuleField::Kind::kGrammar, "guided_grammar", v});
   if (const auto w = f.string("guided_whitespace_pattern")) whitespace = *w;
   f.string("guided_decoding_backend");  // accepted and ignored: there is one
   if (const Json* format = f.get("response_format")) {

@@ -1,9 +1,10 @@
 // The request fields that ask for structured output, compiled into a grammar (runtime/serve/
-// structured_grammars.h): vLLM's `structured_outputs` {json, regex, choice, json_object, whitespace_pattern,
-// disable_any_whitespace}, its older `guided_json`, `guided_regex`, `guided_choice` and
+// structured_grammars.h): vLLM's `structured_outputs` {json, regex, choice, grammar, json_object,
+// whitespace_pattern, disable_any_whitespace}, its older `guided_json`, `guided_regex`, `guided_choice` and
 // `guided_whitespace_pattern`, and OpenAI's `response_format` {"type": "json_object"} or {"type":
-// "json_schema", "json_schema": {"name", "schema"}}. At most one rule; grammars (`grammar`,
-// `guided_grammar`) and structural tags are refused. Every problem throws ApiError naming the field.
+// "json_schema", "json_schema": {"name", "schema"}}, and EBNF grammars (`structured_outputs.grammar`,
+// `guided_grammar`). At most one rule; structural tags are refused. Every problem throws ApiError naming the
+// field.
 #pragma once
 
 #include <memory>

@@ -61,7 +61,7 @@ void TokenTrie::allowed_tokens(Automaton& automaton, const typename Automaton::S
   };
   std::vector<Visit> stack{{0, from}};
   while (!stack.empty()) {
-    const Visit v = stack.back();
+    const Visit v = std::move(stack.back());
     stack.pop_back();
     const Node& node = nodes_[v.node];
     for (uint32_t e = node.first_edge; e < node.first_edge + node.num_edges; ++e) {
@@ -69,7 +69,7 @@ void TokenTrie::allowed_tokens(Automaton& automaton, const typename Automaton::S
       if (!automaton.step(s, edges_[e].byte)) continue;
       const Node& child = nodes_[edges_[e].child];
       set_bits(child, words, num_words);
-      if (child.num_edges > 0) stack.push_back({edges_[e].child, s});
+      if (child.num_edges > 0) stack.push_back({edges_[e].child, std::move(s)});
     }
   }
 }

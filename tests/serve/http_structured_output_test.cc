@@ -1,7 +1,7 @@
 // Structured output over HTTP on the tiny random model with Qwen3's tokenizer: whatever the random model
-// prefers, the answer is one of guided_choice's strings, matches guided_regex, or is JSON of the schema
-// (response_format, structured_outputs, guided_json); JSON mode's answer is valid JSON as far as it goes;
-// tool_choice "required" or named gives tool calls of the tools' schemas.
+// prefers, the answer is one of guided_choice's strings, matches guided_regex, is in guided_grammar's
+// language, or is JSON of the schema (response_format, structured_outputs, guided_json); JSON mode's answer
+// is valid JSON as far as it goes; tool_choice "required" or named gives tool calls of the tools' schemas.
 // Refusals are 400s naming the field.
 #include <gtest/gtest.h>
 
@@ -63,6 +63,42 @@ TEST(HttpStructuredOutput, ChoiceAndRegexHoldWhateverTheModelPrefers) {
       post_stream(server, "/v1/chat/completions", chat({{"guided_choice", choices}, {"stream", true}}));
   EXPECT_TRUE(s.done);
   EXPECT_NE(std::find(choices.begin(), choices.end(), stream_text(s)), choices.end()) << stream_text(s);
+}
+
+// An EBNF grammar (guided_grammar, structured_outputs.grammar): every answer is in its language, in
+// completions (n = 3), chat and streamed chat.
+TEST(HttpStructuredOutput, GrammarAnswersAreInTheLanguage) {
+  TestServer server;
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  // At most 116 bytes: every answer ends within max_tokens whatever the model prefers.
+  const std::string grammar = R"g(root ::= "[" item ("," ws item){0,3} "]"
+item ::= atom | "(" pair ")"   # nested twice at most
+pair ::= atom " " (atom | "(" atom " " atom ")")
+atom ::= number | word
+number ::= "-"? [1-9] [0-9]{0,2}
+word ::= [a-z]{1,6}
+ws ::= " "?)g";
+  // The same language as a regular expression: an oracle that shares no code with the grammar's automaton.
+  const std::string atom = "(-?[1-9][0-9]{0,2}|[a-z]{1,6})";
+  const std::string item = "(" + atom + "|\\(" + atom + " (" + atom + "|\\(" + atom + " " + atom + "\\))\\))";
+  RegexDfa check("\\[" + item + "(, ?" + item + "){0,3}\\]");
+  auto expect_in = [&](const std::string& text, const std::string& where) {
+    EXPECT_TRUE(check.matches(text)) << where << ": '" << text << "'";
+  };
+  for (const Json& rule :
+       {Json{{"guided_grammar", grammar}}, Json{{"structured_outputs", {{"grammar", grammar}}}}}) {
+    Json body = completion(rule, 160);
+    body["n"] = 3;
+    const Reply r = post(server, "/v1/completions", body);
+    for (const std::string& text : texts(r)) expect_in(text, "completion");
+    for (const Json& c : r.body["choices"]) EXPECT_EQ(c["finish_reason"], "stop") << r.raw;
+  }
+  const Reply chat_reply = post(server, "/v1/chat/completions", chat({{"guided_grammar", grammar}}, 160));
+  for (const std::string& text : texts(chat_reply)) expect_in(text, "chat");
+  const Stream s =
+      post_stream(server, "/v1/chat/completions", chat({{"guided_grammar", grammar}, {"stream", true}}, 160));
+  EXPECT_TRUE(s.done);
+  expect_in(stream_text(s), "streamed chat");
 }
 
 // tool_choice "required" and a named function: whatever the random model prefers, the answer is tool calls
@@ -221,10 +257,15 @@ TEST(HttpStructuredOutput, RulesThatCannotRunAreRefused) {
   expect_400(server, c, completion({{"guided_regex", 5}}), "guided_regex", "string");
   expect_400(server, c, completion({{"guided_choice", Json::array()}}), "guided_choice", "non-empty");
   expect_400(server, c, completion({{"guided_choice", {"a", ""}}}), "guided_choice[1]", "non-empty");
-  expect_400(server, c, completion({{"guided_grammar", "root ::= \"a\""}}), "guided_grammar",
-             "not supported");
+  expect_400(server, c, completion({{"guided_grammar", "root ::= \"a\" | root \"b\""}}), "guided_grammar",
+             "left-recursive");
   expect_400(server, c, completion({{"structured_outputs", {{"grammar", "x"}}}}),
-             "structured_outputs.grammar", "not supported");
+             "structured_outputs.grammar", "line 1, column 2: expected '::='");
+  expect_400(server, c, completion({{"guided_grammar", 3}}), "guided_grammar", "EBNF grammar string");
+  expect_400(server, c, completion({{"structured_outputs", {{"structural_tag", "{}"}}}}),
+             "structured_outputs.structural_tag", "not supported");
+  expect_400(server, c, completion({{"guided_grammar", "root ::= \"a\""}, {"guided_regex", "a"}}),
+             "guided_grammar", "only one");
   expect_400(server, c, completion({{"guided_regex", "a"}, {"guided_choice", {"b"}}}), "guided_choice",
              "only one");
   expect_400(server, c, completion({{"guided_json", {{"type", "object"}, {"not", {{"type", "null"}}}}}}),

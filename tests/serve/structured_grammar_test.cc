@@ -1,6 +1,6 @@
 // Structured output's grammars over a vocabulary: the vocabulary trie's masks against a token-by-token
-// check, a request's constraint through a rule (complete, finished, refusals, the reasoning gate), the
-// grammar cache, the refusals made at compile time, and regex_literal.
+// check (regex, JSON and EBNF automata), a request's constraint through a rule (complete, finished,
+// refusals, the reasoning gate), the grammar cache, the refusals made at compile time, and regex_literal.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "runtime/model/step_batch.h"
+#include "runtime/serve/ebnf_automaton.h"
 #include "runtime/serve/json_schema_regex.h"
 #include "runtime/serve/json_value_automaton.h"
 #include "runtime/serve/json_value_regex.h"
@@ -105,6 +106,35 @@ TEST(TokenTrie, JsonMasksOverTheQwen3VocabularyMatchATokenByTokenCheck) {
   }
 }
 
+// An EBNF grammar's masks (its stack sets as trie states) against the token-by-token check, over the small
+// vocabulary and over Qwen3's, from states along a few texts.
+TEST(TokenTrie, EbnfMasksMatchATokenByTokenCheck) {
+  const std::string grammar = R"(root ::= obj
+      obj ::= "{" ws (pair ("," ws pair)*)? ws "}"
+      pair ::= "\"" [a-z]+ "\"" ws ":" ws val
+      val ::= obj | [0-9]+ ("." [0-9]+)? | "true" | "\"" [^"\\]* "\""
+      ws ::= [ \n]*)";
+  const std::vector<std::string> texts = {
+      "", "{", "{\"a", "{\"ab\": ", "{\"ab\": 1", "{\"a\":{\"b\":\"x\xC3", "{\"a\": tr", "{\"a\": \"x y"};
+  auto check = [&](const std::vector<std::string>& vocabulary, int words_needed) {
+    const TokenTrie trie(vocabulary);
+    EbnfAutomaton a(parse_ebnf(grammar));
+    for (const std::string& text : texts) {
+      EbnfState s = a.start();
+      for (char c : text) ASSERT_TRUE(a.step(s, static_cast<uint8_t>(c))) << text;
+      std::vector<uint32_t> words(words_needed, 0u);
+      trie.allowed_tokens(a, s, words.data(), words_needed);
+      EXPECT_EQ(bits_of(words), brute_force(a, s, vocabulary)) << "after '" << text << "'";
+    }
+  };
+  check(small_vocabulary(), 1);
+  QWEN3_TOKENIZER_OR_SKIP(tok);
+  std::vector<std::string> vocabulary(tok->vocab_size());
+  for (int32_t id = 0; id < tok->vocab_size(); ++id)
+    if (!tok->is_special(id)) vocabulary[id] = tok->token_bytes(id);
+  check(vocabulary, mask_words(tok->vocab_size()));
+}
+
 // A constraint's view of a rule over the small vocabulary.
 struct Small {
   std::vector<std::string> vocabulary = small_vocabulary();
@@ -170,6 +200,24 @@ TEST(StructuredGrammar, JsonModeTakesAnObject) {
   EXPECT_FALSE(ends->advance(v.id(" ")));
 }
 
+TEST(StructuredGrammar, AnEbnfConstraintFollowsItsGrammar) {
+  Small v;
+  auto grammar = ebnf_grammar("root ::= (\"ab\" | \"1\" [0-9]{2}) tail\ntail ::= \"x\"?", v.trie);
+  auto c = grammar->start();
+  EXPECT_EQ(v.allowed(*c), (std::vector<std::string>{"a", "ab", "1", "12", "123", "ab"}));
+  EXPECT_FALSE(c->advance(v.id("b")));
+  EXPECT_TRUE(c->advance(v.id("12")));
+  EXPECT_EQ(v.allowed(*c), (std::vector<std::string>{"1", "0", "9"}));
+  EXPECT_FALSE(c->complete());
+  EXPECT_TRUE(c->advance(v.id("9")));
+  EXPECT_TRUE(c->complete());  // "x" may follow
+  EXPECT_FALSE(c->finished());
+  EXPECT_EQ(v.allowed(*c), (std::vector<std::string>{"x"}));
+  EXPECT_TRUE(c->advance(v.id("x")));
+  EXPECT_TRUE(c->finished());
+  EXPECT_THROW(ebnf_grammar("root ::= root \"a\"", v.trie), Error);
+}
+
 TEST(StructuredGrammar, TheRuleBeginsAfterTheGivenToken) {
   Small v;
   auto c = regex_grammar("ab", v.trie)->start(v.id("}"));
@@ -233,6 +281,9 @@ TEST(StructuredGrammars, TheSameRuleIsCompiledOnce) {
   EXPECT_NE(grammars.regex("a1"), a);
   EXPECT_EQ(grammars.json({}), grammars.json({}));
   EXPECT_NE(grammars.regex("ab"), a);  // the least recently used of 2 was let go
+  auto e = grammars.ebnf("root ::= \"ab\"");
+  EXPECT_EQ(grammars.ebnf("root ::= \"ab\""), e);
+  EXPECT_NE(grammars.ebnf("root ::= \"ab\" "), e);  // a grammar's key is its text
   // A byte budget smaller than two grammars keeps one.
   StructuredGrammars small(v.trie, 8, 1);
   auto b = small.regex("ab");
