@@ -106,7 +106,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   auto read_step_inputs = [&] {
     auto inv_freq = [&](int i) { return p.prologue.inv_freq[i]; };
     // p.prologue_loads_first: what needs no position (norm weights, inverse frequencies; warp 0 the k norm's
-    // too, for the holder) goes out before the block's place, and the slot beside the positions.
+    // too, for the holder) goes out before the block's place, and the slot beside the positions; else each
+    // after what decides whether it is needed.
     const bool loads_first = fused && p.prologue_loads_first;
     if (loads_first) {
       load_head_rope_weights(q_rope, p.prologue.q_norm_weight, inv_freq, D);
@@ -117,17 +118,15 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     if (!active || !fused) return;
     holder = b.key_end == b.kv_len;
     const float position = static_cast<float>(b.kv_len - 1);
-    if (loads_first) {
-      rotate_head_rope(q_rope, position, D);
-      if (!holder) return;
-      slot = first_slot;
-      if (warp == 0) rotate_head_rope(k_rope, position, D);
-      return;
-    }
-    load_head_rope(q_rope, p.prologue.q_norm_weight, position, inv_freq, D);
+    if (!loads_first) load_head_rope_weights(q_rope, p.prologue.q_norm_weight, inv_freq, D);
+    rotate_head_rope(q_rope, position, D);
     if (!holder) return;
-    slot = p.prologue.slot_mapping[b.token_of(0)];
-    if (warp == 0) load_head_rope(k_rope, p.prologue.k_norm_weight, position, inv_freq, D);
+    if (!loads_first) {
+      first_slot = p.prologue.slot_mapping[b.token_of(0)];
+      if (warp == 0) load_head_rope_weights(k_rope, p.prologue.k_norm_weight, inv_freq, D);
+    }
+    slot = first_slot;
+    if (warp == 0) rotate_head_rope(k_rope, position, D);
   };
   auto load_tile = [&](int kt, int stage) {
     load_kv_tile<D, kTileKeys>(p, b, kt, k_stage(stage), v_stage(stage));
