@@ -26,6 +26,19 @@ bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
+// The JSON in a model's text, or a discarded value where it is none or is nested too deep for the dump below
+// (which recurses once a level). ordered_json: the arguments keep the model's key order when written back.
+nlohmann::ordered_json parse_model_json(std::string_view text) {
+  if (json_nesting_depth(text) > kMaxJsonDepth)
+    return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+  return nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+// A value as OpenAI's function.arguments carries it: compact JSON text.
+std::string arguments_text(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace
 
 ChatOutputParser::ChatOutputParser(ChatOutputOptions options)
@@ -49,10 +62,7 @@ bool ChatOutputParser::release_until(std::string& part, std::string_view tag, St
 }
 
 bool ChatOutputParser::parse_tool_call(std::string_view body, AnswerParts& out) {
-  if (json_nesting_depth(body) > kMaxJsonDepth) return false;  // its dump below recurses once a level
-  // ordered_json: the arguments keep the model's key order when written back.
-  const nlohmann::ordered_json call =
-      nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::ordered_json call = parse_model_json(body);
   if (!call.is_object()) return false;
   const auto name = call.find("name");
   if (name == call.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return false;
@@ -61,7 +71,7 @@ bool ChatOutputParser::parse_tool_call(std::string_view body, AnswerParts& out) 
     if (args->is_string())  // already JSON text, as OpenAI's field carries it
       arguments = args->get<std::string>();
     else if (!args->is_null())
-      arguments = args->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      arguments = arguments_text(*args);
   }
   out.tool_calls.push_back({next_call_index_++, new_tool_call_id(), name->get<std::string>(), arguments});
   return true;
@@ -69,14 +79,11 @@ bool ChatOutputParser::parse_tool_call(std::string_view body, AnswerParts& out) 
 
 bool ChatOutputParser::parse_forced_calls(std::string_view text, AnswerParts& out) {
   using Forced = ChatOutputOptions::Forced;
-  if (json_nesting_depth(text) > kMaxJsonDepth) return false;  // the dumps below recurse once a level
-  const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  auto compact = [](const nlohmann::ordered_json& v) {
-    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  };
+  const nlohmann::ordered_json doc = parse_model_json(text);
   if (options_.forced == Forced::kNamed) {
     if (!doc.is_object()) return false;
-    out.tool_calls.push_back({next_call_index_++, new_tool_call_id(), options_.forced_name, compact(doc)});
+    out.tool_calls.push_back(
+        {next_call_index_++, new_tool_call_id(), options_.forced_name, arguments_text(doc)});
     return true;
   }
   if (!doc.is_array() || doc.empty()) return false;
@@ -86,7 +93,7 @@ bool ChatOutputParser::parse_forced_calls(std::string_view text, AnswerParts& ou
       return false;
   for (const auto& call : doc)
     out.tool_calls.push_back({next_call_index_++, new_tool_call_id(), call["name"].get<std::string>(),
-                              compact(call["parameters"])});
+                              arguments_text(call["parameters"])});
   return true;
 }
 

@@ -262,17 +262,19 @@ void resolve_max_tokens(std::optional<int64_t> max_tokens, const std::string& fi
 
 // tool_choice "required" or a named function: the answer follows the tools' schema (as structured output,
 // the request's only rule) and is parsed into tool calls.
-void force_tool_calls(const ToolChoice& choice, const RequestLimits& limits, ParsedRequest& out) {
+void force_tool_calls(const ToolChoice& choice, const JsonFields& f, const RequestLimits& limits,
+                      ParsedRequest& out) {
   if (out.job.structured)
     bad_request("tool_choice",
                 "a forced tool call fixes the answer's form; it cannot be combined with response_format or "
                 "another structured output rule");
   if (limits.grammars == nullptr)
     bad_request("tool_choice", "a forced tool call needs the server's tokenizer", "tokenizer_unavailable");
+  const ForcedToolSchema schema = forced_tool_schema(choice, f);
   try {
-    out.job.structured = limits.grammars->regex(json_schema_to_regex(choice.schema));
+    out.job.structured = limits.grammars->regex(json_schema_to_regex(schema.schema));
   } catch (const Error& e) {
-    bad_request(choice.schema_field, e.what(), "invalid_value");
+    bad_request(schema.field, e.what(), "invalid_value");
   }
   out.chat_output.forced = choice.kind == ToolChoice::Kind::kNamed ? ChatOutputOptions::Forced::kNamed
                                                                    : ChatOutputOptions::Forced::kList;
@@ -362,7 +364,7 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
   out.job.prompt = tokenize(parse_chat_prompt(f), "messages", limits);
   const ToolChoice tool_choice = parse_tool_choice(f);
-  if (tool_choice.forced()) force_tool_calls(tool_choice, limits, out);
+  if (tool_choice.forced()) force_tool_calls(tool_choice, f, limits, out);
   out.chat_output.reasoning = limits.parse_reasoning;
   // With the reasoning parsed out, the rule applies to the answer after it (vLLM's): from the token after
   // </think>, unless the template closed the reasoning block already.

@@ -40,18 +40,6 @@ ToolChoice parse_tool_choice(const JsonFields& f) {
                   "invalid_value");
     if (num_tools == 0) bad_request("tool_choice", "\"required\" needs a non-empty list of tools");
     out.kind = ToolChoice::Kind::kRequired;
-    // A list of calls, each one tool's name and its arguments.
-    Json calls = Json::array();
-    for (size_t i = 0; i < num_tools; ++i) {
-      const Json& tool = (*tools)[i];
-      calls.push_back(
-          {{"type", "object"},
-           {"properties",
-            {{"name", {{"const", tool.at("function").at("name")}}}, {"parameters", parameters_of(tool)}}},
-           {"required", {"name", "parameters"}}});
-    }
-    out.schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", calls}}}};
-    out.schema_field = "tools";
     return out;
   }
   const JsonFields named(*choice, "tool_choice");
@@ -67,11 +55,26 @@ ToolChoice parse_tool_choice(const JsonFields& f) {
     if (tool.at("function").at("name") != *name) continue;
     out.kind = ToolChoice::Kind::kNamed;
     out.name = *name;
-    out.schema = parameters_of(tool);
-    out.schema_field = "tools[" + std::to_string(i) + "].function.parameters";
+    out.tool = i;
     return out;
   }
   bad_request(fn.path("name"), "no tool of the request is named \"" + *name + "\"", "invalid_value");
+}
+
+ForcedToolSchema forced_tool_schema(const ToolChoice& choice, const JsonFields& f) {
+  const Json& tools = *f.get("tools");  // a forced choice has some (parse_tool_choice)
+  if (choice.kind == ToolChoice::Kind::kNamed)
+    return {parameters_of(tools[choice.tool]),
+            "tools[" + std::to_string(choice.tool) + "].function.parameters"};
+  // A list of calls, each one tool's name and its arguments.
+  Json calls = Json::array();
+  for (const Json& tool : tools)
+    calls.push_back(
+        {{"type", "object"},
+         {"properties",
+          {{"name", {{"const", tool.at("function").at("name")}}}, {"parameters", parameters_of(tool)}}},
+         {"required", {"name", "parameters"}}});
+  return {{{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", calls}}}}, "tools"};
 }
 
 }  // namespace tpserve::serve

@@ -16,15 +16,23 @@ namespace tpserve::serve {
 
 struct ToolChoice {
   enum class Kind { kAuto, kNone, kRequired, kNamed } kind = Kind::kAuto;
-  std::string name;               // kNamed: the function
-  nlohmann::ordered_json schema;  // kRequired, kNamed: the JSON schema the answer follows
-  std::string schema_field;       // where the schema comes from, for errors ("tools[2].function.parameters")
+  std::string name;  // kNamed: the function
+  size_t tool = 0;   // kNamed: its index in tools
   bool forced() const { return kind == Kind::kRequired || kind == Kind::kNamed; }
+};
+
+// The JSON schema a forced choice's answer follows, and where it comes from, for errors
+// ("tools[2].function.parameters").
+struct ForcedToolSchema {
+  nlohmann::ordered_json schema;
+  std::string field;
 };
 
 // tool_choice of the request body `f`, checked against its tools (validated before: each has
 // function.name). ApiError naming the field: an unknown value, a forced choice without tools, a name no tool
 // has.
 ToolChoice parse_tool_choice(const JsonFields& f);
+// The schema of a forced choice (ToolChoice::forced()) parsed from the same body.
+ForcedToolSchema forced_tool_schema(const ToolChoice& choice, const JsonFields& f);
 
 }  // namespace tpserve::serve
