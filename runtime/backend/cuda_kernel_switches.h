@@ -32,6 +32,12 @@ struct CudaKernelSwitches {
   // Copy groups (staged_gemv_copy_groups) a staged GEMV warp keeps in flight before its wait (0: all;
   // GemvLaunchOptions::staged_groups_in_flight).
   int staged_gemv_groups_in_flight = 0;
+  // The staged GEMV launched right after a decode attention launch (the O projection) cuts its weight
+  // copies into this many groups (2-4) and keeps one in flight before its PDL wait, whatever the two
+  // switches above say; 0 or 1: as the other staged GEMVs. Phase marks showed attention's key tiles 4x
+  // slower while the O projection's 16.8 MB are queued, and throttling every staged GEMV helped attention
+  // but not the step (docs/step_latency.md, "Phase marks").
+  int attention_next_gemv_copy_groups = 0;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
   // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel
@@ -142,6 +148,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("staged_gemv_blocks_per_sm", switches.staged_gemv_blocks_per_sm, 1, 4);
   visit("staged_gemv_max_warps", switches.staged_gemv_max_warps, 4, 32);
   visit("staged_gemv_groups_in_flight", switches.staged_gemv_groups_in_flight, 0, 3);
+  visit("attention_next_gemv_copy_groups", switches.attention_next_gemv_copy_groups, 0, 4);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);

@@ -101,6 +101,49 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   EXPECT_GE(compared, 5) << "too few clear-margin tokens to compare";
 }
 
+// runtime.attention_next_gemv_copy_groups only orders the O projection's weight copies: the same logits to
+// the bit as without it, prefill and decode (the register kernel's path has no such switch to compare).
+TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const ModelSpec spec = preset_model_spec("small", /*layers=*/2, /*vocab=*/8192);
+  const SyntheticWeights weights(spec, 11);
+  const ShardLayout layout;
+  ModelOptions options;
+  options.max_tokens = 64;
+  options.max_seqs = 2;
+  options.max_samples = 2;
+  options.max_blocks_per_seq = kMaxBlocks;
+  options.num_kv_blocks = 2 * kMaxBlocks;
+  options.kv_block_size = kBlockSize;
+  options.sampling_candidates = 64;
+  options.keep_logits = true;
+  CudaBackendOptions throttled = test_backend_options();
+  throttled.kernels.attention_next_gemv_copy_groups = 4;
+  Backends plain_backends(test_backend_options()), throttled_backends(throttled);
+  auto comm = parallel::make_single_rank_communicator();
+  Qwen3MoeModel plain(spec, layout, load_model_weights(spec, layout, weights, plain_backends.gpu(), false),
+                      options, plain_backends.gpu(), *comm);
+  Qwen3MoeModel thr(spec, layout, load_model_weights(spec, layout, weights, throttled_backends.gpu(), false),
+                    options, throttled_backends.gpu(), *comm);
+
+  std::vector<Sequence> seqs(2);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> token(0, spec.vocab_size - 1);
+  for (int i = 0; i < 9; ++i) seqs[0].tokens.push_back(token(rng));
+  for (int i = 0; i < 17; ++i) seqs[1].tokens.push_back(token(rng));
+  seqs[1].first_block = kMaxBlocks;
+  for (int step = 0; step < 6; ++step) {
+    const StepBatch batch = make_step(seqs);
+    const StepResult a = plain.forward(batch, true), b = thr.forward(batch, true);
+    ASSERT_EQ(a.logits.size(), b.logits.size());
+    size_t differing = 0;
+    for (size_t i = 0; i < a.logits.size(); ++i) differing += a.logits[i] != b.logits[i];
+    EXPECT_EQ(differing, 0u) << "step " << step << ": logits differing of " << a.logits.size();
+    EXPECT_EQ(a.tokens, b.tokens) << "step " << step;
+    for (size_t r = 0; r < a.tokens.size(); ++r) seqs[r].tokens.push_back(a.tokens[r]);
+  }
+}
+
 // tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4.
 INSTANTIATE_TEST_SUITE_P(Presets, CudaModelTest,
                          ::testing::Combine(::testing::Values("tiny", "small"), ::testing::Bool()));

@@ -127,6 +127,7 @@ void CudaBackend::launch_attention(kernels::PagedAttentionParams& p, const Atten
     p.split_counter_capacity = attention_split_counter_capacity_;
   }
   kernels::launch_paged_attention(p, stream_, *policy_);
+  gemv_follows_attention_ = true;
 }
 
 void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,

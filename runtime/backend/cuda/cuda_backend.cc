@@ -9,6 +9,7 @@
 #include <exception>
 #include <numeric>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/cuda_check.h"
@@ -103,6 +104,14 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
     gemv_options_.staged_groups_in_flight = options.kernels.staged_gemv_groups_in_flight;
     gemv_options_.staged_weights_evict_first =
         options.kernels.weights_l2_evict_first && options.kernels.gemv_l2_evict_first;
+  }
+  gemv_after_attention_options_ = gemv_options_;
+  const int after_attention_groups = options.kernels.attention_next_gemv_copy_groups;
+  TPS_CHECK(after_attention_groups >= 0 && after_attention_groups <= 4,
+            "CUDA backend: attention_next_gemv_copy_groups ", after_attention_groups, " (0 to 4)");
+  if (after_attention_groups > 1) {
+    gemv_after_attention_options_.staged_copy_groups = after_attention_groups;
+    gemv_after_attention_options_.staged_groups_in_flight = 1;
   }
 
   size_t free_bytes = 0, total_bytes = 0;
@@ -326,6 +335,7 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
             " (K a multiple of 8)");
   for (const Tensor* t : {&x, &w, &out}) cuda_ops::expect_aligned16(*t, "linear", "an operand");
   const int m = to_int(x.numel() / k, "rows");
+  const bool after_attention = std::exchange(gemv_follows_attention_, false);
   if (m == 0) return;
   const bool out_f32 = out.dtype == DType::kF32;
   if (m <= options_.kernels.gemv_max_rows && w.nbytes() < kLinearCublasMinWeightBytes) {
@@ -339,7 +349,8 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
     p.m = m;
     p.n = to_int(n, "out features");
     p.k = to_int(k, "in features");
-    kernels::launch_gemv(p, stream_, *policy_, gemv_options_);
+    kernels::launch_gemv(p, stream_, *policy_,
+                         after_attention ? gemv_after_attention_options_ : gemv_options_);
     return;
   }
   gemm_->run(x.data, w.data, out.data, out_f32, m, to_int(n, "out features"), to_int(k, "in features"),

@@ -160,7 +160,12 @@ class CudaBackend final : public Backend {
   int attention_blocks_per_sm_[3] = {};
   static int head_dim_slot(int head_dim) { return head_dim == 32 ? 0 : head_dim == 64 ? 1 : 2; }
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
-  const CudaBackendOptions options_;         // the kernel switches are read from here
+  // The options of the staged GEMV that follows a decode attention launch (the O projection:
+  // runtime.attention_next_gemv_copy_groups), and whether the last launch was attention's (set by
+  // launch_attention, cleared by linear). Only the copies' order depends on it, never a result.
+  kernels::GemvLaunchOptions gemv_after_attention_options_;
+  bool gemv_follows_attention_ = false;
+  const CudaBackendOptions options_;  // the kernel switches are read from here
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
   static constexpr int kMoeIdentityEntries = 64;
   int32_t* moe_identity_ = nullptr;
