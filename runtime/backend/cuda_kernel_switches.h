@@ -32,12 +32,16 @@ struct CudaKernelSwitches {
   // Copy groups (staged_gemv_copy_groups) a staged GEMV warp keeps in flight before its wait (0: all;
   // GemvLaunchOptions::staged_groups_in_flight).
   int staged_gemv_groups_in_flight = 0;
-  // The staged GEMV launched right after a decode attention launch (the O projection) cuts its weight
-  // copies into this many groups (2-4) and keeps one in flight before its PDL wait, whatever the two
-  // switches above say; 0 or 1: as the other staged GEMVs. Phase marks showed attention's key tiles 4x
-  // slower while the O projection's 16.8 MB are queued, and throttling every staged GEMV helped attention
-  // but not the step (docs/step_latency.md, "Phase marks").
-  int attention_next_gemv_copy_groups = 0;
+  // The staged GEMV launched right after a decode attention launch (the O projection), where it has at most
+  // attention_next_gemv_max_rows rows, cuts its weight copies into this many groups (2-4) and keeps one in
+  // flight before its PDL wait, whatever the two switches above say; 0 or 1: as the other staged GEMVs.
+  // Phase marks showed decode attention 4x slower in its key tiles while the O projection's 16.8 MB were
+  // queued; throttled, attention ends 2.0 us sooner and O 0.8 us later. H100, against 0: -1.48% on the step
+  // at c = 1, +1.38% at c = 4, -0.06% at c = 16 (2 groups: -0.45%, -0.01%, -0.11%; docs/PERF.md,
+  // thirty-second session). Every staged GEMV throttled (staged_gemv_groups_in_flight) helped attention as
+  // much but cost the QKV projection more.
+  int attention_next_gemv_copy_groups = 4;
+  int attention_next_gemv_max_rows = 1;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
   // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel
@@ -149,6 +153,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("staged_gemv_max_warps", switches.staged_gemv_max_warps, 4, 32);
   visit("staged_gemv_groups_in_flight", switches.staged_gemv_groups_in_flight, 0, 3);
   visit("attention_next_gemv_copy_groups", switches.attention_next_gemv_copy_groups, 0, 4);
+  visit("attention_next_gemv_max_rows", switches.attention_next_gemv_max_rows, 1, 16);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);

@@ -117,9 +117,11 @@ TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
   options.kv_block_size = kBlockSize;
   options.sampling_candidates = 64;
   options.keep_logits = true;
-  CudaBackendOptions throttled = test_backend_options();
+  CudaBackendOptions plain_options = test_backend_options(), throttled = test_backend_options();
+  plain_options.kernels.attention_next_gemv_copy_groups = 0;
   throttled.kernels.attention_next_gemv_copy_groups = 4;
-  Backends plain_backends(test_backend_options()), throttled_backends(throttled);
+  throttled.kernels.attention_next_gemv_max_rows = 16;  // the two sequences' decode steps too
+  Backends plain_backends(plain_options), throttled_backends(throttled);
   auto comm = parallel::make_single_rank_communicator();
   Qwen3MoeModel plain(spec, layout, load_model_weights(spec, layout, weights, plain_backends.gpu(), false),
                       options, plain_backends.gpu(), *comm);

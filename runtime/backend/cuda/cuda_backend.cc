@@ -335,7 +335,8 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
             " (K a multiple of 8)");
   for (const Tensor* t : {&x, &w, &out}) cuda_ops::expect_aligned16(*t, "linear", "an operand");
   const int m = to_int(x.numel() / k, "rows");
-  const bool after_attention = std::exchange(gemv_follows_attention_, false);
+  const bool after_attention =
+      std::exchange(gemv_follows_attention_, false) && m <= options_.kernels.attention_next_gemv_max_rows;
   if (m == 0) return;
   const bool out_f32 = out.dtype == DType::kF32;
   if (m <= options_.kernels.gemv_max_rows && w.nbytes() < kLinearCublasMinWeightBytes) {

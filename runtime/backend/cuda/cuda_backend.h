@@ -161,7 +161,7 @@ class CudaBackend final : public Backend {
   static int head_dim_slot(int head_dim) { return head_dim == 32 ? 0 : head_dim == 64 ? 1 : 2; }
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
   // The options of the staged GEMV that follows a decode attention launch (the O projection:
-  // runtime.attention_next_gemv_copy_groups), and whether the last launch was attention's (set by
+  // runtime.attention_next_gemv_copy_groups, up to attention_next_gemv_max_rows rows), and whether the last launch was attention's (set by
   // launch_attention, cleared by linear). Only the copies' order depends on it, never a result.
   kernels::GemvLaunchOptions gemv_after_attention_options_;
   bool gemv_follows_attention_ = false;
