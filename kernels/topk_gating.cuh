@@ -44,6 +44,8 @@ __device__ __forceinline__ void warp_argmax_round(const float (&prob)[kPerLane],
   }
 }
 
+static_assert(kGatingMaxK <= kWarpSize, "lane j keeps pick j");
+
 // logits: the token's [E] (global or shared memory); weights, ids: its [k]. Every lane of the warp calls it.
 // kPerLane experts per lane: sized to the model (128 experts: 4), so that the softmax and each of the k
 // arg-max rounds touch only the registers that hold experts. redux: warp_argmax_round.
@@ -70,28 +72,25 @@ __device__ __forceinline__ void warp_topk_gating(const float* logits, int num_ex
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) prob[i] /= sum;
 
+  // The k rounds as a loop, not unrolled: the router runs this once a layer, from code the other kernels have
+  // pushed out of the instruction cache, and phase marks put the unrolled rounds at 2.2 us (docs/PERF.md,
+  // thirty-second session). Lane j keeps pick j in registers; every lane sums the picks in pick order, as
+  // the CPU reference does.
   uint32_t taken = 0;  // bit i: expert lane + 32 i already picked
-  float picked_prob[kGatingMaxK];
-  int picked_id[kGatingMaxK];
-  float picked_sum = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kGatingMaxK; ++j) {
-    if (j >= k) break;
+  float my_prob = 0.0f, picked_sum = 0.0f;
+  int my_id = 0;
+#pragma unroll 1
+  for (int j = 0; j < k; ++j) {
     float best;
     int best_id;
     warp_argmax_round<kPerLane>(prob, taken, num_experts, redux, best, best_id);
     if (best_id != INT_MAX && best_id % kWarpSize == lane) taken |= 1u << (best_id / kWarpSize);
-    picked_prob[j] = best;
-    picked_id[j] = best_id;
-    picked_sum += best;  // in pick order, as the CPU reference sums
+    if (lane == j) my_prob = best, my_id = best_id;
+    picked_sum += best;
   }
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < kGatingMaxK; ++j) {
-      if (j >= k) break;
-      weights[j] = renormalize ? picked_prob[j] / picked_sum : picked_prob[j];
-      ids[j] = picked_id[j];
-    }
+  if (lane < k) {
+    weights[lane] = renormalize ? my_prob / picked_sum : my_prob;
+    ids[lane] = my_id;
   }
 }
 
