@@ -30,7 +30,8 @@ struct CudaKernelSwitches {
   // (docs/PERF.md, twenty-second session).
   int staged_gemv_max_warps = 16;
   // Copy groups (staged_gemv_copy_groups) a staged GEMV warp keeps in flight before its wait (0: all;
-  // GemvLaunchOptions::staged_groups_in_flight).
+  // GemvLaunchOptions::staged_groups_in_flight). Every staged GEMV throttled, 4 groups: H100 -0.12% on the
+  // step at c = 1, +1.64% at c = 4; 2 groups -0.27% and -0.09% (docs/PERF.md, thirty-second session): 0.
   int staged_gemv_groups_in_flight = 0;
   // The staged GEMV launched right after a decode attention launch (the O projection), where it has at most
   // attention_next_gemv_max_rows rows, cuts its weight copies into this many groups (2-4) and keeps one in
@@ -76,7 +77,8 @@ struct CudaKernelSwitches {
   // inverse frequencies) before reading its place and positions, and the token's slot beside the positions
   // (PagedAttentionParams::prologue_loads_first): the block with the token's own key made four dependent
   // trips to memory before its first K/V copies, and phase marks showed the last block's pre-wait work ending
-  // 1.2-1.3 us after the QKV projection (docs/step_latency.md, "Phase marks"). Not measured yet: off.
+  // 1.2-1.3 us after the QKV projection (docs/step_latency.md, "Phase marks"). H100: +0.17% on the step at
+  // c = 1, +0.37% at c = 4, no phase mark moved (docs/PERF.md, thirty-second session): off.
   bool attention_prologue_loads_first = false;
   // Decode steps of up to this many tokens order split attention's blocks with the context ranges outermost
   // (PagedAttentionParams::ranges_outermost): the ranges every context has are dispatched first; larger
