@@ -45,6 +45,20 @@ StepBatch make_step(std::vector<Sequence>& seqs) {
   return b;
 }
 
+// Room for the tests' two sequences (blocks [0, kMaxBlocks) and [kMaxBlocks, 2 kMaxBlocks)), logits kept.
+ModelOptions two_sequence_options() {
+  ModelOptions options;
+  options.max_tokens = 64;
+  options.max_seqs = 2;
+  options.max_samples = 2;
+  options.max_blocks_per_seq = kMaxBlocks;
+  options.num_kv_blocks = 2 * kMaxBlocks;
+  options.kv_block_size = kBlockSize;
+  options.sampling_candidates = 64;
+  options.keep_logits = true;
+  return options;
+}
+
 // Model preset; gate_up_bulk: runtime.moe_gate_up_bulk_min_tokens 1 (every MoE launch; the small preset,
 // H = 256, takes it), else 0 (the register kernel).
 class CudaModelTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
@@ -55,15 +69,7 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   const ModelSpec spec = preset_model_spec(preset, /*layers=*/2, /*vocab=*/8192);
   const SyntheticWeights weights(spec, 7);
   const ShardLayout layout;
-  ModelOptions options;
-  options.max_tokens = 64;
-  options.max_seqs = 2;
-  options.max_samples = 2;
-  options.max_blocks_per_seq = kMaxBlocks;
-  options.num_kv_blocks = 2 * kMaxBlocks;
-  options.kv_block_size = kBlockSize;
-  options.sampling_candidates = 64;
-  options.keep_logits = true;
+  const ModelOptions options = two_sequence_options();
   CudaBackendOptions backend_options = test_backend_options();
   backend_options.kernels.moe_gate_up_bulk_min_tokens = gate_up_bulk ? 1 : 0;
   Backends b(backend_options);
@@ -108,15 +114,7 @@ TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
   const ModelSpec spec = preset_model_spec("small", /*layers=*/2, /*vocab=*/8192);
   const SyntheticWeights weights(spec, 11);
   const ShardLayout layout;
-  ModelOptions options;
-  options.max_tokens = 64;
-  options.max_seqs = 2;
-  options.max_samples = 2;
-  options.max_blocks_per_seq = kMaxBlocks;
-  options.num_kv_blocks = 2 * kMaxBlocks;
-  options.kv_block_size = kBlockSize;
-  options.sampling_candidates = 64;
-  options.keep_logits = true;
+  const ModelOptions options = two_sequence_options();
   CudaBackendOptions plain_options = test_backend_options(), throttled = test_backend_options();
   plain_options.kernels.attention_next_gemv_copy_groups = 0;
   throttled.kernels.attention_next_gemv_copy_groups = 4;
