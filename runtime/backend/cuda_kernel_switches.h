@@ -33,9 +33,10 @@ struct CudaKernelSwitches {
   // GemvLaunchOptions::staged_groups_in_flight). Every staged GEMV throttled, 4 groups: H100 -0.12% on the
   // step at c = 1, +1.64% at c = 4; 2 groups -0.27% and -0.09% (docs/PERF.md, thirty-second session): 0.
   int staged_gemv_groups_in_flight = 0;
-  // The staged GEMV launched right after a decode attention launch (the O projection), where it has at most
+  // The staged GEMV launched right after an attention launch (the O projection), where it has at most
   // attention_next_gemv_max_rows rows, cuts its weight copies into this many groups (2-4) and keeps one in
-  // flight before its PDL wait, whatever the two switches above say; 0 or 1: as the other staged GEMVs.
+  // flight before its PDL wait, whatever staged_gemv_copy_groups and staged_gemv_groups_in_flight say; 0 or
+  // 1: as the other staged GEMVs. At the default 1 row that is a decode step at c = 1.
   // Phase marks showed decode attention 4x slower in its key tiles while the O projection's 16.8 MB were
   // queued; throttled, attention ends 2.0 us sooner and O 0.8 us later. H100, against 0: -1.48% on the step
   // at c = 1, +1.38% at c = 4, -0.06% at c = 16 (2 groups: -0.45%, -0.01%, -0.11%; docs/PERF.md,

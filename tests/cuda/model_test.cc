@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "kernels/gemv.h"
 #include "parallel/communicator.h"
 #include "runtime/model/qwen3_moe.h"
 #include "runtime/weights/synthetic_weights.h"
@@ -108,7 +109,7 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
 }
 
 // runtime.attention_next_gemv_copy_groups only orders the O projection's weight copies: the same logits to
-// the bit as without it, prefill and decode (the register kernel's path has no such switch to compare).
+// the bit as without it over the decode steps (the prefill's 26 rows take cuBLASLt either way).
 TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
   TPS_REQUIRE_CUDA_DEVICE();
   const ModelSpec spec = preset_model_spec("small", /*layers=*/2, /*vocab=*/8192);
@@ -120,6 +121,11 @@ TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
   throttled.kernels.attention_next_gemv_copy_groups = 4;
   throttled.kernels.attention_next_gemv_max_rows = 16;  // the two sequences' decode steps too
   Backends plain_backends(plain_options), throttled_backends(throttled);
+  kernels::GemvParams o_proj;  // the decode steps' O projection: 2 rows
+  o_proj.m = 2, o_proj.n = spec.hidden_size, o_proj.k = spec.q_size();
+  kernels::GemvStagedPlan plan;
+  ASSERT_TRUE(kernels::plan_gemv_staged(o_proj, throttled_backends.gpu().gemv_launch_options(), plan))
+      << "the O projection must take the staged kernel, the only one the switch changes";
   auto comm = parallel::make_single_rank_communicator();
   Qwen3MoeModel plain(spec, layout, load_model_weights(spec, layout, weights, plain_backends.gpu(), false),
                       options, plain_backends.gpu(), *comm);

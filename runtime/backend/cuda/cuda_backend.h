@@ -160,9 +160,10 @@ class CudaBackend final : public Backend {
   int attention_blocks_per_sm_[3] = {};
   static int head_dim_slot(int head_dim) { return head_dim == 32 ? 0 : head_dim == 64 ? 1 : 2; }
   kernels::GemvLaunchOptions gemv_options_;  // staged_sms = 0 where staging is off
-  // The options of the staged GEMV that follows a decode attention launch (the O projection:
-  // runtime.attention_next_gemv_copy_groups, up to attention_next_gemv_max_rows rows), and whether the last launch was attention's (set by
-  // launch_attention, cleared by linear). Only the copies' order depends on it, never a result.
+  // The options of the staged GEMV that follows an attention launch (the O projection:
+  // runtime.attention_next_gemv_copy_groups, up to attention_next_gemv_max_rows rows), and whether linear()
+  // follows one: set by every attention launch (prefill and verification too), cleared by the next linear().
+  // Only the order of the weight copies depends on it, never a result.
   kernels::GemvLaunchOptions gemv_after_attention_options_;
   bool gemv_follows_attention_ = false;
   const CudaBackendOptions options_;  // the kernel switches are read from here
