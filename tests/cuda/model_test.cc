@@ -60,6 +60,17 @@ ModelOptions two_sequence_options() {
   return options;
 }
 
+// Two sequences with random prompts of len0 and len1 tokens (the second's blocks after the first's).
+std::vector<Sequence> random_prompts(int vocab, unsigned seed, int len0, int len1) {
+  std::vector<Sequence> seqs(2);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> token(0, vocab - 1);
+  for (int i = 0; i < len0; ++i) seqs[0].tokens.push_back(token(rng));
+  for (int i = 0; i < len1; ++i) seqs[1].tokens.push_back(token(rng));
+  seqs[1].first_block = kMaxBlocks;
+  return seqs;
+}
+
 // Model preset; gate_up_bulk: runtime.moe_gate_up_bulk_min_tokens 1 (every MoE launch; the small preset,
 // H = 256, takes it), else 0 (the register kernel).
 class CudaModelTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
@@ -80,12 +91,7 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   Qwen3MoeModel gpu(spec, layout, load_model_weights(spec, layout, weights, b.gpu(), false), options, b.gpu(),
                     *comm);
 
-  std::vector<Sequence> seqs(2);
-  std::mt19937 rng(5);
-  std::uniform_int_distribution<int> token(0, spec.vocab_size - 1);
-  for (int i = 0; i < 21; ++i) seqs[0].tokens.push_back(token(rng));
-  for (int i = 0; i < 5; ++i) seqs[1].tokens.push_back(token(rng));
-  seqs[1].first_block = kMaxBlocks;
+  std::vector<Sequence> seqs = random_prompts(spec.vocab_size, 5, 21, 5);
 
   int compared = 0;
   for (int step = 0; step < 10; ++step) {
@@ -132,12 +138,7 @@ TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
   Qwen3MoeModel thr(spec, layout, load_model_weights(spec, layout, weights, throttled_backends.gpu(), false),
                     options, throttled_backends.gpu(), *comm);
 
-  std::vector<Sequence> seqs(2);
-  std::mt19937 rng(3);
-  std::uniform_int_distribution<int> token(0, spec.vocab_size - 1);
-  for (int i = 0; i < 9; ++i) seqs[0].tokens.push_back(token(rng));
-  for (int i = 0; i < 17; ++i) seqs[1].tokens.push_back(token(rng));
-  seqs[1].first_block = kMaxBlocks;
+  std::vector<Sequence> seqs = random_prompts(spec.vocab_size, 3, 9, 17);
   for (int step = 0; step < 6; ++step) {
     const StepBatch batch = make_step(seqs);
     const StepResult a = plain.forward(batch, true), b = thr.forward(batch, true);
