@@ -4,7 +4,6 @@
 
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/chat_template.h"
-#include "runtime/serve/tool_choice.h"
 
 namespace tpserve::serve {
 namespace {
@@ -86,7 +85,7 @@ std::optional<bool> enable_thinking(const JsonFields& f) {
   return kwargs ? JsonFields(*kwargs, "chat_template_kwargs").boolean("enable_thinking") : std::nullopt;
 }
 
-ChatTemplateOptions parse_template_options(const JsonFields& f) {
+ChatTemplateOptions parse_template_options(const JsonFields& f, ToolChoice& tool_choice) {
   ChatTemplateOptions options;
   options.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
   f.boolean("continue_final_message");
@@ -109,28 +108,23 @@ ChatTemplateOptions parse_template_options(const JsonFields& f) {
       options.tools.push_back(template_json((*tools)[i]));
     }
   }
-  parse_tool_choice(f);              // validated here too, for /tokenize; the chat endpoint acts on it
-  f.boolean("parallel_tool_calls");  // accepted and ignored: every tool call the answer makes is returned
+  tool_choice = parse_tool_choice(f);  // after the tools it is checked against
+  f.boolean("parallel_tool_calls");    // accepted and ignored: every tool call the answer makes is returned
   return options;
 }
 
 }  // namespace
 
-std::string parse_chat_prompt(const JsonFields& f) {
+ChatPrompt parse_chat_prompt(const JsonFields& f) {
   const std::vector<ChatMessage> messages = parse_messages(f);
-  const ChatTemplateOptions options = parse_template_options(f);
-  return render_chat_prompt(messages, options);
+  ChatPrompt out;
+  const ChatTemplateOptions options = parse_template_options(f, out.tool_choice);
+  out.text = render_chat_prompt(messages, options);
+  return out;
 }
 
 bool chat_thinks(const JsonFields& f) {
   return enable_thinking(f).value_or(true);
-}
-
-bool chat_may_call_tools(const JsonFields& f) {
-  const Json* tools = f.get("tools");
-  const Json* choice = f.get("tool_choice");
-  return tools != nullptr && tools->is_array() && !tools->empty() &&
-         !(choice != nullptr && choice->is_string() && *choice == "none");
 }
 
 }  // namespace tpserve::serve

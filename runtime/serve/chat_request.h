@@ -6,14 +6,17 @@
 #include <string>
 
 #include "runtime/serve/json_fields.h"
+#include "runtime/serve/tool_choice.h"
 
 namespace tpserve::serve {
 
-// The prompt text of the conversation in `f` (the request body).
-std::string parse_chat_prompt(const JsonFields& f);
-// Whether the answer may call tools: the request offers some (a non-empty `tools`) and `tool_choice` is not
-// "none". The fields were validated by parse_chat_prompt.
-bool chat_may_call_tools(const JsonFields& f);
+struct ChatPrompt {
+  std::string text;        // the conversation rendered by the template
+  ToolChoice tool_choice;  // checked against the request's tools
+};
+
+// The conversation in `f` (the request body).
+ChatPrompt parse_chat_prompt(const JsonFields& f);
 // Whether the answer starts with its reasoning: chat_template_kwargs.enable_thinking is not false (Qwen3's
 // template then leaves the <think> block to the model).
 bool chat_thinks(const JsonFields& f);

@@ -362,15 +362,16 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   if (logprobs) out.job.logprobs = checked_logprobs(top.value_or(0), "top_logprobs", limits);
   f.boolean("echo");
   f.refuse_unless_neutral("echo", false, "echoing the prompt is not implemented");
-  out.job.prompt = tokenize(parse_chat_prompt(f), "messages", limits);
-  const ToolChoice tool_choice = parse_tool_choice(f);
+  const ChatPrompt prompt = parse_chat_prompt(f);
+  out.job.prompt = tokenize(prompt.text, "messages", limits);
+  const ToolChoice& tool_choice = prompt.tool_choice;
   if (tool_choice.forced()) force_tool_calls(tool_choice, f, limits, out);
   out.chat_output.reasoning = limits.parse_reasoning;
   // With the reasoning parsed out, the rule applies to the answer after it (vLLM's): from the token after
   // </think>, unless the template closed the reasoning block already.
   if (out.job.structured && limits.parse_reasoning && chat_thinks(f))
     out.job.structured_begin_after = limits.tokenizer->token_id("</think>");
-  out.chat_output.tool_calls = limits.parse_tool_calls && chat_may_call_tools(f) && !tool_choice.forced();
+  out.chat_output.tool_calls = limits.parse_tool_calls && tool_choice.free_tool_calls();
   const auto max_tokens = f.integer("max_tokens", 1, kInt32Max);
   const auto max_completion_tokens = f.integer("max_completion_tokens", 1, kInt32Max);
   resolve_max_tokens(max_completion_tokens ? max_completion_tokens : max_tokens,

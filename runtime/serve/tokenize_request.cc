@@ -25,7 +25,7 @@ Json tokenize_response(const std::string& body, const RequestLimits& limits) {
       bad_request("prompt", "expected a string, got " + describe_json(*prompt), "invalid_type");
     ids = require_tokenizer(limits, "prompt").encode(prompt->get_ref<const std::string&>());
   } else {
-    const std::string text = parse_chat_prompt(f);
+    const std::string text = parse_chat_prompt(f).text;
     ids = require_tokenizer(limits, "messages").encode(text);
   }
   Json out;

@@ -21,10 +21,11 @@ Json parameters_of(const Json& tool) {
 
 ToolChoice parse_tool_choice(const JsonFields& f) {
   ToolChoice out;
-  const Json* choice = f.get("tool_choice");
-  if (choice == nullptr) return out;
   const Json* tools = f.get("tools");
   const size_t num_tools = tools != nullptr && tools->is_array() ? tools->size() : 0;
+  out.tools_offered = num_tools > 0;
+  const Json* choice = f.get("tool_choice");
+  if (choice == nullptr) return out;
   if (choice->is_string()) {
     const std::string& value = choice->get_ref<const std::string&>();
     if (value == "auto") return out;

@@ -16,9 +16,13 @@ namespace tpserve::serve {
 
 struct ToolChoice {
   enum class Kind { kAuto, kNone, kRequired, kNamed } kind = Kind::kAuto;
-  std::string name;  // kNamed: the function
-  size_t tool = 0;   // kNamed: its index in tools
+  std::string name;            // kNamed: the function
+  size_t tool = 0;             // kNamed: its index in tools
+  bool tools_offered = false;  // the request has a non-empty list of tools
   bool forced() const { return kind == Kind::kRequired || kind == Kind::kNamed; }
+  // Whether the model may write tool calls of its own accord ("auto" with tools offered): the Hermes blocks
+  // are then parsed out of its answer.
+  bool free_tool_calls() const { return tools_offered && kind == Kind::kAuto; }
 };
 
 // The JSON schema a forced choice's answer follows, and where it comes from, for errors
