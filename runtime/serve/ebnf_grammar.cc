@@ -314,16 +314,8 @@ class Parser {
   int hex_digits(int count) {
     int value = 0;
     for (int i = 0; i < count; ++i) {
-      const char32_t c = peek();
-      int digit;
-      if (c >= '0' && c <= '9')
-        digit = static_cast<int>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        digit = static_cast<int>(c - 'a') + 10;
-      else if (c >= 'A' && c <= 'F')
-        digit = static_cast<int>(c - 'A') + 10;
-      else
-        fail("expected " + std::to_string(count) + " hex digits", pos_);
+      const int digit = hex_value(peek());  // peek() is 0 at the end: no digit
+      if (digit < 0) fail("expected " + std::to_string(count) + " hex digits", pos_);
       value = value * 16 + digit;
       ++pos_;
     }

@@ -2,6 +2,7 @@
 
 #include "common/counter_hash.h"
 #include "common/error.h"
+#include "runtime/serve/utf8.h"
 
 namespace tpserve::serve {
 namespace {
@@ -52,13 +53,6 @@ bool is_whitespace(uint8_t b) {
 }
 bool is_digit(uint8_t b) {
   return b >= '0' && b <= '9';
-}
-
-int hex_value(uint8_t b) {
-  if (is_digit(b)) return b - '0';
-  if (b >= 'a' && b <= 'f') return b - 'a' + 10;
-  if (b >= 'A' && b <= 'F') return b - 'A' + 10;
-  return -1;
 }
 
 bool top_is_object(const JsonValueState& s) {

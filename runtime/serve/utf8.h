@@ -26,4 +26,12 @@ std::string repair_utf8(std::string_view bytes);
 // byte(s): the bytes a stream must hold back until more arrive.
 size_t utf8_incomplete_tail(std::string_view bytes);
 
+// The value of a hex digit (0-9, a-f, A-F), or -1: the escapes of regexes, grammars and JSON.
+inline int hex_value(char32_t c) {
+  if (c >= '0' && c <= '9') return static_cast<int>(c - '0');
+  if (c >= 'a' && c <= 'f') return static_cast<int>(c - 'a') + 10;
+  if (c >= 'A' && c <= 'F') return static_cast<int>(c - 'A') + 10;
+  return -1;
+}
+
 }  // namespace tpserve::serve
