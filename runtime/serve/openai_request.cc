@@ -6,11 +6,9 @@
 #include <optional>
 #include <random>
 
-#include "common/error.h"
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/chat_request.h"
 #include "runtime/serve/json_fields.h"
-#include "runtime/serve/json_schema_regex.h"
 #include "runtime/serve/logit_processing_fields.h"
 #include "runtime/serve/structured_grammars.h"
 #include "runtime/serve/structured_output_fields.h"
@@ -271,11 +269,7 @@ void force_tool_calls(const ToolChoice& choice, const JsonFields& f, const Reque
   if (limits.grammars == nullptr)
     bad_request("tool_choice", "a forced tool call needs the server's tokenizer", "tokenizer_unavailable");
   const ForcedToolSchema schema = forced_tool_schema(choice, f);
-  try {
-    out.job.structured = limits.grammars->regex(json_schema_to_regex(schema.schema));
-  } catch (const Error& e) {
-    bad_request(schema.field, e.what(), "invalid_value");
-  }
+  out.job.structured = json_schema_grammar(schema.schema, schema.field, *limits.grammars);
   out.chat_output.forced = choice.kind == ToolChoice::Kind::kNamed ? ChatOutputOptions::Forced::kNamed
                                                                    : ChatOutputOptions::Forced::kList;
   out.chat_output.forced_name = choice.name;

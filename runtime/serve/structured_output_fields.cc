@@ -77,7 +77,7 @@ std::shared_ptr<StructuredGrammar> compile(const RuleField& rule, const std::str
       case RuleField::Kind::kJsonSchema: {
         JsonSchemaRegexOptions options;
         options.whitespace = whitespace;
-        return grammars.regex(json_schema_to_regex(schema_of(*rule.value, rule.field), options));
+        return json_schema_grammar(schema_of(*rule.value, rule.field), rule.field, grammars, options);
       }
     }
   } catch (const Error& e) {  // the rule's own problem, said for the user
@@ -87,6 +87,16 @@ std::shared_ptr<StructuredGrammar> compile(const RuleField& rule, const std::str
 }
 
 }  // namespace
+
+std::shared_ptr<StructuredGrammar> json_schema_grammar(const Json& schema, const std::string& field,
+                                                       StructuredGrammars& grammars,
+                                                       const JsonSchemaRegexOptions& options) {
+  try {
+    return grammars.regex(json_schema_to_regex(schema, options));
+  } catch (const Error& e) {  // the schema's own problem, said for the user
+    bad_request(field, e.what(), "invalid_value");
+  }
+}
 
 std::shared_ptr<StructuredGrammar> parse_structured_output(const JsonFields& f,
                                                            StructuredGrammars* grammars) {
