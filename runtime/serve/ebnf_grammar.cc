@@ -11,9 +11,8 @@
 namespace tpserve::serve {
 namespace {
 
-constexpr char32_t kMaxCodePoint = 0x10FFFF;
 constexpr int kMaxGroupDepth = 256;
-using CodePointRanges = std::vector<std::pair<char32_t, char32_t>>;  // inclusive
+using CodePointRanges = std::vector<CodePointRange>;
 
 bool is_name_char(char32_t c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -377,28 +376,10 @@ class Parser {
         hi = class_char();
         if (hi < lo) fail("class range out of order", item);
       }
-      ranges.emplace_back(lo, hi);
+      ranges.push_back({lo, hi});
     }
     ++pos_;
-    std::sort(ranges.begin(), ranges.end());
-    CodePointRanges merged;
-    for (const auto& r : ranges) {
-      if (!merged.empty() && r.first <= merged.back().second + 1)
-        merged.back().second = std::max(merged.back().second, r.second);
-      else
-        merged.push_back(r);
-    }
-    if (negate) {
-      CodePointRanges complement;
-      char32_t next = 0;
-      for (const auto& r : merged) {
-        if (r.first > next) complement.emplace_back(next, r.first - 1);
-        next = r.second + 1;
-      }
-      if (next <= kMaxCodePoint) complement.emplace_back(next, kMaxCodePoint);
-      merged = std::move(complement);
-    }
-    return merged;
+    return negate ? complement_code_point_ranges(ranges) : merged_code_point_ranges(std::move(ranges));
   }
 
   char32_t class_char() { return peek() == '\\' ? escape() : text_[pos_++]; }

@@ -10,40 +10,15 @@
 namespace tpserve::serve {
 namespace {
 
-constexpr char32_t kMaxCodePoint = 0x10FFFF;
 constexpr int kMaxNesting = 200;       // groups inside groups (the parser and compiler recurse on them)
 constexpr int kMaxCount = 1000000000;  // counts are capped here while parsing; the compiler bounds size
 
 using Set = std::vector<CodePointRange>;
 
-Set normalized(Set set) {
-  std::sort(set.begin(), set.end(), [](CodePointRange a, CodePointRange b) { return a.lo < b.lo; });
-  Set out;
-  for (const CodePointRange& r : set) {
-    if (!out.empty() && r.lo <= out.back().hi + 1) {
-      out.back().hi = std::max(out.back().hi, r.hi);
-    } else {
-      out.push_back(r);
-    }
-  }
-  return out;
-}
-
-Set complement(const Set& set) {
-  Set out;
-  char32_t next = 0;
-  for (const CodePointRange& r : normalized(set)) {
-    if (r.lo > next) out.push_back({next, r.lo - 1});
-    next = r.hi + 1;
-  }
-  if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
-  return out;
-}
-
 RegexNode set_node(Set set) {
   RegexNode node;
   node.kind = RegexNode::Kind::kSet;
-  node.set = normalized(std::move(set));
+  node.set = merged_code_point_ranges(std::move(set));
   return node;
 }
 
@@ -220,7 +195,7 @@ class Parser {
       case '[':
         return bracket_class(at);
       case '.':
-        return set_node(complement({{'\n', '\n'}}));
+        return set_node(complement_code_point_ranges({{'\n', '\n'}}));
       case '\\': {
         Set set;
         escape(at, /*in_class=*/false, set);
@@ -296,7 +271,7 @@ class Parser {
         set.insert(set.end(), lo_set.begin(), lo_set.end());
       }
     }
-    return set_node(negated ? complement(set) : std::move(set));
+    return set_node(negated ? complement_code_point_ranges(set) : std::move(set));
   }
 
   // One member of a bracket class: returns the code point (also put in set), or nullopt for \d-like sets.
@@ -333,13 +308,13 @@ class Parser {
         set.insert(set.end(), space.begin(), space.end());
         return std::nullopt;
       case 'D':
-        for (CodePointRange r : complement(digit)) set.push_back(r);
+        for (CodePointRange r : complement_code_point_ranges(digit)) set.push_back(r);
         return std::nullopt;
       case 'W':
-        for (CodePointRange r : complement(word)) set.push_back(r);
+        for (CodePointRange r : complement_code_point_ranges(word)) set.push_back(r);
         return std::nullopt;
       case 'S':
-        for (CodePointRange r : complement(space)) set.push_back(r);
+        for (CodePointRange r : complement_code_point_ranges(space)) set.push_back(r);
         return std::nullopt;
       case 'n':
         return single('\n');

@@ -9,12 +9,9 @@
 #include <string_view>
 #include <vector>
 
-namespace tpserve::serve {
+#include "runtime/serve/utf8_ranges.h"
 
-struct CodePointRange {
-  char32_t lo;
-  char32_t hi;  // inclusive
-};
+namespace tpserve::serve {
 
 struct RegexNode {
   enum class Kind { kEmpty, kSet, kConcat, kAlternate, kRepeat };

@@ -8,8 +8,6 @@
 namespace tpserve::serve {
 namespace {
 
-constexpr char32_t kMaxCodePoint = 0x10FFFF;
-
 // [lo, hi] has no surrogate and one encoded length. Splits it until, at every continuation-byte position,
 // the two ends either share all higher bits or span the whole 6-bit range below them; then the encodings of
 // lo and hi give the byte range of each position and their cross product is exactly [lo, hi].
@@ -43,6 +41,29 @@ void split_same_length(char32_t lo, char32_t hi, std::vector<Utf8Sequence>& out)
 }
 
 }  // namespace
+
+std::vector<CodePointRange> merged_code_point_ranges(std::vector<CodePointRange> ranges) {
+  std::sort(ranges.begin(), ranges.end(), [](CodePointRange a, CodePointRange b) { return a.lo < b.lo; });
+  std::vector<CodePointRange> out;
+  for (const CodePointRange& r : ranges) {
+    if (!out.empty() && r.lo <= out.back().hi + 1)
+      out.back().hi = std::max(out.back().hi, r.hi);
+    else
+      out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<CodePointRange> complement_code_point_ranges(const std::vector<CodePointRange>& ranges) {
+  std::vector<CodePointRange> out;
+  char32_t next = 0;
+  for (const CodePointRange& r : merged_code_point_ranges(ranges)) {
+    if (r.lo > next) out.push_back({next, r.lo - 1});
+    next = r.hi + 1;
+  }
+  if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
+  return out;
+}
 
 std::vector<Utf8Sequence> utf8_sequences(char32_t lo, char32_t hi) {
   std::vector<Utf8Sequence> out;

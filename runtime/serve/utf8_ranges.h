@@ -8,6 +8,18 @@
 
 namespace tpserve::serve {
 
+inline constexpr char32_t kMaxCodePoint = 0x10FFFF;
+
+struct CodePointRange {
+  char32_t lo;
+  char32_t hi;  // inclusive
+};
+
+// The code points of `ranges` as ranges sorted, disjoint and not touching.
+std::vector<CodePointRange> merged_code_point_ranges(std::vector<CodePointRange> ranges);
+// The code points 0..kMaxCodePoint that `ranges` leaves out, merged as above.
+std::vector<CodePointRange> complement_code_point_ranges(const std::vector<CodePointRange>& ranges);
+
 struct ByteRange {
   uint8_t lo;
   uint8_t hi;  // inclusive
