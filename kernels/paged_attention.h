@@ -89,11 +89,6 @@ struct PagedAttentionParams {
   // token's slot beside the positions, so that a block reaches its first K/V copies two trips to memory after
   // its start rather than four (for A/B: the same results).
   bool prologue_loads_first = false;
-  // Tensor-core kernel: the warps' merge weighs each row's warp outputs in a loop over the warps rather than
-  // unrolled (a quarter of the code), since it runs from code the layer's other kernels pushed out of the
-  // instruction cache (docs/step_latency.md, "Phase marks"). The same arithmetic in the same order: the same
-  // bits (for A/B).
-  bool compact_warp_merge = false;
   // Decode (one token a sequence) on tensor cores only: the attention prologue (kernels/qk_norm_rope_kv.h)
   // folded into the kernel, one launch instead of two. Each block reads its rows of q from qkv and normalises
   // and rotates them itself (q above is then unused); the block whose context range holds the token's own

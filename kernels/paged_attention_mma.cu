@@ -292,16 +292,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     *reinterpret_cast<float2*>(&warp_out[warp][g + 8][d]) = make_float2(acc[n][2], acc[n][3]);
   }
   __syncthreads();
-  if (tid < kRows && p.compact_warp_merge) {  // the row's max and sum, the warps in loops
-    float mx = -INFINITY;
-#pragma unroll 1
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, warp_max_s[w][tid]);
-    float sum = 0.0f;
-#pragma unroll 1
-    for (int w = 0; w < kWarps; ++w)
-      if (warp_max_s[w][tid] != -INFINITY) sum += exp2f(warp_max_s[w][tid] - mx) * warp_sum_s[w][tid];
-    max_s[tid] = mx, sum_s[tid] = sum;
-  } else if (tid < kRows) {
+  if (tid < kRows) {
     float mx = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, warp_max_s[w][tid]);
@@ -314,24 +305,17 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   __syncthreads();
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
   float out[T::kPvRowsPerThread][4] = {};
-  auto add_warp_out = [&](int i, int w) {
+#pragma unroll
+  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
     const int r = pv_row_group + i * T::kPvRowGroups;
-    if (warp_max_s[w][r] == -INFINITY) return;  // no key of this warp's for the row
-    const float weight = exp2f(warp_max_s[w][r] - max_s[r]);
-    const float4 o = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
-    out[i][0] += weight * o.x, out[i][1] += weight * o.y, out[i][2] += weight * o.z,
-        out[i][3] += weight * o.w;
-  };
-  if (p.compact_warp_merge) {  // the warps in a loop, each row's sum in the same order
-#pragma unroll 1
-    for (int w = 0; w < kWarps; ++w)
 #pragma unroll
-      for (int i = 0; i < T::kPvRowsPerThread; ++i) add_warp_out(i, w);
-  } else {
-#pragma unroll
-    for (int i = 0; i < T::kPvRowsPerThread; ++i)
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) add_warp_out(i, w);
+    for (int w = 0; w < kWarps; ++w) {
+      if (warp_max_s[w][r] == -INFINITY) continue;  // no key of this warp's for the row
+      const float weight = exp2f(warp_max_s[w][r] - max_s[r]);
+      const float4 o = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
+      out[i][0] += weight * o.x, out[i][1] += weight * o.y, out[i][2] += weight * o.z,
+          out[i][3] += weight * o.w;
+    }
   }
   TPS_PHASE_MARK(g_attention_marks, 6);
   finish_block<T, true>(p, b, out, max_s, sum_s, last_s);

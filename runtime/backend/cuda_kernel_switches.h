@@ -81,10 +81,6 @@ struct CudaKernelSwitches {
   // 1.2-1.3 us after the QKV projection (docs/step_latency.md, "Phase marks"). H100: +0.17% on the step at
   // c = 1, +0.37% at c = 4, no phase mark moved (docs/PERF.md, thirty-second session): off.
   bool attention_prologue_loads_first = false;
-  // The tensor-core decode attention merges its warps' outputs in a loop over the warps instead of unrolled
-  // (PagedAttentionParams::compact_warp_merge): less code to fetch where the instruction cache is cold (the
-  // fused router's rolled gating rounds ran 1050 cycles shorter; docs/step_latency.md). The same results.
-  bool attention_compact_warp_merge = false;
   // Decode steps of up to this many tokens order split attention's blocks with the context ranges outermost
   // (PagedAttentionParams::ranges_outermost): the ranges every context has are dispatched first; larger
   // steps, and all with 0, keep a tile's ranges in a row (the same results). Measured on an H200 at c = 1:
@@ -170,7 +166,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_kv_before_wait", switches.attention_kv_before_wait);
   visit("attention_trigger_after_keys", switches.attention_trigger_after_keys);
   visit("attention_prologue_loads_first", switches.attention_prologue_loads_first);
-  visit("attention_compact_warp_merge", switches.attention_compact_warp_merge);
   visit("attention_ranges_outermost_max_tokens", switches.attention_ranges_outermost_max_tokens, 0, 4096);
   visit("moe_one_token_direct", switches.moe_one_token_direct);
   visit("moe_fused_norm", switches.moe_fused_norm);

@@ -27,7 +27,6 @@ struct PrologueSwitches {
   bool ranges_outermost = false;     // runtime.attention_ranges_outermost_max_tokens at its largest (else 0)
   bool trigger_after_keys = false;   // runtime.attention_trigger_after_keys
   bool prologue_loads_first = true;  // runtime.attention_prologue_loads_first
-  bool compact_warp_merge = false;   // runtime.attention_compact_warp_merge
 };
 
 // The op on a random cache and random qkv (the same values for every `fused`): eagerly, then captured in a
@@ -42,7 +41,6 @@ PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, 
   options.kernels.attention_kv_before_wait = sw.kv_before_wait;
   options.kernels.attention_trigger_after_keys = sw.trigger_after_keys;
   options.kernels.attention_prologue_loads_first = sw.prologue_loads_first;
-  options.kernels.attention_compact_warp_merge = sw.compact_warp_merge;
   options.kernels.attention_split_keys = split_keys;
   options.kernels.attention_fused_prologue = fused;
   Backends b(options);
@@ -122,10 +120,9 @@ TEST_P(AttentionPrologueTest, DecodeIsOneLaunchWithTheTwoOpsBits) {
 }
 
 // The step inputs, or only the first K/V tile, read after the PDL wait instead of before it, the prologue's
-// position-free loads after the block's place instead of before it, the trigger after the key tiles, and the
-// warps' merge in loops: the same bits, fused or not, with and without a token lacking a slot. (Where the
-// trigger sits cannot change results, by PDL's contract; this guards the switch against hangs and races, not
-// its placement.)
+// position-free loads after the block's place instead of before it, and the trigger after the key tiles: the
+// same bits, fused or not, with and without a token lacking a slot. (Where the trigger sits cannot change
+// results, by PDL's contract; this guards the switch against hangs and races, not its placement.)
 TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   const AttentionCase& c = GetParam();
@@ -141,7 +138,6 @@ TEST_P(AttentionPrologueTest, LoadsAfterTheWaitGiveTheSameBits) {
       variant("inputs after the wait", {.inputs_before_wait = false});
       variant("K/V after the wait", {.kv_before_wait = false});
       variant("trigger after the key tiles", {.trigger_after_keys = true});
-      variant("the warps merged in a loop", {.compact_warp_merge = true});
       variant("prologue loads after the block's place", {.prologue_loads_first = false});
       variant("prologue loads after the block's place, inputs after the wait",
               {.inputs_before_wait = false, .prologue_loads_first = false});

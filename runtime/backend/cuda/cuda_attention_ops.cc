@@ -103,7 +103,6 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
   p.kv_before_wait = options_.kernels.attention_kv_before_wait;
   p.trigger_after_keys = options_.kernels.attention_trigger_after_keys;
   p.prologue_loads_first = options_.kernels.attention_prologue_loads_first;
-  p.compact_warp_merge = options_.kernels.attention_compact_warp_merge;
   p.split_keys = options_.kernels.attention_split_keys;
   p.split_growth = options_.kernels.attention_split_growth;
   p.merge_one_level_max = options_.kernels.attention_merge_one_level_max;
