@@ -73,9 +73,9 @@ __device__ __forceinline__ void warp_topk_gating(const float* logits, int num_ex
   for (int i = 0; i < kPerLane; ++i) prob[i] /= sum;
 
   // The k rounds as a loop, not unrolled: the router runs this once a layer, from code the other kernels have
-  // pushed out of the instruction cache, and phase marks put the unrolled rounds at 2.2 us (docs/PERF.md,
-  // thirty-second session). Lane j keeps pick j in registers; every lane sums the picks in pick order, as
-  // the CPU reference does.
+  // pushed out of the instruction cache: phase marks put the unrolled rounds at 4349-4393 cycles on an H100,
+  // the loop at 3296 (docs/PERF.md, thirty-second and thirty-third sessions). Lane j keeps pick j in
+  // registers; every lane sums the picks in pick order, as the CPU reference does.
   uint32_t taken = 0;  // bit i: expert lane + 32 i already picked
   float my_prob = 0.0f, picked_sum = 0.0f;
   int my_id = 0;
