@@ -61,6 +61,14 @@ struct RouterSmem {
   }
 };
 
+// The gating out of line, so that the dry call before the PDL wait (RouterFusedParams::warm_gating) runs the
+// very instructions of the real call.
+template <int kPerLane>
+__device__ __noinline__ void gating_out_of_line(const float* logits, int num_experts, int k, bool renormalize,
+                                                float* weights, int32_t* ids, bool redux) {
+  warp_topk_gating<kPerLane>(logits, num_experts, k, renormalize, weights, ids, redux);
+}
+
 template <int NT>
 __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFusedParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -91,6 +99,13 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   };
   copy_rows_async(w_tile, row_elems, row_ptr, p.router, kb0, kb1, stream_hint(p.weights_evict_first));
   TPS_PHASE_MARK(g_router_marks, 1);
+  if (p.warm_gating && rank == 0 && warp == 0) {  // the warp that gates token 0, on zeros (all_s is free)
+    __shared__ float dry_weights[kGatingMaxK];
+    __shared__ int32_t dry_ids[kGatingMaxK];
+    for (int e = lane; e < p.experts; e += kWarpSize) all_s[e] = 0.0f;
+    __syncwarp();
+    gating_out_of_line<kPerLane>(all_s, p.experts, p.k, p.renormalize, dry_weights, dry_ids, p.redux_gating);
+  }
 
   pdl_wait_then_trigger();  // x and residual are predecessors' outputs
   TPS_PHASE_MARK(g_router_marks, 2);
@@ -188,10 +203,16 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     return;
   }
   for (int i = tid; i < p.tokens * p.experts; i += kThreads) p.logits[i] = all_s[i];
-  for (int m = warp; m < p.tokens; m += kWarps)
-    warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
-                               p.weights + static_cast<int64_t>(m) * p.k,
-                               p.ids + static_cast<int64_t>(m) * p.k, p.redux_gating);
+  for (int m = warp; m < p.tokens; m += kWarps) {
+    float* weights = p.weights + static_cast<int64_t>(m) * p.k;
+    int32_t* ids = p.ids + static_cast<int64_t>(m) * p.k;
+    if (p.warm_gating)
+      gating_out_of_line<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize, weights, ids,
+                                   p.redux_gating);
+    else
+      warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize, weights, ids,
+                                 p.redux_gating);
+  }
   TPS_PHASE_MARK_AFTER_BLOCK(g_router_marks, 8);
 #else
   __trap();  // launched only on SM90+ (clusters)

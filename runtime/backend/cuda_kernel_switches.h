@@ -129,6 +129,10 @@ struct CudaKernelSwitches {
   // logits, while it gates (kernels/router_fused.h); false: every block stores an eighth between the two
   // cluster barriers, before block 0 gates.
   bool router_fused_stores_after_gather = true;
+  // The fused router's block 0 runs its top-k gating once on zeros before the PDL wait, through the same
+  // out-of-line function as the real call, to fetch the gating's cold code early
+  // (RouterFusedParams::warm_gating). The same results.
+  bool router_warm_gating = false;
   // Top-k gating (the gating kernel and the fused router's) finds each round's arg-max with two warp
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
@@ -179,6 +183,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
+  visit("router_warm_gating", switches.router_warm_gating);
   visit("topk_gating_redux", switches.topk_gating_redux);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
