@@ -1,6 +1,7 @@
 // The fused router (kernels/router_fused.h): one cluster of kRouterClusterBlocks blocks of 8 warps. Block r
 // owns experts [16 r, 16 r + 16); warp w of a block owns the w-th eighth of the k range of that 16-row tile.
 //   before the PDL wait: cp.async of the norm weights (one group) and of the block's router rows (another);
+//               with p.warm_gating, block 0's warp 0 then gates zeros (its own shared memory only);
 //   the norm:   every block, for every row: v = bf16(residual + x) into shared memory, each thread's sum of
 //               squares per row, summed per row by one warp in a fixed order; then v = bf16(w * v * inv)
 //               in place. Same code and block shape in every block, so every block holds the same bits.
@@ -38,7 +39,7 @@ __host__ __device__ constexpr size_t align16(size_t n) {
 
 // Byte offsets of a block's shared memory.
 struct RouterSmem {
-  size_t w = 0, x = 0, norm_w = 0, part = 0, inv = 0, logits = 0, all = 0, total = 0;
+  size_t w = 0, x = 0, norm_w = 0, part = 0, inv = 0, logits = 0, all = 0, dry = 0, total = 0;
   __host__ __device__ RouterSmem(int tokens, int hidden, int experts) {
     const size_t row_bytes = staged_tile_bytes(hidden) / kMmaRows;
     const size_t scratch = warp_tiles_scratch_floats(kWarps, 2) * sizeof(float);
@@ -57,6 +58,8 @@ struct RouterSmem {
     at = align16(at + static_cast<size_t>(tokens) * kMmaRows * sizeof(float));
     all = at;  // [T][E] f32: block 0's gathered logits
     at = align16(at + static_cast<size_t>(tokens) * experts * sizeof(float));
+    dry = at;  // [kGatingMaxK] f32 + [kGatingMaxK] i32: block 0's dry gating's outputs (warm_gating)
+    at = align16(at + kGatingMaxK * (sizeof(float) + sizeof(int32_t)));
     total = at;
   }
 };
@@ -100,8 +103,8 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   copy_rows_async(w_tile, row_elems, row_ptr, p.router, kb0, kb1, stream_hint(p.weights_evict_first));
   TPS_PHASE_MARK(g_router_marks, 1);
   if (p.warm_gating && rank == 0 && warp == 0) {  // the warp that gates token 0, on zeros (all_s is free)
-    __shared__ float dry_weights[kGatingMaxK];
-    __shared__ int32_t dry_ids[kGatingMaxK];
+    float* dry_weights = reinterpret_cast<float*>(smem + at.dry);
+    int32_t* dry_ids = reinterpret_cast<int32_t*>(dry_weights + kGatingMaxK);
     for (int e = lane; e < p.experts; e += kWarpSize) all_s[e] = 0.0f;
     __syncwarp();
     gating_out_of_line<kPerLane>(all_s, p.experts, p.k, p.renormalize, dry_weights, dry_ids, p.redux_gating);

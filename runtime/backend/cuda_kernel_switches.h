@@ -131,7 +131,7 @@ struct CudaKernelSwitches {
   bool router_fused_stores_after_gather = true;
   // The fused router's block 0 runs its top-k gating once on zeros before the PDL wait, through the same
   // out-of-line function as the real call, to fetch the gating's cold code early
-  // (RouterFusedParams::warm_gating). The same results.
+  // (RouterFusedParams::warm_gating). The same results; not yet measured on a GPU: off.
   bool router_warm_gating = false;
   // Top-k gating (the gating kernel and the fused router's) finds each round's arg-max with two warp
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.

@@ -140,9 +140,9 @@ TEST(AddRmsNormRoute, StoresAfterTheGatherAndReduxGatingGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   if (!device_has_clusters()) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
   const char* names[] = {"residual", "normed", "logits", "weights", "ids"};
-  for (const RouteCase& c :
-       {RouteCase{1, 2048, 128, 8}, RouteCase{3, 2048, 128, 8}, RouteCase{8, 96, 60, 4},
-        RouteCase{16, 2048, 128, 8}, RouteCase{2, 4096, 64, 6}, RouteCase{2, 32, 16, 2}}) {
+  for (const RouteCase& c : {RouteCase{1, 2048, 128, 8}, RouteCase{3, 2048, 128, 8}, RouteCase{8, 96, 60, 4},
+                             RouteCase{16, 2048, 128, 8}, RouteCase{2, 4096, 64, 6}, RouteCase{2, 32, 16, 2},
+                             RouteCase{12, 256, 100, 16}}) {
     EXPECT_EQ(route_kernel_nodes(true, c), 1) << "not the fused kernel";
     const auto late = fused_route_outputs(c, true), early = fused_route_outputs(c, false);
     const auto redux = fused_route_outputs(c, true, true);
