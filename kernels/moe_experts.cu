@@ -98,16 +98,20 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
   if (warp == 0 && row < p.inter) store_gate_up_tile<NT>(p, w, acc, row, q);
 }
 
-// Gate_up streamed through shared memory (MoeExpertsParams::gate_up_bulk, H a multiple of kBulkCols): the
-// block's 16 rows, kBulkCols columns a stage, each row's piece of a stage one bulk copy (kernels/
-// bulk_copy.cuh) issued by a lane of warp 0 each, p.gate_up_bulk_stages stages in flight; warp w multiplies
-// columns [64 w, 64 w + 64) of every stage (its activations from global memory), then the warps' tiles are
-// summed as above.
-constexpr int kBulkCols = 256;
-constexpr int kBulkRowElems = kBulkCols + kStagedRowPad;
-constexpr size_t kBulkSlotBytes = size_t(kMmaRows) * kBulkRowElems * sizeof(bf16);
-constexpr int kBulkWarpCols = kBulkCols / kWarps;
-static_assert(2 * kBulkSlotBytes >= kScratchFloats * sizeof(float) && kBulkWarpCols % kMmaK == 0);
+// Gate_up streamed through shared memory (MoeExpertsParams::gate_up_bulk, H a multiple of gate_up_bulk_cols):
+// the block's 16 rows, C = gate_up_bulk_cols columns a stage (256 or 512), each row's piece of a stage one
+// bulk copy (kernels/bulk_copy.cuh) issued by a lane of warp 0 each, p.gate_up_bulk_stages stages in flight;
+// warp w multiplies columns [C / 4 w, C / 4 (w + 1)) of every stage (its activations from global memory),
+// then the warps' tiles are summed as above.
+constexpr int kBulkColsMin = 256, kBulkColsMax = 512;
+__host__ __device__ constexpr int bulk_row_elems(int cols) {
+  return cols + kStagedRowPad;
+}
+__host__ __device__ constexpr size_t bulk_slot_bytes(int cols) {
+  return size_t(kMmaRows) * bulk_row_elems(cols) * sizeof(bf16);
+}
+static_assert(2 * bulk_slot_bytes(kBulkColsMin) >= kScratchFloats * sizeof(float) &&
+              kBulkColsMin / kWarps % kMmaK == 0);
 
 template <int NT>
 __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, unsigned char* smem,
@@ -115,20 +119,22 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, g = lane / 4, q = lane % 4;
   const int row = blockIdx.x * 8 + g;  // intermediate row of this thread's A rows
   const int64_t expert_base = static_cast<int64_t>(w.expert) * 2 * p.inter;
-  const int stages = p.hidden / kBulkCols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
+  const int cols = p.gate_up_bulk_cols, row_elems = bulk_row_elems(cols), warp_cols = cols / kWarps;
+  const int stages = p.hidden / cols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
   const int slots = p.gate_up_bulk_stages;
-  auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % slots) * kBulkSlotBytes); };
+  const size_t slot_bytes = bulk_slot_bytes(cols);
+  auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % slots) * slot_bytes); };
   const StreamHint w_hint = stream_hint(p.weights_evict_first);
   auto issue =
       [&](int s) {  // warp 0: lane 0 arms the stage's barrier, lane r copies tile row r (0-7 gate, 8-15 up)
         uint64_t* bar = &bars[s % slots];
         if (lane == 0)
-          mbarrier_arrive_expect(bar, static_cast<uint32_t>(2 * rows_here * kBulkCols * sizeof(bf16)));
+          mbarrier_arrive_expect(bar, static_cast<uint32_t>(2 * rows_here * cols * sizeof(bf16)));
         __syncwarp();
         if (lane < kMmaRows && lane % 8 < rows_here) {  // rows past I: never stored
           const int64_t src_row = expert_base + (lane < 8 ? 0 : p.inter) + blockIdx.x * 8 + lane % 8;
-          bulk_copy_to_shared(slot(s) + lane * kBulkRowElems, p.gate_up + src_row * p.hidden + s * kBulkCols,
-                              kBulkCols * sizeof(bf16), bar, w_hint);
+          bulk_copy_to_shared(slot(s) + lane * row_elems, p.gate_up + src_row * p.hidden + s * cols,
+                              cols * sizeof(bf16), bar, w_hint);
         }
       };
   if (warp == 0)
@@ -140,12 +146,12 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   for (int s = 0; s < stages; ++s) {
     mbarrier_wait(&bars[s % slots], (s / slots) & 1);
     if (s == 0) TPS_PHASE_MARK(g_gate_up_marks, 5);
-    const int col0 = s * kBulkCols + warp * kBulkWarpCols;
+    const int col0 = s * cols + warp * warp_cols;
     const bf16* bs[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) bs[nt] = b[nt] != nullptr ? b[nt] + col0 : nullptr;
-    mma_staged<NT, kBulkWarpCols / kMmaK>(acc, slot(s) + warp * kBulkWarpCols, kBulkRowElems, bs, 0,
-                                          kBulkWarpCols / kMmaK);
+    mma_staged<NT, kBulkColsMin / kWarps / kMmaK>(acc, slot(s) + warp * warp_cols, row_elems, bs, 0,
+                                                  warp_cols / kMmaK);
     __syncthreads();  // every warp is done with the slot: the next stage may land in it
     if (warp == 0 && s + slots < stages) issue(s + slots);
   }
@@ -308,11 +314,18 @@ size_t staged_down_bytes(const MoeExpertsParams& p) {
 void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const LaunchPolicy& policy) {
   const dim3 block(kWarps * kWarpSize);
   const dim3 gate_up_grid((p.inter + 7) / 8, p.max_work);
-  if (p.gate_up_bulk && p.hidden % kBulkCols == 0) {
+  TPS_CHECK(p.gate_up_bulk_cols == kBulkColsMin || p.gate_up_bulk_cols == kBulkColsMax,
+            "moe gate_up: ", p.gate_up_bulk_cols, " bulk columns a stage, not ", kBulkColsMin, " or ",
+            kBulkColsMax);
+  // The asked stage width where H holds whole stages of it, else the narrower one.
+  const int bulk_cols = p.hidden % p.gate_up_bulk_cols == 0 ? p.gate_up_bulk_cols : kBulkColsMin;
+  if (p.gate_up_bulk && p.hidden % bulk_cols == 0) {
     TPS_CHECK(p.gate_up_bulk_stages >= 2 && p.gate_up_bulk_stages <= kMoeGateUpBulkMaxStages,
               "moe gate_up: ", p.gate_up_bulk_stages, " bulk stages, not 2..", kMoeGateUpBulkMaxStages);
+    MoeExpertsParams bulk = p;
+    bulk.gate_up_bulk_cols = bulk_cols;
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel, gate_up_grid, block,
-           p.gate_up_bulk_stages * kBulkSlotBytes, stream, p);
+           p.gate_up_bulk_stages * bulk_slot_bytes(bulk_cols), stream, bulk);
   } else {
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
   }

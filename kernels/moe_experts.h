@@ -42,11 +42,15 @@ struct MoeExpertsParams {
   // tile fits staged_smem bytes.
   bool stage_down = false;
   size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
-  // gate_up streams each block's 16 weight rows through shared memory in stages of 256 columns, each row's
-  // piece one bulk copy on the SM's copy engine (kernels/bulk_copy.cuh), instead of 16-byte register loads
-  // of every mma fragment. Taken where H is a multiple of 256; set only where moe_gate_up_bulk_available.
+  // gate_up streams each block's 16 weight rows through shared memory in stages of gate_up_bulk_cols
+  // columns, each row's piece one bulk copy on the SM's copy engine (kernels/bulk_copy.cuh), instead of
+  // 16-byte register loads of every mma fragment. Taken where H is a multiple of 256; set only where
+  // moe_gate_up_bulk_available.
   bool gate_up_bulk = false;
-  int gate_up_bulk_stages = 2;  // stages in flight a block (2..kMoeGateUpBulkMaxStages), 9 KB each
+  int gate_up_bulk_stages = 2;  // stages in flight a block (2..kMoeGateUpBulkMaxStages)
+  // 256 (9 KB a stage) or 512 (17 KB a stage, half as many copies of twice the length); 256 where H is not
+  // a multiple of 512.
+  int gate_up_bulk_cols = 256;
   // Weight copies into shared memory under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
   // runtime.weights_l2_evict_first); register loads stay plain.
   bool weights_evict_first = false;

@@ -147,6 +147,9 @@ struct CudaKernelSwitches {
   // measured 0.4% faster there than 2, and 2 faster at 16 tokens (docs/PERF.md, twenty-first session).
   int moe_gate_up_bulk_stages = 2;
   int moe_gate_up_bulk_stages_one_token = 3;
+  // The bulk-copy gate_up's stage width in columns: 256, or 512 (each row piece one copy of 1 KB instead of
+  // 512 B, half as many copies; 17 KB of shared memory a stage, so 2 stages keep 6 blocks an SM).
+  int moe_gate_up_bulk_cols = 256;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -188,6 +191,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
   visit("moe_gate_up_bulk_stages_one_token", switches.moe_gate_up_bulk_stages_one_token, 2, 6);
+  visit("moe_gate_up_bulk_cols", switches.moe_gate_up_bulk_cols, 256, 512);
 }
 
 }  // namespace tpserve

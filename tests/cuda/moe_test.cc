@@ -173,7 +173,8 @@ INSTANTIATE_TEST_SUITE_P(
 // gate_up through bulk copies into shared memory (runtime.moe_gate_up_bulk_min_tokens = 1, every launch)
 // against the CPU: one token without moe_align, several tokens through it (one and two n-tiles a work
 // item), an EP slice, and an H that is not a multiple of 256 (the register kernel then); 2 to 6 stages in
-// flight (runtime.moe_gate_up_bulk_stages), fewer and more than H has.
+// flight (runtime.moe_gate_up_bulk_stages), fewer and more than H has; stages of 256 and of 512 columns
+// (runtime.moe_gate_up_bulk_cols; 512 falls back to 256 where H is not a multiple of 512: H = 768).
 TEST(MoeGateUpBulk, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
   const MoeCase cases[] = {MoeCase{1, 2048, 768, 16, 8, 0, 16},  MoeCase{16, 2048, 768, 8, 8, 0, 8},
@@ -182,13 +183,14 @@ TEST(MoeGateUpBulk, MatchesCpu) {
                            MoeCase{1, 1536, 96, 16, 8, 0, 16}};
   for (size_t i = 0; i < std::size(cases); ++i) {
     const MoeCase& c = cases[i];
-    const int stages = 2 + static_cast<int>(i % 5);
-    SCOPED_TRACE(std::to_string(stages) + " stages");
+    const int stages = 2 + static_cast<int>(i % 5), cols = i % 3 == 1 ? 256 : 512;
+    SCOPED_TRACE(std::to_string(stages) + " stages of " + std::to_string(cols) + " columns");
     std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + 17);
     CudaBackendOptions options = test_backend_options();
     options.kernels.moe_gate_up_bulk_min_tokens = 1;
     options.kernels.moe_gate_up_bulk_stages = stages;
     options.kernels.moe_gate_up_bulk_stages_one_token = stages;
+    options.kernels.moe_gate_up_bulk_cols = cols;
     options.kernels.weights_l2_evict_first = i % 2 == 0;  // bulk copies with and without the L2 hint
     Backends b(options);
     const MoeInputs in = make_moe_inputs(b, rng, c);

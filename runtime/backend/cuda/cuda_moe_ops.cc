@@ -91,6 +91,7 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int token
   e.gate_up_bulk = gate_up_bulk_available_ && bulk_min > 0 && tokens >= bulk_min;
   e.gate_up_bulk_stages = tokens == 1 ? options_.kernels.moe_gate_up_bulk_stages_one_token
                                       : options_.kernels.moe_gate_up_bulk_stages;
+  e.gate_up_bulk_cols = options_.kernels.moe_gate_up_bulk_cols;
 }
 
 // Checks moe_experts' arguments; fills the sizes.
