@@ -122,6 +122,10 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   const int cols = p.gate_up_bulk_cols, row_elems = bulk_row_elems(cols), warp_cols = cols / kWarps;
   const int stages = p.hidden / cols, rows_here = min(8, p.inter - static_cast<int>(blockIdx.x) * 8);
   const int slots = p.gate_up_bulk_stages;
+  // Stage s holds column piece (s + first) % stages: with gate_up_bulk_rotate, blocks side by side start at
+  // different pieces, so that the blocks' concurrent copies spread over the rows' whole width.
+  const int first = p.gate_up_bulk_rotate ? static_cast<int>(blockIdx.x) % stages : 0;
+  auto piece = [&](int s) { return s + first < stages ? s + first : s + first - stages; };
   const size_t slot_bytes = bulk_slot_bytes(cols);
   auto slot = [&](int s) { return reinterpret_cast<bf16*>(smem + (s % slots) * slot_bytes); };
   const StreamHint w_hint = stream_hint(p.weights_evict_first);
@@ -133,7 +137,7 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
         __syncwarp();
         if (lane < kMmaRows && lane % 8 < rows_here) {  // rows past I: never stored
           const int64_t src_row = expert_base + (lane < 8 ? 0 : p.inter) + blockIdx.x * 8 + lane % 8;
-          bulk_copy_to_shared(slot(s) + lane * row_elems, p.gate_up + src_row * p.hidden + s * cols,
+          bulk_copy_to_shared(slot(s) + lane * row_elems, p.gate_up + src_row * p.hidden + piece(s) * cols,
                               cols * sizeof(bf16), bar, w_hint);
         }
       };
@@ -146,7 +150,7 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
   for (int s = 0; s < stages; ++s) {
     mbarrier_wait(&bars[s % slots], (s / slots) & 1);
     if (s == 0) TPS_PHASE_MARK(g_gate_up_marks, 5);
-    const int col0 = s * cols + warp * warp_cols;
+    const int col0 = piece(s) * cols + warp * warp_cols;
     const bf16* bs[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) bs[nt] = b[nt] != nullptr ? b[nt] + col0 : nullptr;

@@ -51,6 +51,9 @@ struct MoeExpertsParams {
   // 256 (9 KB a stage) or 512 (17 KB a stage, half as many copies of twice the length); 256 where H is not
   // a multiple of 512.
   int gate_up_bulk_cols = 256;
+  // Block x's stages take the column pieces from piece x % (H / cols) on, wrapping around, instead of from
+  // piece 0 (the sums' order differs, so not the same bits).
+  bool gate_up_bulk_rotate = false;
   // Weight copies into shared memory under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
   // runtime.weights_l2_evict_first); register loads stay plain.
   bool weights_evict_first = false;

@@ -1,7 +1,6 @@
 // The fused router (kernels/router_fused.h): one cluster of kRouterClusterBlocks blocks of 8 warps. Block r
 // owns experts [16 r, 16 r + 16); warp w of a block owns the w-th eighth of the k range of that 16-row tile.
 //   before the PDL wait: cp.async of the norm weights (one group) and of the block's router rows (another);
-//               with p.warm_gating, block 0's warp 0 then gates zeros (its own shared memory only);
 //   the norm:   every block, for every row: v = bf16(residual + x) into shared memory, each thread's sum of
 //               squares per row, summed per row by one warp in a fixed order; then v = bf16(w * v * inv)
 //               in place. Same code and block shape in every block, so every block holds the same bits.
@@ -39,7 +38,7 @@ __host__ __device__ constexpr size_t align16(size_t n) {
 
 // Byte offsets of a block's shared memory.
 struct RouterSmem {
-  size_t w = 0, x = 0, norm_w = 0, part = 0, inv = 0, logits = 0, all = 0, dry = 0, total = 0;
+  size_t w = 0, x = 0, norm_w = 0, part = 0, inv = 0, logits = 0, all = 0, total = 0;
   __host__ __device__ RouterSmem(int tokens, int hidden, int experts) {
     const size_t row_bytes = staged_tile_bytes(hidden) / kMmaRows;
     const size_t scratch = warp_tiles_scratch_floats(kWarps, 2) * sizeof(float);
@@ -58,19 +57,9 @@ struct RouterSmem {
     at = align16(at + static_cast<size_t>(tokens) * kMmaRows * sizeof(float));
     all = at;  // [T][E] f32: block 0's gathered logits
     at = align16(at + static_cast<size_t>(tokens) * experts * sizeof(float));
-    dry = at;  // [kGatingMaxK] f32 + [kGatingMaxK] i32: block 0's dry gating's outputs (warm_gating)
-    at = align16(at + kGatingMaxK * (sizeof(float) + sizeof(int32_t)));
     total = at;
   }
 };
-
-// The gating out of line, so that the dry call before the PDL wait (RouterFusedParams::warm_gating) runs the
-// very instructions of the real call.
-template <int kPerLane>
-__device__ __noinline__ void gating_out_of_line(const float* logits, int num_experts, int k, bool renormalize,
-                                                float* weights, int32_t* ids, bool redux) {
-  warp_topk_gating<kPerLane>(logits, num_experts, k, renormalize, weights, ids, redux);
-}
 
 template <int NT>
 __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFusedParams p) {
@@ -102,13 +91,6 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   };
   copy_rows_async(w_tile, row_elems, row_ptr, p.router, kb0, kb1, stream_hint(p.weights_evict_first));
   TPS_PHASE_MARK(g_router_marks, 1);
-  if (p.warm_gating && rank == 0 && warp == 0) {  // the warp that gates token 0, on zeros (all_s is free)
-    float* dry_weights = reinterpret_cast<float*>(smem + at.dry);
-    int32_t* dry_ids = reinterpret_cast<int32_t*>(dry_weights + kGatingMaxK);
-    for (int e = lane; e < p.experts; e += kWarpSize) all_s[e] = 0.0f;
-    __syncwarp();
-    gating_out_of_line<kPerLane>(all_s, p.experts, p.k, p.renormalize, dry_weights, dry_ids, p.redux_gating);
-  }
 
   pdl_wait_then_trigger();  // x and residual are predecessors' outputs
   TPS_PHASE_MARK(g_router_marks, 2);
@@ -206,16 +188,10 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     return;
   }
   for (int i = tid; i < p.tokens * p.experts; i += kThreads) p.logits[i] = all_s[i];
-  for (int m = warp; m < p.tokens; m += kWarps) {
-    float* weights = p.weights + static_cast<int64_t>(m) * p.k;
-    int32_t* ids = p.ids + static_cast<int64_t>(m) * p.k;
-    if (p.warm_gating)
-      gating_out_of_line<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize, weights, ids,
-                                   p.redux_gating);
-    else
-      warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize, weights, ids,
-                                 p.redux_gating);
-  }
+  for (int m = warp; m < p.tokens; m += kWarps)
+    warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
+                               p.weights + static_cast<int64_t>(m) * p.k,
+                               p.ids + static_cast<int64_t>(m) * p.k, p.redux_gating);
   TPS_PHASE_MARK_AFTER_BLOCK(g_router_marks, 8);
 #else
   __trap();  // launched only on SM90+ (clusters)

@@ -36,11 +36,6 @@ struct RouterFusedParams {
   bool stores_after_gather = false;
   // The gating's arg-max rounds reduce with redux.sync (TopkGatingParams::redux).
   bool redux_gating = false;
-  // Block 0's warp 0 runs the gating once on zeros in shared memory before the PDL wait, through the same
-  // out-of-line function as its real call, so that the gating's code is in the SM's instruction caches when
-  // the logits arrive: phase marks put the gating at 3296 cycles on an H100 for about a thousand cycles of
-  // arithmetic, from code the layer's other kernels pushed out (docs/step_latency.md). The same results.
-  bool warm_gating = false;
   // Weight copies into shared memory under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
   // runtime.weights_l2_evict_first); register loads stay plain.
   bool weights_evict_first = false;

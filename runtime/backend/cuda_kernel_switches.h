@@ -129,10 +129,6 @@ struct CudaKernelSwitches {
   // logits, while it gates (kernels/router_fused.h); false: every block stores an eighth between the two
   // cluster barriers, before block 0 gates.
   bool router_fused_stores_after_gather = true;
-  // The fused router's block 0 runs its top-k gating once on zeros before the PDL wait, through the same
-  // out-of-line function as the real call, to fetch the gating's cold code early
-  // (RouterFusedParams::warm_gating). The same results; not yet measured on a GPU: off.
-  bool router_warm_gating = false;
   // Top-k gating (the gating kernel and the fused router's) finds each round's arg-max with two warp
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
@@ -150,6 +146,10 @@ struct CudaKernelSwitches {
   // The bulk-copy gate_up's stage width in columns: 256, or 512 (each row piece one copy of 1 KB instead of
   // 512 B, half as many copies; 17 KB of shared memory a stage, so 2 stages keep 6 blocks an SM).
   int moe_gate_up_bulk_cols = 256;
+  // The bulk-copy gate_up's block x starts at column piece x % (H / moe_gate_up_bulk_cols) and wraps around,
+  // so that at any moment the blocks' copies cover the rows' whole width rather than the same piece of
+  // every row (MoeExpertsParams::gate_up_bulk_rotate; not the same bits: the sums' order differs).
+  bool moe_gate_up_bulk_rotate = false;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -186,12 +186,12 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
-  visit("router_warm_gating", switches.router_warm_gating);
   visit("topk_gating_redux", switches.topk_gating_redux);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
   visit("moe_gate_up_bulk_stages_one_token", switches.moe_gate_up_bulk_stages_one_token, 2, 6);
   visit("moe_gate_up_bulk_cols", switches.moe_gate_up_bulk_cols, 256, 512);
+  visit("moe_gate_up_bulk_rotate", switches.moe_gate_up_bulk_rotate);
 }
 
 }  // namespace tpserve

@@ -92,6 +92,7 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int token
   e.gate_up_bulk_stages = tokens == 1 ? options_.kernels.moe_gate_up_bulk_stages_one_token
                                       : options_.kernels.moe_gate_up_bulk_stages;
   e.gate_up_bulk_cols = options_.kernels.moe_gate_up_bulk_cols;
+  e.gate_up_bulk_rotate = options_.kernels.moe_gate_up_bulk_rotate;
 }
 
 // Checks moe_experts' arguments; fills the sizes.
