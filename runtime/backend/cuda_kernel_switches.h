@@ -143,13 +143,19 @@ struct CudaKernelSwitches {
   // measured 0.4% faster there than 2, and 2 faster at 16 tokens (docs/PERF.md, twenty-first session).
   int moe_gate_up_bulk_stages = 2;
   int moe_gate_up_bulk_stages_one_token = 3;
-  // The bulk-copy gate_up's stage width in columns: 256, or 512 (each row piece one copy of 1 KB instead of
-  // 512 B, half as many copies; 17 KB of shared memory a stage, so 2 stages keep 6 blocks an SM).
-  int moe_gate_up_bulk_cols = 256;
-  // The bulk-copy gate_up's block x starts at column piece x % (H / moe_gate_up_bulk_cols) and wraps around,
-  // so that at any moment the blocks' copies cover the rows' whole width rather than the same piece of
-  // every row (MoeExpertsParams::gate_up_bulk_rotate; not the same bits: the sums' order differs).
-  bool moe_gate_up_bulk_rotate = false;
+  // The bulk-copy gate_up's stage width in columns, 256 or 512 (each row piece one copy of 1 KB instead of
+  // 512 B, half as many copies; 17 KB of shared memory a stage, so 2 stages keep 6 blocks an SM, 3 only 4),
+  // in launches of more than one token: 512 measured -1.0% on the step at c = 4; in one-token launches
+  // moe_gate_up_bulk_cols_one_token: 512 (with 2 stages) measured no faster than 256 at c = 1 (docs/PERF.md,
+  // thirty-fourth session).
+  int moe_gate_up_bulk_cols = 512;
+  int moe_gate_up_bulk_cols_one_token = 256;
+  // In MoE launches of up to this many tokens the bulk-copy gate_up's block x starts at column piece
+  // x % (H / cols) and wraps around, so that at any moment the blocks' copies cover the rows' whole width
+  // rather than the same piece of every row (MoeExpertsParams::gate_up_bulk_rotate; the sums' order differs,
+  // so not the same bits). 1: -2.1% on the step at c = 1, +0.5% at c = 4 (docs/PERF.md, thirty-fourth
+  // session).
+  int moe_gate_up_bulk_rotate_max_tokens = 1;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -191,7 +197,8 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
   visit("moe_gate_up_bulk_stages_one_token", switches.moe_gate_up_bulk_stages_one_token, 2, 6);
   visit("moe_gate_up_bulk_cols", switches.moe_gate_up_bulk_cols, 256, 512);
-  visit("moe_gate_up_bulk_rotate", switches.moe_gate_up_bulk_rotate);
+  visit("moe_gate_up_bulk_cols_one_token", switches.moe_gate_up_bulk_cols_one_token, 256, 512);
+  visit("moe_gate_up_bulk_rotate_max_tokens", switches.moe_gate_up_bulk_rotate_max_tokens, 0, 1 << 20);
 }
 
 }  // namespace tpserve

@@ -266,9 +266,11 @@ void read_runtime(const YAML::Node& root, Config& c, Problems& p) {
   if (c.runtime.kernels.attention_split_keys % 16 != 0)
     p.push_back("runtime.attention_split_keys: got " +
                 std::to_string(c.runtime.kernels.attention_split_keys) + ", must be a multiple of 16");
-  const int bulk_cols = c.runtime.kernels.moe_gate_up_bulk_cols;
-  if (bulk_cols != 256 && bulk_cols != 512)
-    p.push_back("runtime.moe_gate_up_bulk_cols: got " + std::to_string(bulk_cols) + ", expected 256 or 512");
+  for (const auto& [name, cols] :
+       {std::pair{"moe_gate_up_bulk_cols", c.runtime.kernels.moe_gate_up_bulk_cols},
+        std::pair{"moe_gate_up_bulk_cols_one_token", c.runtime.kernels.moe_gate_up_bulk_cols_one_token}})
+    if (cols != 256 && cols != 512)
+      p.push_back(std::string("runtime.") + name + ": got " + std::to_string(cols) + ", expected 256 or 512");
   if (c.runtime.max_num_batched_tokens < c.runtime.max_batch)
     p.push_back("runtime.max_num_batched_tokens: got " + std::to_string(c.runtime.max_num_batched_tokens) +
                 ", must be at least runtime.max_batch=" + std::to_string(c.runtime.max_batch));

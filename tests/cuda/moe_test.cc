@@ -174,8 +174,8 @@ INSTANTIATE_TEST_SUITE_P(
 // against the CPU: one token without moe_align, several tokens through it (one and two n-tiles a work
 // item), an EP slice, and an H that is not a multiple of 256 (the register kernel then); 2 to 6 stages in
 // flight (runtime.moe_gate_up_bulk_stages), fewer and more than H has; stages of 256 and of 512 columns
-// (runtime.moe_gate_up_bulk_cols; 512 falls back to 256 where H is not a multiple of 512: H = 768), each
-// block starting at piece 0 or at its own (runtime.moe_gate_up_bulk_rotate).
+// (runtime.moe_gate_up_bulk_cols(_one_token); 512 falls back to 256 where H is not a multiple of 512:
+// H = 768), each block starting at piece 0 or at its own (runtime.moe_gate_up_bulk_rotate_max_tokens).
 TEST(MoeGateUpBulk, MatchesCpu) {
   TPS_REQUIRE_CUDA_DEVICE();
   const MoeCase cases[] = {MoeCase{1, 2048, 768, 16, 8, 0, 16},  MoeCase{16, 2048, 768, 8, 8, 0, 8},
@@ -192,7 +192,8 @@ TEST(MoeGateUpBulk, MatchesCpu) {
     options.kernels.moe_gate_up_bulk_stages = stages;
     options.kernels.moe_gate_up_bulk_stages_one_token = stages;
     options.kernels.moe_gate_up_bulk_cols = cols;
-    options.kernels.moe_gate_up_bulk_rotate = i % 4 < 2;
+    options.kernels.moe_gate_up_bulk_cols_one_token = cols;
+    options.kernels.moe_gate_up_bulk_rotate_max_tokens = i % 4 < 2 ? 1 << 20 : 0;
     options.kernels.weights_l2_evict_first = i % 2 == 0;  // bulk copies with and without the L2 hint
     Backends b(options);
     const MoeInputs in = make_moe_inputs(b, rng, c);

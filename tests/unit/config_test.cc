@@ -310,11 +310,18 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages_one_token=1"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.staged_gemv_x_global);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_stages=7"}), ConfigError);
-  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_cols, 256);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.moe_gate_up_bulk_cols=512"}).runtime.kernels.moe_gate_up_bulk_cols,
+  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_cols, 512);
+  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_cols_one_token, 256);
+  EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_rotate_max_tokens, 1);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.moe_gate_up_bulk_cols=256"}).runtime.kernels.moe_gate_up_bulk_cols,
+            256);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.moe_gate_up_bulk_cols_one_token=512"})
+                .runtime.kernels.moe_gate_up_bulk_cols_one_token,
             512);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_cols=384"}), ConfigError);
   EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_cols=1024"}), ConfigError);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_cols_one_token=300"}), ConfigError);
+  EXPECT_THROW(parse_config(M, "x", {"runtime.moe_gate_up_bulk_rotate_max_tokens=-1"}), ConfigError);
   EXPECT_EQ(c.runtime.kernels.staged_gemv_blocks_per_sm, 3);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_blocks_per_sm=5"}), ConfigError);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_blocks_per_sm=0"}), ConfigError);

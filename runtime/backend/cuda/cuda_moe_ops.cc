@@ -91,8 +91,9 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int token
   e.gate_up_bulk = gate_up_bulk_available_ && bulk_min > 0 && tokens >= bulk_min;
   e.gate_up_bulk_stages = tokens == 1 ? options_.kernels.moe_gate_up_bulk_stages_one_token
                                       : options_.kernels.moe_gate_up_bulk_stages;
-  e.gate_up_bulk_cols = options_.kernels.moe_gate_up_bulk_cols;
-  e.gate_up_bulk_rotate = options_.kernels.moe_gate_up_bulk_rotate;
+  e.gate_up_bulk_cols =
+      tokens == 1 ? options_.kernels.moe_gate_up_bulk_cols_one_token : options_.kernels.moe_gate_up_bulk_cols;
+  e.gate_up_bulk_rotate = tokens <= options_.kernels.moe_gate_up_bulk_rotate_max_tokens;
 }
 
 // Checks moe_experts' arguments; fills the sizes.
