@@ -101,9 +101,11 @@ __device__ void gate_up_tile(const MoeExpertsParams& p, const WorkItem& w, float
 // Gate_up streamed through shared memory (MoeExpertsParams::gate_up_bulk, H a multiple of gate_up_bulk_cols):
 // the block's 16 rows, C = gate_up_bulk_cols columns a stage (256 or 512), each row's piece of a stage one
 // bulk copy (kernels/bulk_copy.cuh) issued by a lane of warp 0 each, p.gate_up_bulk_stages stages in flight;
-// warp w multiplies columns [C / 4 w, C / 4 (w + 1)) of every stage (its activations from global memory),
-// then the warps' tiles are summed as above.
+// warp w multiplies columns [C / 4 w, C / 4 (w + 1)) of every stage (its activations from global memory), in
+// chunks of 64 columns (a fixed k range, so that the product's bounds checks fold away), then the warps'
+// tiles are summed as above.
 constexpr int kBulkColsMin = 256, kBulkColsMax = 512;
+constexpr int kBulkChunkCols = kBulkColsMin / kWarps;
 __host__ __device__ constexpr int bulk_row_elems(int cols) {
   return cols + kStagedRowPad;
 }
@@ -111,7 +113,7 @@ __host__ __device__ constexpr size_t bulk_slot_bytes(int cols) {
   return size_t(kMmaRows) * bulk_row_elems(cols) * sizeof(bf16);
 }
 static_assert(2 * bulk_slot_bytes(kBulkColsMin) >= kScratchFloats * sizeof(float) &&
-              kBulkColsMin / kWarps % kMmaK == 0);
+              kBulkChunkCols % kMmaK == 0 && kBulkColsMax / kWarps % kBulkChunkCols == 0);
 
 template <int NT>
 __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, unsigned char* smem,
@@ -151,11 +153,13 @@ __device__ void gate_up_tile_bulk(const MoeExpertsParams& p, const WorkItem& w, 
     mbarrier_wait(&bars[s % slots], (s / slots) & 1);
     if (s == 0) TPS_PHASE_MARK(g_gate_up_marks, 5);
     const int col0 = piece(s) * cols + warp * warp_cols;
-    const bf16* bs[NT];
+    for (int c = 0; c < warp_cols; c += kBulkChunkCols) {
+      const bf16* bs[NT];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) bs[nt] = b[nt] != nullptr ? b[nt] + col0 : nullptr;
-    mma_staged<NT, kBulkColsMin / kWarps / kMmaK>(acc, slot(s) + warp * warp_cols, row_elems, bs, 0,
-                                                  warp_cols / kMmaK);
+      for (int nt = 0; nt < NT; ++nt) bs[nt] = b[nt] != nullptr ? b[nt] + col0 + c : nullptr;
+      mma_staged<NT, kBulkChunkCols / kMmaK>(acc, slot(s) + warp * warp_cols + c, row_elems, bs, 0,
+                                             kBulkChunkCols / kMmaK);
+    }
     __syncthreads();  // every warp is done with the slot: the next stage may land in it
     if (warp == 0 && s + slots < stages) issue(s + slots);
   }
@@ -323,7 +327,7 @@ void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const La
             kBulkColsMax);
   // The asked stage width where H holds whole stages of it, else the narrower one.
   const int bulk_cols = p.hidden % p.gate_up_bulk_cols == 0 ? p.gate_up_bulk_cols : kBulkColsMin;
-  if (p.gate_up_bulk && p.hidden % bulk_cols == 0) {
+  if (p.gate_up_bulk && p.hidden > 0 && p.hidden % bulk_cols == 0) {
     TPS_CHECK(p.gate_up_bulk_stages >= 2 && p.gate_up_bulk_stages <= kMoeGateUpBulkMaxStages,
               "moe gate_up: ", p.gate_up_bulk_stages, " bulk stages, not 2..", kMoeGateUpBulkMaxStages);
     MoeExpertsParams bulk = p;

@@ -292,6 +292,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     *reinterpret_cast<float2*>(&warp_out[warp][g + 8][d]) = make_float2(acc[n][2], acc[n][3]);
   }
   __syncthreads();
+  TPS_PHASE_MARK(g_attention_marks, 12);
   if (tid < kRows) {
     float mx = -INFINITY;
 #pragma unroll
@@ -303,6 +304,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     max_s[tid] = mx, sum_s[tid] = sum;
   }
   __syncthreads();
+  TPS_PHASE_MARK(g_attention_marks, 13);
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
   float out[T::kPvRowsPerThread][4] = {};
 #pragma unroll

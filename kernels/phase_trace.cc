@@ -61,7 +61,7 @@ const TracedKernelNames& traced_kernel_names(TracedKernel k) {
        {"entry", "step inputs read (before wait)", "PDL wait returned", "q rows in shared memory",
         "q rows normalised + rotated", "key tiles done", "warps merged", "end (no merge)",
         "end (merged ranges)", "first K/V tile landed", "first tile's scores (warp 0)",
-        "first tile's probabilities (warp 0)"}},
+        "first tile's probabilities (warp 0)", "merge: warps' outputs stored", "merge: rows' max and sum"}},
       {"staged GEMV",
        {"entry", "weight copies issued", "PDL wait returned", "activations in place", "products done",
         "end (stored)"}},

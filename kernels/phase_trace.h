@@ -18,7 +18,7 @@
 namespace tpserve::kernels {
 
 inline constexpr int kPhaseTraceBlocks = 1024;  // blocks recorded (linear block index)
-inline constexpr int kPhaseTraceMarks = 12;     // marks a block
+inline constexpr int kPhaseTraceMarks = 14;     // marks a block
 // Every traced kernel's mark 0 is its entry (bench/common/phase_summary.h relies on it) and mark 2 its
 // return from the PDL wait.
 inline constexpr int kPhaseMarkWaitReturned = 2;
