@@ -62,6 +62,9 @@ struct PagedAttentionParams {
   // A tile of up to this many ranges is merged by its last block alone; more in two levels (groups of
   // kAttentionMergeGroup ranges, then the groups). At least kAttentionMergeGroup.
   int merge_one_level_max = 2 * kAttentionMergeGroup;
+  // A block's arrival at its tile's counter (the merge) as one acquire-release atomic by thread 0, instead
+  // of a sequentially consistent fence (__threadfence) before a relaxed atomic and another after it.
+  bool arrival_acq_rel = false;
   // Block order of the split decode kernels (attention_block_place): false, a tile's ranges are consecutive
   // blocks (blockIdx.x = token tile x S + range); true, ranges outermost (range r of every tile, then r + 1;
   // prefill keeps its order), so that the first ranges, which every

@@ -152,14 +152,27 @@ __device__ __forceinline__ void store_bf16_row(bf16* dst, const float (&v)[N], f
 // that arrives last. Thread 0's fence after the barrier orders the whole block's stores before its count (as
 // cooperative groups' grid sync does); the last block sees expected - 1 earlier arrivals, so no other block
 // of this launch touches the counter again and it resets it to 0 for the next launch or graph replay. (A
-// launch cannot stop part-way in a step: no recovery of a counter left non-zero.)
-__device__ __forceinline__ bool arrive_last(int* counter, int expected, bool& last_s) {
+// launch cannot stop part-way in a step: no recovery of a counter left non-zero.) With acq_rel
+// (PagedAttentionParams::arrival_acq_rel) the count is one atom.acq_rel.gpu instead: its release half orders
+// the block's stores, which the barrier put before it, ahead of the count (release is cumulative in the
+// PTX memory model), and its acquire half the last block's reads after the other counts, which the second
+// barrier extends to all its threads.
+__device__ __forceinline__ bool arrive_last(int* counter, int expected, bool& last_s, bool acq_rel) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    const bool last = atomicAdd(counter, 1) == expected - 1;
+    int before;
+    if (acq_rel) {
+      asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;"
+                   : "=r"(before)
+                   : "l"(counter), "r"(1)
+                   : "memory");
+    } else {
+      __threadfence();
+      before = atomicAdd(counter, 1);
+    }
+    const bool last = before == expected - 1;
     if (last) atomicExch(counter, 0);
-    __threadfence();  // the earlier arrivals' stores are read after their counts were seen
+    if (!acq_rel) __threadfence();  // the earlier arrivals' stores are read after their counts were seen
     last_s = last;
   }
   __syncthreads();
@@ -285,7 +298,7 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
                            ? 1
                            : (b.active_splits + kAttentionMergeGroup - 1) / kAttentionMergeGroup;
     if (groups == 1) {
-      if (arrive_last(p.split_counters + tile_index, b.active_splits, last_s))
+      if (arrive_last(p.split_counters + tile_index, b.active_splits, last_s, p.arrival_acq_rel))
         merge_ranges<D>(p, b, 0, b.active_splits, 1, true);
       return;
     }
@@ -294,10 +307,10 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
     if (count > 1) {  // else the group's one range is its partial
       int* group_counter =
           p.split_counters + p.split_counter_capacity + tile_index * kAttentionMaxMergeGroups + group;
-      if (!arrive_last(group_counter, count, last_s)) return;
+      if (!arrive_last(group_counter, count, last_s, p.arrival_acq_rel)) return;
       merge_ranges<D>(p, b, first, count, 1, false);
     }
-    if (arrive_last(p.split_counters + tile_index, groups, last_s))
+    if (arrive_last(p.split_counters + tile_index, groups, last_s, p.arrival_acq_rel))
       merge_ranges<D>(p, b, 0, groups, kAttentionMergeGroup, true);
   }
 }

@@ -102,6 +102,11 @@ struct CudaKernelSwitches {
   // Decode attention merges a tile of up to this many context ranges in one block (8-128); more in two
   // levels: groups of 8 ranges, then the groups (kernels/paged_attention.h).
   int attention_merge_one_level_max = 16;
+  // Decode attention's blocks count their arrival for the merge with one acquire-release atomic instead of
+  // a sequentially consistent fence on each side of a relaxed one (PagedAttentionParams::arrival_acq_rel):
+  // the merge path is 4 us at c = 1, a few dependent trips to L2 behind the O projection's weight stream.
+  // The same results (thirty-fourth session: prepared, not yet measured).
+  bool attention_arrival_acq_rel = false;
   // The weights' copies into shared memory (staged GEMV, fused router, MoE bulk gate_up and staged down; not
   // register loads, not cuBLASLt's) carry the L2 evict_first policy, so that streaming a layer's weights
   // through L2 evicts them before what the step's small kernels read again (their code, activations,
@@ -185,6 +190,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_split_keys", switches.attention_split_keys, 16, 4096);
   visit("attention_split_growth", switches.attention_split_growth, 0, 4096);
   visit("attention_merge_one_level_max", switches.attention_merge_one_level_max, 8, 128);
+  visit("attention_arrival_acq_rel", switches.attention_arrival_acq_rel);
   visit("weights_l2_evict_first", switches.weights_l2_evict_first);
   visit("gemv_l2_evict_first", switches.gemv_l2_evict_first);
   visit("moe_combine_batched_loads", switches.moe_combine_batched_loads);

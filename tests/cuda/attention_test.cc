@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 #include "kernels/paged_attention.h"
 #include "tests/cuda/op_test_util.h"
@@ -275,20 +276,47 @@ TEST(AttentionSplitPlan, OneWaveOfResidentBlocks) {
 // Every launch of a split step leaves its arrival counters at 0 (the last block of a tile resets them): the
 // same launches repeated, eagerly and as one captured graph replayed, give the reference each time (a counter
 // left non-zero would leave a tile unmerged: the poisoned output), and give the same bits each time (the
-// merge order does not depend on which block is last). Steps of different shapes share the counters.
-class PagedAttentionSplits : public ::testing::TestWithParam<bool> {};  // tensor cores or not
+// merge order does not depend on which block is last). Steps of different shapes share the counters. With
+// the arrivals counted by fences around a relaxed atomic or by one acquire-release atomic
+// (runtime.attention_arrival_acq_rel): the same bits, since a merge reads every partial either way.
+// Parameters: tensor cores, acquire-release arrivals.
+class PagedAttentionSplits : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+// Each run's output from a fresh backend with the default arrivals, for the same-bits check; fills refs with
+// the CPU references (one a case), which the caller's runs reuse.
+std::vector<std::vector<float>> default_arrival_outputs(const std::vector<AttentionCase>& cases,
+                                                        bool tensor_cores,
+                                                        std::vector<std::vector<float>>& refs) {
+  Backends b(attention_options(tensor_cores));
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    AttentionRun run(b, cases[i], 40960, &refs[i]);
+    b.poison(run.out.gpu);
+    run.launch_gpu(b);
+    out.push_back(b.floats(run.out.gpu));
+  }
+  return out;
+}
 
 TEST_P(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
   TPS_REQUIRE_CUDA_DEVICE();
-  Backends b(attention_options(GetParam()));
+  const auto [tensor_cores, acq_rel] = GetParam();
+  const std::vector<AttentionCase> cases = {
+      AttentionCase{32, 4, 128, 16, {1, 1, 1, 1}, {1, 100, 1000, 5000}},
+      AttentionCase{32, 4, 128, 16, {4, 5}, {65, 161}}, AttentionCase{16, 1, 64, 16, {3}, {97}},
+      AttentionCase{4, 2, 32, 16, {3, 2}, {64, 65}},
+      AttentionCase{16, 1, 128, 16, {1}, {5000}}};  // 79 ranges of 64 keys
+  // One backend at a time: the default arrivals' outputs first.
+  std::vector<std::vector<float>> refs(cases.size());
+  const auto by_fences =
+      acq_rel ? default_arrival_outputs(cases, tensor_cores, refs) : std::vector<std::vector<float>>{};
+  CudaBackendOptions options = attention_options(tensor_cores);
+  options.kernels.attention_arrival_acq_rel = acq_rel;
+  Backends b(options);
   std::vector<std::unique_ptr<AttentionRun>> runs;
-  for (const AttentionCase& c :
-       {AttentionCase{32, 4, 128, 16, {1, 1, 1, 1}, {1, 100, 1000, 5000}},
-        AttentionCase{32, 4, 128, 16, {4, 5}, {65, 161}}, AttentionCase{16, 1, 64, 16, {3}, {97}},
-        AttentionCase{4, 2, 32, 16, {3, 2}, {64, 65}},
-        AttentionCase{16, 1, 128, 16, {1}, {5000}}})  // 79 ranges of 64 keys
-    runs.push_back(std::make_unique<AttentionRun>(b, c, 40960));
-  for (const auto& run : runs) ASSERT_GT(run->planned_splits(b, GetParam()), 1) << describe(run->c);
+  for (size_t i = 0; i < cases.size(); ++i)
+    runs.push_back(std::make_unique<AttentionRun>(b, cases[i], 40960, &refs[i]));
+  for (const auto& run : runs) ASSERT_GT(run->planned_splits(b, tensor_cores), 1) << describe(run->c);
   std::vector<std::vector<float>> first(runs.size());
   for (int round = 0; round < 4; ++round) {
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -297,9 +325,12 @@ TEST_P(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
       const std::string what = "eager launch " + std::to_string(round);
       runs[i]->expect_matches(b, what);
       const auto got = b.floats(runs[i]->out.gpu);
-      if (round == 0)
+      if (round == 0) {
         first[i] = got;
-      else
+        if (acq_rel)
+          expect_close("acquire-release arrivals against fences, " + describe(runs[i]->c), by_fences[i], got,
+                       {0.0f, 0.0f});
+      } else
         expect_close(what + " against launch 0, " + describe(runs[i]->c), first[i], got, {0.0f, 0.0f});
     }
   }
@@ -319,7 +350,8 @@ TEST_P(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, PagedAttentionSplits, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(Kernels, PagedAttentionSplits,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 
 INSTANTIATE_TEST_SUITE_P(Prefill, PagedAttentionTest,
                          ::testing::Values(AttentionCase{8, 2, 128, 16, {17, 1, 5}, {17, 40, 5}},
