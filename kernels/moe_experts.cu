@@ -325,15 +325,14 @@ void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const La
   TPS_CHECK(p.gate_up_bulk_cols == kBulkColsMin || p.gate_up_bulk_cols == kBulkColsMax,
             "moe gate_up: ", p.gate_up_bulk_cols, " bulk columns a stage, not ", kBulkColsMin, " or ",
             kBulkColsMax);
-  // The asked stage width where H holds whole stages of it, else the narrower one.
-  const int bulk_cols = p.hidden % p.gate_up_bulk_cols == 0 ? p.gate_up_bulk_cols : kBulkColsMin;
-  if (p.gate_up_bulk && p.hidden > 0 && p.hidden % bulk_cols == 0) {
+  if (p.gate_up_bulk && p.hidden > 0 && p.hidden % kBulkColsMin == 0) {
     TPS_CHECK(p.gate_up_bulk_stages >= 2 && p.gate_up_bulk_stages <= kMoeGateUpBulkMaxStages,
               "moe gate_up: ", p.gate_up_bulk_stages, " bulk stages, not 2..", kMoeGateUpBulkMaxStages);
     MoeExpertsParams bulk = p;
-    bulk.gate_up_bulk_cols = bulk_cols;
+    // The asked stage width where H holds whole stages of it, else the narrower one.
+    if (p.hidden % p.gate_up_bulk_cols != 0) bulk.gate_up_bulk_cols = kBulkColsMin;
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_bulk_kernel, gate_up_grid, block,
-           p.gate_up_bulk_stages * bulk_slot_bytes(bulk_cols), stream, bulk);
+           p.gate_up_bulk_stages * bulk_slot_bytes(bulk.gate_up_bulk_cols), stream, bulk);
   } else {
     launch(policy, Site::kMoeExperts, Pdl::kEnrolled, moe_gate_up_kernel, gate_up_grid, block, 0, stream, p);
   }
