@@ -17,9 +17,11 @@ namespace {
 
 struct RouteCase {
   int tokens, hidden, experts, k;
+  bool tied = false;  // router rows in equal pairs (2i + 1 = 2i): the logits tie, the smaller index wins
 };
 void PrintTo(const RouteCase& c, std::ostream* os) {
-  *os << "T " << c.tokens << " H " << c.hidden << " E " << c.experts << " k " << c.k;
+  *os << "T " << c.tokens << " H " << c.hidden << " E " << c.experts << " k " << c.k
+      << (c.tied ? " tied" : "");
 }
 
 // The op's operands for a case on both backends, random (residual and x in [-2, 2], norm weights in
@@ -35,6 +37,9 @@ struct RouteOp {
     auto nv = uniform(rng, c.hidden, 0.5f, 1.5f);
     const float scale = 2.0f / std::sqrt(static_cast<float>(c.hidden));
     auto wv = uniform(rng, size_t(c.experts) * c.hidden, -scale, scale);
+    if (c.tied)
+      for (int e = 1; e < c.experts; e += 2)
+        std::copy_n(wv.begin() + size_t(e - 1) * c.hidden, c.hidden, wv.begin() + size_t(e) * c.hidden);
     residual = b.bf16({c.tokens, c.hidden}, rv), x = b.bf16({c.tokens, c.hidden}, xv);
     norm_w = b.bf16({c.hidden}, nv), router_w = b.bf16({c.experts, c.hidden}, wv);
     normed = b.output(DType::kBF16, {c.tokens, c.hidden});
@@ -113,12 +118,13 @@ TEST(AddRmsNormRoute, FusedIsOneLaunch) {
 
 // The fused op's outputs (residual, normed, logits, weights, ids as floats) on random data seeded by `c`,
 // with runtime.router_fused_stores_after_gather (and runtime.weights_l2_evict_first the same) and
-// runtime.topk_gating_redux as given.
+// runtime.topk_gating_redux and runtime.router_ranked_gating as given.
 std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool stores_after_gather,
-                                                    bool redux = false) {
+                                                    bool redux = false, bool ranked = false) {
   CudaBackendOptions options = route_options(true);
   options.kernels.router_fused_stores_after_gather = stores_after_gather;
   options.kernels.topk_gating_redux = redux;
+  options.kernels.router_ranked_gating = ranked;
   options.kernels.weights_l2_evict_first = stores_after_gather;
   Backends b(options);
   std::mt19937 rng(c.tokens * 37 + c.hidden * 11 + c.experts * 3 + c.k);  // the same data for both settings
@@ -133,23 +139,27 @@ std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool sto
 // Blocks 1..7 storing the residual and normed columns after the gather, or every block before it: the same
 // bits in every output, including hidden sizes whose columns do not cover all seven blocks. Every shape here
 // takes the fused kernel (one launch), so the two orders are both exercised. Likewise the gating's arg-max
-// rounds through warp reductions (runtime.topk_gating_redux) against the shuffle steps.
+// rounds through warp reductions (runtime.topk_gating_redux) against the shuffle steps, and the experts
+// ranked at once (runtime.router_ranked_gating), with tied logits too (the smaller index first).
 TEST(AddRmsNormRoute, StoresAfterTheGatherAndReduxGatingGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   if (!device_has_clusters()) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
   const char* names[] = {"residual", "normed", "logits", "weights", "ids"};
   for (const RouteCase& c : {RouteCase{1, 2048, 128, 8}, RouteCase{3, 2048, 128, 8}, RouteCase{8, 96, 60, 4},
                              RouteCase{16, 2048, 128, 8}, RouteCase{2, 4096, 64, 6}, RouteCase{2, 32, 16, 2},
-                             RouteCase{12, 256, 100, 16}}) {
+                             RouteCase{12, 256, 100, 16}, RouteCase{1, 2048, 128, 8, true},
+                             RouteCase{5, 256, 100, 16, true}, RouteCase{16, 96, 33, 3}}) {
     EXPECT_EQ(route_kernel_nodes(true, c), 1) << "not the fused kernel";
     const auto late = fused_route_outputs(c, true), early = fused_route_outputs(c, false);
     const auto redux = fused_route_outputs(c, true, true);
+    const auto ranked = fused_route_outputs(c, true, true, true);
     std::ostringstream shape;
     PrintTo(c, &shape);
     for (size_t i = 0; i < late.size(); ++i) {
       const std::string what = shape.str() + ": " + names[i];
       expect_close(what + ", stores after the gather and the L2 hint", early[i], late[i], {0.0f, 0.0f});
       expect_close(what + ", redux gating", late[i], redux[i], {0.0f, 0.0f});
+      expect_close(what + ", ranked gating", late[i], ranked[i], {0.0f, 0.0f});
     }
   }
 }
@@ -160,7 +170,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          RouteCase{8, 96, 60, 4}, RouteCase{16, 2048, 128, 8},
                                          RouteCase{5, 4096, 512, 10}, RouteCase{17, 2048, 128, 8},
                                          RouteCase{2, 8192, 64, 6}, RouteCase{12, 256, 100, 16},
-                                         RouteCase{9, 1024, 16, 1}),
+                                         RouteCase{9, 1024, 16, 1}, RouteCase{4, 2048, 128, 8, true}),
                        ::testing::Bool()));
 
 }  // namespace
