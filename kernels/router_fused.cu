@@ -8,9 +8,9 @@
 //               summed in a fixed order, into the block's shared memory;
 //   cluster barrier; block 0 gathers all logits through distributed shared memory; each block stores its
 //   eighth of the columns of residual and normed (no block reads residual after the first barrier);
-//   cluster barrier (block 0 is done reading the others' shared memory); block 0 gates (one warp a token,
-//   or with p.ranked_gating four warps a token) and stores the logits. With p.stores_after_gather blocks 1..7
-//   store a seventh of the columns each after the second barrier instead, while block 0 gates.
+//   cluster barrier (block 0 is done reading the others' shared memory); block 0 gates (one warp a token)
+//   and stores the logits. With p.stores_after_gather blocks 1..7 store a seventh of the columns each
+//   after the second barrier instead, while block 0 gates.
 #include <cooperative_groups.h>
 
 #include "common/error.h"
@@ -31,9 +31,6 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr int kPerLane = kRouterFusedMaxExperts / kWarpSize;  // the gating's experts per lane
 constexpr int kRowsAtOnce = 4;                                // rows whose loads the norm issues together
-// The ranked gating (p.ranked_gating): groups of kPerLane warps, one token a group at a time.
-using RankedScratch = RankedGatingScratch<kPerLane>;
-constexpr int kRankGroups = kWarps / kPerLane;
 
 __host__ __device__ constexpr size_t align16(size_t n) {
   return (n + 15) / 16 * 16;
@@ -44,11 +41,9 @@ struct RouterSmem {
   size_t w = 0, x = 0, norm_w = 0, part = 0, inv = 0, logits = 0, all = 0, total = 0;
   __host__ __device__ RouterSmem(int tokens, int hidden, int experts) {
     const size_t row_bytes = staged_tile_bytes(hidden) / kMmaRows;
-    const size_t tiles = warp_tiles_scratch_floats(kWarps, 2) * sizeof(float);
-    const size_t scratch =
-        tiles > sizeof(RankedScratch) * kRankGroups ? tiles : sizeof(RankedScratch) * kRankGroups;
+    const size_t scratch = warp_tiles_scratch_floats(kWarps, 2) * sizeof(float);
     size_t at = 0;
-    w = at;  // the 16 router rows; then the warps' partial tiles; then block 0's ranked gating
+    w = at;  // the 16 router rows; then the warps' partial tiles
     at = align16(at + (staged_tile_bytes(hidden) > scratch ? staged_tile_bytes(hidden) : scratch));
     x = at;  // [T][H + pad] bf16: v, then the normed rows
     at = align16(at + tokens * row_bytes);
@@ -193,23 +188,10 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     return;
   }
   for (int i = tid; i < p.tokens * p.experts; i += kThreads) p.logits[i] = all_s[i];
-  if (p.ranked_gating) {
-    // The router rows' space is free (the partial tiles were summed before the first cluster barrier).
-    const int group = warp / kPerLane;
-    RankedScratch& scratch = reinterpret_cast<RankedScratch*>(w_tile)[group];
-    for (int m = group; m < p.tokens; m += kRankGroups) {
-      // The group's warp 0 has read the previous token's picks before any warp writes the next one's.
-      if (m != group) asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "r"(kPerLane * kWarpSize) : "memory");
-      ranked_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
-                                   p.weights + static_cast<int64_t>(m) * p.k,
-                                   p.ids + static_cast<int64_t>(m) * p.k, scratch, 1 + group);
-    }
-  } else {
-    for (int m = warp; m < p.tokens; m += kWarps)
-      warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
-                                 p.weights + static_cast<int64_t>(m) * p.k,
-                                 p.ids + static_cast<int64_t>(m) * p.k, p.redux_gating);
-  }
+  for (int m = warp; m < p.tokens; m += kWarps)
+    warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
+                               p.weights + static_cast<int64_t>(m) * p.k,
+                               p.ids + static_cast<int64_t>(m) * p.k, p.redux_gating);
   TPS_PHASE_MARK_AFTER_BLOCK(g_router_marks, 8);
 #else
   __trap();  // launched only on SM90+ (clusters)

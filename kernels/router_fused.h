@@ -36,9 +36,6 @@ struct RouterFusedParams {
   bool stores_after_gather = false;
   // The gating's arg-max rounds reduce with redux.sync (TopkGatingParams::redux).
   bool redux_gating = false;
-  // Block 0 gates each token with E / 32 warps that rank every expert at once (kernels/topk_gating.cuh
-  // ranked_topk_gating) instead of one warp's k dependent arg-max rounds: the same picks, weights and order.
-  bool ranked_gating = false;
   // Weight copies into shared memory under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
   // runtime.weights_l2_evict_first); register loads stay plain.
   bool weights_evict_first = false;

@@ -138,9 +138,6 @@ struct CudaKernelSwitches {
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
   bool topk_gating_redux = true;
-  // The fused router's block 0 gates a token with four warps that rank all its experts at once instead of
-  // one warp's k dependent arg-max rounds (kernels/topk_gating.cuh ranked_topk_gating); the same picks.
-  bool router_ranked_gating = false;
   // SM90+: MoE launches of at least this many tokens (0: none) run gate_up streaming its weight rows through
   // shared memory by bulk copies (one instruction a row piece of 256 columns) instead of 16-byte loads of
   // every mma fragment (MoeExpertsParams::gate_up_bulk). 1: with weights_l2_evict_first, one token too
@@ -202,7 +199,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
   visit("topk_gating_redux", switches.topk_gating_redux);
-  visit("router_ranked_gating", switches.router_ranked_gating);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
   visit("moe_gate_up_bulk_stages_one_token", switches.moe_gate_up_bulk_stages_one_token, 2, 6);

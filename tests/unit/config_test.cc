@@ -300,9 +300,6 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
                    .runtime.kernels.attention_inputs_before_wait);
   EXPECT_TRUE(c.runtime.kernels.topk_gating_redux);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.topk_gating_redux=false"}).runtime.kernels.topk_gating_redux);
-  EXPECT_FALSE(c.runtime.kernels.router_ranked_gating);
-  EXPECT_TRUE(
-      parse_config(M, "x", {"runtime.router_ranked_gating=true"}).runtime.kernels.router_ranked_gating);
   EXPECT_EQ(c.runtime.kernels.moe_gate_up_bulk_min_tokens, 1);
   EXPECT_EQ(parse_config(M, "x", {"runtime.moe_gate_up_bulk_min_tokens=0"})
                 .runtime.kernels.moe_gate_up_bulk_min_tokens,

@@ -86,7 +86,6 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   p.renormalize = renormalize;
   p.stores_after_gather = options_.kernels.router_fused_stores_after_gather;
   p.redux_gating = gating.redux;
-  p.ranked_gating = options_.kernels.router_ranked_gating;
   p.weights_evict_first = options_.kernels.weights_l2_evict_first;
   const bool shape_fits = kernels::router_fused_fits(p);
   const size_t smem = shape_fits ? kernels::router_fused_smem_bytes(p) : 0;
