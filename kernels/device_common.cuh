@@ -142,7 +142,7 @@ __device__ __forceinline__ void cp_async_wait_all() {
 __device__ __forceinline__ void cp_async_wait_one() {
   asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
-// Waits until at most n (0..7; more counts as 7) of this thread's committed groups are still in flight.
+// Waits until at most n (0..3; more counts as 3) of this thread's committed groups are still in flight.
 __device__ __forceinline__ void cp_async_wait_pending(int n) {
   switch (n) {
     case 0:
@@ -154,20 +154,8 @@ __device__ __forceinline__ void cp_async_wait_pending(int n) {
     case 2:
       asm volatile("cp.async.wait_group 2;\n" ::: "memory");
       break;
-    case 3:
-      asm volatile("cp.async.wait_group 3;\n" ::: "memory");
-      break;
-    case 4:
-      asm volatile("cp.async.wait_group 4;\n" ::: "memory");
-      break;
-    case 5:
-      asm volatile("cp.async.wait_group 5;\n" ::: "memory");
-      break;
-    case 6:
-      asm volatile("cp.async.wait_group 6;\n" ::: "memory");
-      break;
     default:
-      asm volatile("cp.async.wait_group 7;\n" ::: "memory");
+      asm volatile("cp.async.wait_group 3;\n" ::: "memory");
       break;
   }
 }

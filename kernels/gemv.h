@@ -25,13 +25,10 @@ struct GemvParams {
 // predecessor still runs, so the whole weight read overlaps it, not just the first loads. staged_sms = 0:
 // never stage (the register-pipelined kernel); the caller also sets the launch policy's shared-memory
 // carveout preference (launch.h), or an SM busy with a predecessor may not take a staged block early.
-inline constexpr int kStagedMaxCopyGroups = 8;  // kernels/device_common.cuh cp_async_wait_pending's most
-
 struct GemvLaunchOptions {
-  int staged_sms = 0;      // SMs of the device; 0 = do not stage
-  size_t staged_smem = 0;  // shared memory a staged block may use (at most the device's opt-in limit)
-  int staged_copy_groups =
-      1;  // cp.async commit groups a warp's k range is cut into (1..kStagedMaxCopyGroups)
+  int staged_sms = 0;          // SMs of the device; 0 = do not stage
+  size_t staged_smem = 0;      // shared memory a staged block may use (at most the device's opt-in limit)
+  int staged_copy_groups = 1;  // cp.async commit groups a warp's k range is cut into (1..4)
   // Where the activations do not fit in shared memory beside the weight rows (e.g. QKV 2048->5120 at 6-16
   // rows), the staged kernel reads them from global memory (L2) instead of declining the shape.
   bool staged_x_global = true;

@@ -135,7 +135,7 @@ void launch_staged(const GemvParams& p, const GemvStagedPlan& s, const GemvLaunc
                    cudaStream_t stream, const LaunchPolicy& policy) {
   const dim3 grid(s.blocks), block(s.warps() * kWarpSize);
   const int x_offset = static_cast<int>(s.x_offset);
-  const int copy_groups = std::clamp(o.staged_copy_groups, 1, kStagedMaxCopyGroups);
+  const int copy_groups = std::clamp(o.staged_copy_groups, 1, 4);
   const int in_flight = o.staged_groups_in_flight >= copy_groups ? 0 : std::max(o.staged_groups_in_flight, 0);
   auto kernel =
       p.out_f32 != nullptr

@@ -34,7 +34,7 @@ struct CudaKernelSwitches {
   // step at c = 1, +1.64% at c = 4; 2 groups -0.27% and -0.09% (docs/PERF.md, thirty-second session): 0.
   int staged_gemv_groups_in_flight = 0;
   // The staged GEMV launched right after an attention launch (the O projection), where it has at most
-  // attention_next_gemv_max_rows rows, cuts its weight copies into this many groups (2-8) and keeps one in
+  // attention_next_gemv_max_rows rows, cuts its weight copies into this many groups (2-4) and keeps one in
   // flight before its PDL wait, whatever staged_gemv_copy_groups and staged_gemv_groups_in_flight say; 0 or
   // 1: as the other staged GEMVs. At the default 1 row that is a decode step at c = 1.
   // Phase marks showed decode attention 4x slower in its key tiles while the O projection's 16.8 MB were
@@ -173,7 +173,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("staged_gemv_blocks_per_sm", switches.staged_gemv_blocks_per_sm, 1, 4);
   visit("staged_gemv_max_warps", switches.staged_gemv_max_warps, 4, 32);
   visit("staged_gemv_groups_in_flight", switches.staged_gemv_groups_in_flight, 0, 3);
-  visit("attention_next_gemv_copy_groups", switches.attention_next_gemv_copy_groups, 0, 8);
+  visit("attention_next_gemv_copy_groups", switches.attention_next_gemv_copy_groups, 0, 4);
   visit("attention_next_gemv_max_rows", switches.attention_next_gemv_max_rows, 1, 16);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);

@@ -124,8 +124,8 @@ TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
   const ModelOptions options = two_sequence_options();
   CudaBackendOptions plain_options = test_backend_options(), throttled = test_backend_options();
   plain_options.kernels.attention_next_gemv_copy_groups = 0;
-  throttled.kernels.attention_next_gemv_copy_groups = 8;  // the default 4 runs in every c = 1 test
-  throttled.kernels.attention_next_gemv_max_rows = 16;    // the two sequences' decode steps too
+  throttled.kernels.attention_next_gemv_copy_groups = 4;
+  throttled.kernels.attention_next_gemv_max_rows = 16;  // the two sequences' decode steps too
   Backends plain_backends(plain_options), throttled_backends(throttled);
   kernels::GemvParams o_proj;  // the decode steps' O projection: 2 rows
   o_proj.m = 2, o_proj.n = spec.hidden_size, o_proj.k = spec.q_size();

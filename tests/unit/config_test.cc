@@ -372,11 +372,6 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_EQ(
       parse_config(M, "x", {"runtime.staged_gemv_copy_groups=4"}).runtime.kernels.staged_gemv_copy_groups, 4);
   EXPECT_THROW(parse_config(M, "x", {"runtime.staged_gemv_copy_groups=5"}), ConfigError);
-  EXPECT_EQ(c.runtime.kernels.attention_next_gemv_copy_groups, 4);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_next_gemv_copy_groups=8"})
-                .runtime.kernels.attention_next_gemv_copy_groups,
-            8);
-  EXPECT_THROW(parse_config(M, "x", {"runtime.attention_next_gemv_copy_groups=9"}), ConfigError);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_fused_norm=false"}).runtime.kernels.moe_fused_norm);
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.moe_one_token_direct=false"}).runtime.kernels.moe_one_token_direct);

@@ -107,9 +107,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   }
   gemv_after_attention_options_ = gemv_options_;
   const int after_attention_groups = options.kernels.attention_next_gemv_copy_groups;
-  TPS_CHECK(after_attention_groups >= 0 && after_attention_groups <= kernels::kStagedMaxCopyGroups,
-            "CUDA backend: attention_next_gemv_copy_groups ", after_attention_groups, " (0 to ",
-            kernels::kStagedMaxCopyGroups, ")");
+  TPS_CHECK(after_attention_groups >= 0 && after_attention_groups <= 4,
+            "CUDA backend: attention_next_gemv_copy_groups ", after_attention_groups, " (0 to 4)");
   if (after_attention_groups > 1) {
     gemv_after_attention_options_.staged_copy_groups = after_attention_groups;
     gemv_after_attention_options_.staged_groups_in_flight = 1;
