@@ -105,8 +105,9 @@ struct CudaKernelSwitches {
   // Decode attention's blocks count their arrival for the merge with one acquire-release atomic instead of
   // a sequentially consistent fence on each side of a relaxed one (PagedAttentionParams::arrival_acq_rel):
   // the merge path is 4 us at c = 1, a few dependent trips to L2 behind the O projection's weight stream.
-  // The same results (thirty-fourth session: prepared, not yet measured).
-  bool attention_arrival_acq_rel = false;
+  // The same results. H100, against false: -0.41% on the step at c = 1, -0.55% at c = 4 (6/6 each;
+  // docs/PERF.md, thirty-fifth session).
+  bool attention_arrival_acq_rel = true;
   // The weights' copies into shared memory (staged GEMV, fused router, MoE bulk gate_up and staged down; not
   // register loads, not cuBLASLt's) carry the L2 evict_first policy, so that streaming a layer's weights
   // through L2 evicts them before what the step's small kernels read again (their code, activations,

@@ -289,6 +289,9 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.kernels.attention_tensor_cores);
   EXPECT_TRUE(c.runtime.kernels.attention_fused_prologue);
+  EXPECT_TRUE(c.runtime.kernels.attention_arrival_acq_rel);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_arrival_acq_rel=false"})
+                   .runtime.kernels.attention_arrival_acq_rel);
   EXPECT_TRUE(c.runtime.kernels.weights_l2_evict_first);
   EXPECT_TRUE(c.runtime.kernels.gemv_l2_evict_first);
   EXPECT_FALSE(
