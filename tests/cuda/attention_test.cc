@@ -282,12 +282,14 @@ TEST(AttentionSplitPlan, OneWaveOfResidentBlocks) {
 // Parameters: tensor cores, acquire-release arrivals.
 class PagedAttentionSplits : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
-// Each run's output from a fresh backend with the default arrivals, for the same-bits check; fills refs with
-// the CPU references (one a case), which the caller's runs reuse.
-std::vector<std::vector<float>> default_arrival_outputs(const std::vector<AttentionCase>& cases,
-                                                        bool tensor_cores,
-                                                        std::vector<std::vector<float>>& refs) {
-  Backends b(attention_options(tensor_cores));
+// Each run's output from a fresh backend whose arrivals are fences around a relaxed atomic, for the
+// same-bits check; fills refs with the CPU references (one a case), which the caller's runs reuse.
+std::vector<std::vector<float>> fence_arrival_outputs(const std::vector<AttentionCase>& cases,
+                                                      bool tensor_cores,
+                                                      std::vector<std::vector<float>>& refs) {
+  CudaBackendOptions options = attention_options(tensor_cores);
+  options.kernels.attention_arrival_acq_rel = false;
+  Backends b(options);
   std::vector<std::vector<float>> out;
   for (size_t i = 0; i < cases.size(); ++i) {
     AttentionRun run(b, cases[i], 40960, &refs[i]);
@@ -306,10 +308,10 @@ TEST_P(PagedAttentionSplits, RepeatedLaunchesAndGraphReplaysMergeEveryTime) {
       AttentionCase{32, 4, 128, 16, {4, 5}, {65, 161}}, AttentionCase{16, 1, 64, 16, {3}, {97}},
       AttentionCase{4, 2, 32, 16, {3, 2}, {64, 65}},
       AttentionCase{16, 1, 128, 16, {1}, {5000}}};  // 79 ranges of 64 keys
-  // One backend at a time: the default arrivals' outputs first.
+  // One backend at a time: the fence arrivals' outputs first.
   std::vector<std::vector<float>> refs(cases.size());
   const auto by_fences =
-      acq_rel ? default_arrival_outputs(cases, tensor_cores, refs) : std::vector<std::vector<float>>{};
+      acq_rel ? fence_arrival_outputs(cases, tensor_cores, refs) : std::vector<std::vector<float>>{};
   CudaBackendOptions options = attention_options(tensor_cores);
   options.kernels.attention_arrival_acq_rel = acq_rel;
   Backends b(options);
