@@ -48,6 +48,11 @@ struct GemvLaunchOptions {
   // each group goes out when an earlier one has landed: the weight stream queues fewer bytes ahead of the
   // predecessor kernel's own memory operations (docs/step_latency.md, "Phase marks").
   int staged_groups_in_flight = 0;
+  // The staged kernel triggers its dependent launch (PDL) once its weight copies are issued, before its own
+  // wait, rather than right after the wait: the dependent's blocks may then start while this kernel's
+  // predecessor still runs, so the caller sets it only where the dependent reads nothing before its wait
+  // that the predecessor writes (kernels/pdl.cuh). The same results.
+  bool staged_trigger_before_wait = false;
 };
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,

@@ -44,6 +44,14 @@ struct CudaKernelSwitches {
   // much but cost the QKV projection more.
   int attention_next_gemv_copy_groups = 4;
   int attention_next_gemv_max_rows = 1;
+  // The staged GEMV launched right after an RMSNorm launch (the QKV projection), where it has at most this
+  // many rows (0: none), triggers the next launch (PDL) right after issuing its weight copies, before its own
+  // wait (GemvLaunchOptions::staged_trigger_before_wait): decode attention's blocks then become resident and
+  // run their pre-wait work (step inputs, rotation, first K/V tile) during the norm instead of only once the
+  // QKV projection has passed its wait. Phase marks showed the last attention block's pre-wait work ending
+  // about 1 us after the QKV projection (docs/step_latency.md). The same results: what a GEMV's dependents
+  // read before their waits is never the norm's output (kernels/pdl.cuh).
+  int norm_next_gemv_trigger_early_max_rows = 0;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
   // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel
@@ -176,6 +184,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("staged_gemv_groups_in_flight", switches.staged_gemv_groups_in_flight, 0, 3);
   visit("attention_next_gemv_copy_groups", switches.attention_next_gemv_copy_groups, 0, 4);
   visit("attention_next_gemv_max_rows", switches.attention_next_gemv_max_rows, 1, 16);
+  visit("norm_next_gemv_trigger_early_max_rows", switches.norm_next_gemv_trigger_early_max_rows, 0, 16);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/dtype.h"
+#include "kernels/gemv.h"
 #include "tests/cuda/op_test_util.h"
 
 namespace tpserve::cuda_test {
@@ -71,6 +72,50 @@ INSTANTIATE_TEST_SUITE_P(
               : std::get<2>(test.param) < 0 ? "_throttled" + std::to_string(-std::get<2>(test.param))
                                             : "");
     });
+
+// runtime.norm_next_gemv_trigger_early_max_rows: the staged GEMV right after a norm triggers before its wait,
+// so the GEMV after it starts while the norm may still run. The chain norm -> linear -> linear against the
+// CPU, and the same bits as without the early trigger (fresh data for each row count).
+TEST(Linear, StagedTriggerBeforeWaitAfterNorm) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  constexpr int kHidden = 2048, kMid = 1536, kOut = 1000;
+  for (int m : {1, 5, 16}) {
+    std::mt19937 rng(4200 + m);
+    auto xv = uniform(rng, size_t(m) * kHidden, -3.0f, 3.0f), nv = uniform(rng, kHidden, 0.5f, 1.5f);
+    auto w1v = uniform(rng, size_t(kMid) * kHidden, -0.5f, 0.5f), w2v = uniform(rng, size_t(kOut) * kMid);
+    std::vector<float> got[2];
+    for (int early : {0, 1}) {
+      CudaBackendOptions options = test_backend_options();
+      options.kernels.norm_next_gemv_trigger_early_max_rows = early ? 16 : 0;
+      Backends b(options);
+      kernels::GemvParams first;
+      first.m = m, first.n = kMid, first.k = kHidden;
+      kernels::GemvStagedPlan plan;
+      ASSERT_TRUE(kernels::plan_gemv_staged(first, b.gpu().gemv_launch_options(), plan))
+          << "M=" << m << ": the GEMV after the norm must take the staged kernel";
+      Pair x = b.bf16({m, kHidden}, xv), norm_w = b.bf16({kHidden}, nv);
+      Pair w1 = b.bf16({kMid, kHidden}, w1v), w2 = b.bf16({kOut, kMid}, w2v);
+      Pair normed = b.output(DType::kBF16, {m, kHidden}), mid = b.output(DType::kBF16, {m, kMid});
+      Pair out = b.output(DType::kF32, {m, kOut});
+      for (Backend* backend : {&b.cpu(), static_cast<Backend*>(&b.gpu())}) {
+        const bool gpu = backend != &b.cpu();
+        backend->rmsnorm(gpu ? x.gpu : x.cpu, gpu ? norm_w.gpu : norm_w.cpu, 1e-6f,
+                         gpu ? normed.gpu : normed.cpu);
+        backend->linear(gpu ? normed.gpu : normed.cpu, gpu ? w1.gpu : w1.cpu, gpu ? mid.gpu : mid.cpu);
+        backend->linear(gpu ? mid.gpu : mid.cpu, gpu ? w2.gpu : w2.cpu, gpu ? out.gpu : out.cpu);
+      }
+      got[early] = b.floats(out.gpu);
+      const auto ref = cpu_floats(out.cpu);
+      // Two bf16 roundings (the norm's and the first product's) before an fp32 product.
+      const float scale = rms(ref);
+      expect_close("norm -> linear -> linear, M=" + std::to_string(m) + (early ? ", early trigger" : ""), ref,
+                   got[early], {2e-2f * scale, 2e-2f});
+    }
+    size_t differing = 0;
+    for (size_t i = 0; i < got[0].size(); ++i) differing += got[0][i] != got[1][i];
+    EXPECT_EQ(differing, 0u) << "M=" << m << ": the early trigger changed " << differing << " outputs";
+  }
+}
 
 // Repeated shapes reuse the cached cuBLASLt plan and give the same result.
 TEST(Linear, CublasPlanReuseIsDeterministic) {

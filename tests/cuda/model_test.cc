@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 
 #include "kernels/gemv.h"
@@ -114,34 +115,31 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
   EXPECT_GE(compared, 5) << "too few clear-margin tokens to compare";
 }
 
-// runtime.attention_next_gemv_copy_groups only orders the O projection's weight copies: the same logits to
-// the bit as without it over the decode steps (the prefill's 26 rows take cuBLASLt either way).
-TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
-  TPS_REQUIRE_CUDA_DEVICE();
+// Two backends that differ only in a switch that must not change a result: the same logits to the bit and
+// the same tokens over a prefill and 5 decode steps of two sequences (the "small" preset, 2 layers; the
+// prefill's 26 rows take cuBLASLt either way). `staged`: a GEMV shape the switch concerns, which must take
+// the staged kernel, the only one these switches change.
+void expect_same_logits(const CudaBackendOptions& plain_options, const CudaBackendOptions& changed_options,
+                        unsigned seed, const std::function<kernels::GemvParams(const ModelSpec&)>& staged) {
   const ModelSpec spec = preset_model_spec("small", /*layers=*/2, /*vocab=*/8192);
-  const SyntheticWeights weights(spec, 11);
+  const SyntheticWeights weights(spec, seed);
   const ShardLayout layout;
   const ModelOptions options = two_sequence_options();
-  CudaBackendOptions plain_options = test_backend_options(), throttled = test_backend_options();
-  plain_options.kernels.attention_next_gemv_copy_groups = 0;
-  throttled.kernels.attention_next_gemv_copy_groups = 4;
-  throttled.kernels.attention_next_gemv_max_rows = 16;  // the two sequences' decode steps too
-  Backends plain_backends(plain_options), throttled_backends(throttled);
-  kernels::GemvParams o_proj;  // the decode steps' O projection: 2 rows
-  o_proj.m = 2, o_proj.n = spec.hidden_size, o_proj.k = spec.q_size();
+  Backends plain_backends(plain_options), changed_backends(changed_options);
   kernels::GemvStagedPlan plan;
-  ASSERT_TRUE(kernels::plan_gemv_staged(o_proj, throttled_backends.gpu().gemv_launch_options(), plan))
-      << "the O projection must take the staged kernel, the only one the switch changes";
+  ASSERT_TRUE(kernels::plan_gemv_staged(staged(spec), changed_backends.gpu().gemv_launch_options(), plan))
+      << "the GEMV the switch concerns must take the staged kernel";
   auto comm = parallel::make_single_rank_communicator();
   Qwen3MoeModel plain(spec, layout, load_model_weights(spec, layout, weights, plain_backends.gpu(), false),
                       options, plain_backends.gpu(), *comm);
-  Qwen3MoeModel thr(spec, layout, load_model_weights(spec, layout, weights, throttled_backends.gpu(), false),
-                    options, throttled_backends.gpu(), *comm);
+  Qwen3MoeModel changed(spec, layout,
+                        load_model_weights(spec, layout, weights, changed_backends.gpu(), false), options,
+                        changed_backends.gpu(), *comm);
 
-  std::vector<Sequence> seqs = random_prompts(spec.vocab_size, 3, 9, 17);
+  std::vector<Sequence> seqs = random_prompts(spec.vocab_size, seed + 1, 9, 17);
   for (int step = 0; step < 6; ++step) {
     const StepBatch batch = make_step(seqs);
-    const StepResult a = plain.forward(batch, true), b = thr.forward(batch, true);
+    const StepResult a = plain.forward(batch, true), b = changed.forward(batch, true);
     ASSERT_EQ(a.logits.size(), b.logits.size());
     size_t differing = 0;
     for (size_t i = 0; i < a.logits.size(); ++i) differing += a.logits[i] != b.logits[i];
@@ -149,6 +147,34 @@ TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
     EXPECT_EQ(a.tokens, b.tokens) << "step " << step;
     for (size_t r = 0; r < a.tokens.size(); ++r) seqs[r].tokens.push_back(a.tokens[r]);
   }
+}
+
+// runtime.attention_next_gemv_copy_groups only orders the O projection's weight copies.
+TEST(CudaModelSwitchTest, AttentionNextGemvCopyGroupsKeepsLogits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  CudaBackendOptions plain = test_backend_options(), throttled = test_backend_options();
+  plain.kernels.attention_next_gemv_copy_groups = 0;
+  throttled.kernels.attention_next_gemv_copy_groups = 4;
+  throttled.kernels.attention_next_gemv_max_rows = 16;  // the two sequences' decode steps too
+  expect_same_logits(plain, throttled, 2, [](const ModelSpec& spec) {
+    kernels::GemvParams o_proj;  // the decode steps' O projection: 2 rows
+    o_proj.m = 2, o_proj.n = spec.hidden_size, o_proj.k = spec.q_size();
+    return o_proj;
+  });
+}
+
+// runtime.norm_next_gemv_trigger_early_max_rows: the QKV projection lets decode attention start (and read its
+// step inputs, K/V tiles and norm weights) while the norm before it still runs; only the overlap changes.
+TEST(CudaModelSwitchTest, NormNextGemvEarlyTriggerKeepsLogits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  CudaBackendOptions plain = test_backend_options(), early = test_backend_options();
+  plain.kernels.norm_next_gemv_trigger_early_max_rows = 0;
+  early.kernels.norm_next_gemv_trigger_early_max_rows = 16;
+  expect_same_logits(plain, early, 12, [](const ModelSpec& spec) {
+    kernels::GemvParams qkv;  // the decode steps' QKV projection: 2 rows
+    qkv.m = 2, qkv.n = spec.q_size() + 2 * spec.kv_size(), qkv.k = spec.hidden_size;
+    return qkv;
+  });
 }
 
 // tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4.

@@ -166,6 +166,13 @@ class CudaBackend final : public Backend {
   // Only the order of the weight copies depends on it, never a result.
   kernels::GemvLaunchOptions gemv_after_attention_options_;
   bool gemv_follows_attention_ = false;
+  // Whether linear() follows an RMSNorm launch (rmsnorm, add_rmsnorm, the MoE combine's norm): set by those,
+  // cleared by the next linear() and by attention launches. Up to
+  // runtime.norm_next_gemv_trigger_early_max_rows rows that GEMV triggers its dependent before its own wait
+  // (GemvLaunchOptions::staged_trigger_before_wait): the dependent is decode attention (after the QKV
+  // projection), a kernel that waits before every read, or one that reads only weights before its wait, none
+  // of which the norm writes (kernels/pdl.cuh).
+  bool gemv_follows_norm_ = false;
   const CudaBackendOptions options_;  // the kernel switches are read from here
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
   static constexpr int kMoeIdentityEntries = 64;
