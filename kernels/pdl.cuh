@@ -7,21 +7,22 @@
 // (step inputs copied before the step's first kernel; the MoE routing moe_align wrote before gate_up, when
 // the down kernel runs). Every kernel waits before it triggers, so when this grid's blocks start, every grid
 // before its predecessor has completed; only the predecessor's own output may not be there yet. One
-// exception, off by default: the staged GEMV launched right after an RMSNorm may trigger before its wait
-// (GemvLaunchOptions::staged_trigger_before_wait, runtime.norm_next_gemv_trigger_early_max_rows), so its
-// dependent may start while the norm still runs (every grid before the norm has completed). Its dependents
-// (decode attention after the QKV projection: step inputs, K/V cache and norm weights before its wait;
-// kernels that read only weights before their waits; kernels that wait first) read nothing before their
-// waits that a norm writes.
+// exception: the staged GEMV launched right after an RMSNorm (up to 16 rows by default) triggers before its
+// wait (GemvLaunchOptions::staged_trigger, runtime.norm_next_gemv_trigger_early_max_rows), so its dependent
+// may start while the norm still runs (every grid before the norm has completed). Its dependents (decode
+// attention after the QKV projection: step inputs, K/V cache and norm weights before its wait; kernels that
+// read only weights before their waits; kernels that wait first) read nothing before their waits that a norm
+// writes.
+//
 // pdl_trigger(): lets the next launch in the stream start: its blocks become resident and run up to their
 // own pdl_wait() (issuing their weight loads) while this grid still runs. tpserve's kernels call it right
 // after pdl_wait() (pdl_wait_then_trigger(); decode attention after its key tiles instead under
-// runtime.attention_trigger_after_keys): dependents wait in pdl_wait() for this grid's completion and
-// memory flush whatever the trigger's position, so an early trigger changes overlap, never results. What it
-// requires: every block calls pdl_wait() before it exits (an early `return` included), or this grid could
-// complete before its predecessor and a dependent read the predecessor's output too soon. (NCCL 2.28's
-// symmetric-window kernels break the "dependents wait" half; tpserve registers no symmetric windows: the
-// project's shared REFERENCE.md, "NCCL 2.28 and CUDA notes".)
+// runtime.attention_trigger_after_keys; the staged GEMV above before it): dependents wait in pdl_wait() for
+// this grid's completion and memory flush whatever the trigger's position, so an early trigger changes
+// overlap, never results. What it requires: every block calls pdl_wait() before it exits (an early `return`
+// included), or this grid could complete before its predecessor and a dependent read the predecessor's output
+// too soon. (NCCL 2.28's symmetric-window kernels break the "dependents wait" half; tpserve registers no
+// symmetric windows: the project's shared REFERENCE.md, "NCCL 2.28 and CUDA notes".)
 //
 // Both compile to nothing below SM90, where the host never sets the attribute for `auto` (kernels/policy.h);
 // `on` on a device below SM90 is honoured by the host and is harmless there (no overlap, see DESIGN.md); `on`
