@@ -25,8 +25,6 @@ struct GemvParams {
 // predecessor still runs, so the whole weight read overlaps it, not just the first loads. staged_sms = 0:
 // never stage (the register-pipelined kernel); the caller also sets the launch policy's shared-memory
 // carveout preference (launch.h), or an SM busy with a predecessor may not take a staged block early.
-enum class GemvTrigger { kAfterWait, kAfterCopies, kAtEntry };
-
 struct GemvLaunchOptions {
   int staged_sms = 0;          // SMs of the device; 0 = do not stage
   size_t staged_smem = 0;      // shared memory a staged block may use (at most the device's opt-in limit)
@@ -50,12 +48,11 @@ struct GemvLaunchOptions {
   // each group goes out when an earlier one has landed: the weight stream queues fewer bytes ahead of the
   // predecessor kernel's own memory operations (docs/step_latency.md, "Phase marks").
   int staged_groups_in_flight = 0;
-  // Where the staged kernel triggers its dependent launch (PDL): right after its wait (the rule every kernel
-  // keeps), or before it - once its weight copies are issued, or at its entry, before them. Before the wait,
-  // the dependent's blocks may start while this kernel's predecessor still runs, so the caller chooses it
-  // only where the dependent reads nothing before its wait that the predecessor writes (kernels/pdl.cuh).
-  // The same results.
-  GemvTrigger staged_trigger = GemvTrigger::kAfterWait;
+  // The staged kernel triggers its dependent launch (PDL) once its weight copies are issued, before its own
+  // wait, rather than right after the wait (the rule every other kernel keeps): the dependent's blocks may
+  // then start while this kernel's predecessor still runs, so the caller sets it only where the dependent
+  // reads nothing before its wait that the predecessor writes (kernels/pdl.cuh). The same results.
+  bool staged_trigger_before_wait = false;
 };
 
 void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,

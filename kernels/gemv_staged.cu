@@ -33,9 +33,8 @@ constexpr size_t kSmemReservedPerBlock = SmLimits{}.reserved_smem_per_block;
 template <int NT, typename Out, bool kXShared>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups,
-                       bool weights_evict_first, int groups_in_flight, GemvTrigger trigger) {
+                       bool weights_evict_first, int groups_in_flight, bool trigger_before_wait) {
   TPS_PHASE_MARK(g_gemv_marks, 0);
-  if (trigger == GemvTrigger::kAtEntry) pdl_trigger();  // GemvLaunchOptions::staged_trigger
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, q = lane % 4;
@@ -65,11 +64,11 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     group_range(i, b0, b1);
     copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1, w_hint);
   }
-  if (trigger == GemvTrigger::kAfterCopies) pdl_trigger();
+  if (trigger_before_wait) pdl_trigger();  // GemvLaunchOptions::staged_trigger_before_wait
   TPS_PHASE_MARK(g_gemv_marks, 1);
 
   pdl_wait();  // the activations are predecessors' outputs
-  if (trigger == GemvTrigger::kAfterWait) pdl_trigger();
+  if (!trigger_before_wait) pdl_trigger();
   TPS_PHASE_MARK(g_gemv_marks, 2);
   const bf16* b[NT];  // token columns; tokens past the last read as zero
   if constexpr (kXShared) {
@@ -145,7 +144,8 @@ void launch_staged(const GemvParams& p, const GemvStagedPlan& s, const GemvLaunc
           ? (s.x_shared ? gemv_staged_kernel<NT, float, true> : gemv_staged_kernel<NT, float, false>)
           : (s.x_shared ? gemv_staged_kernel<NT, bf16, true> : gemv_staged_kernel<NT, bf16, false>);
   launch(policy, Site::kGemv, Pdl::kEnrolled, kernel, grid, block, s.smem, stream, p, s.tiles_per_block,
-         s.k_splits, x_offset, copy_groups, o.staged_weights_evict_first, in_flight, o.staged_trigger);
+         s.k_splits, x_offset, copy_groups, o.staged_weights_evict_first, in_flight,
+         o.staged_trigger_before_wait);
 }
 
 int token_tiles(const GemvParams& p) {

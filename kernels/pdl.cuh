@@ -8,11 +8,11 @@
 // the down kernel runs). Every kernel waits before it triggers, so when this grid's blocks start, every grid
 // before its predecessor has completed; only the predecessor's own output may not be there yet. One
 // exception: the staged GEMV launched right after an RMSNorm (up to 16 rows by default) triggers before its
-// wait (GemvLaunchOptions::staged_trigger, runtime.norm_next_gemv_trigger_early_max_rows), so its dependent
-// may start while the norm still runs (every grid before the norm has completed). Its dependents (decode
-// attention after the QKV projection: step inputs, K/V cache and norm weights before its wait; kernels that
-// read only weights before their waits; kernels that wait first) read nothing before their waits that a norm
-// writes.
+// wait (GemvLaunchOptions::staged_trigger_before_wait, runtime.norm_next_gemv_trigger_early_max_rows), so its
+// dependent may start while the norm still runs (every grid before the norm has completed). Its dependents
+// (decode attention after the QKV projection: step inputs, K/V cache and norm weights before its wait;
+// kernels that read only weights before their waits; kernels that wait first) read nothing before their waits
+// that a norm writes.
 //
 // pdl_trigger(): lets the next launch in the stream start: its blocks become resident and run up to their
 // own pdl_wait() (issuing their weight loads) while this grid still runs. tpserve's kernels call it right

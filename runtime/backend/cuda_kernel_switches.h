@@ -46,17 +46,14 @@ struct CudaKernelSwitches {
   int attention_next_gemv_max_rows = 1;
   // The staged GEMV launched right after an RMSNorm launch (the QKV projection), where it has at most this
   // many rows (0: none), triggers the next launch (PDL) right after issuing its weight copies, before its own
-  // wait (GemvLaunchOptions::staged_trigger): decode attention's blocks then become resident and run their
-  // pre-wait work (step inputs, rotation, first K/V tile) during the norm instead of only once the QKV
-  // projection has passed its wait. The same results: what a GEMV's dependents read before their waits is
-  // never the norm's output (kernels/pdl.cuh). H100, against 0: -0.82% on the step at c = 1, -0.84% at
-  // c = 4 (6/6 each), +0.03% at c = 16 (3/6); the last attention block's pre-wait work ended 1.0 us after
-  // its first wait return, now 0.3 us before it (docs/PERF.md, thirty-sixth session).
+  // wait (GemvLaunchOptions::staged_trigger_before_wait): decode attention's blocks then become resident and
+  // run their pre-wait work (step inputs, rotation, first K/V tile) during the norm instead of only once the
+  // QKV projection has passed its wait. The same results: what a GEMV's dependents read before their waits is
+  // never the norm's output (kernels/pdl.cuh). H100, against 0 in two calls: -0.82% (6/6) and -0.32% (5/6)
+  // on the step at c = 1, -0.84% and -0.60% (6/6 both) at c = 4, noise at c = 16; the last attention block's
+  // pre-wait work ended 1.0 us after its first wait return, now 0.3 us before it (docs/PERF.md,
+  // thirty-sixth session). Triggering at the GEMV's entry, before its copies, measured no different.
   int norm_next_gemv_trigger_early_max_rows = 16;
-  // With norm_next_gemv_trigger_early_max_rows: that GEMV triggers at its entry, before issuing its weight
-  // copies, so that decode attention's first K/V tile copies go out among the QKV weight copies rather than
-  // behind them.
-  bool norm_next_gemv_trigger_at_entry = false;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
   // faster than cuBLASLt on the step at c = 16 (docs/PERF.md, seventeenth session). A shape the staged kernel
@@ -190,7 +187,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_next_gemv_copy_groups", switches.attention_next_gemv_copy_groups, 0, 4);
   visit("attention_next_gemv_max_rows", switches.attention_next_gemv_max_rows, 1, 16);
   visit("norm_next_gemv_trigger_early_max_rows", switches.norm_next_gemv_trigger_early_max_rows, 0, 16);
-  visit("norm_next_gemv_trigger_at_entry", switches.norm_next_gemv_trigger_at_entry);
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);

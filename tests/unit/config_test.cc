@@ -296,9 +296,6 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_EQ(parse_config(M, "x", {"runtime.norm_next_gemv_trigger_early_max_rows=0"})
                 .runtime.kernels.norm_next_gemv_trigger_early_max_rows,
             0);
-  EXPECT_FALSE(c.runtime.kernels.norm_next_gemv_trigger_at_entry);
-  EXPECT_TRUE(parse_config(M, "x", {"runtime.norm_next_gemv_trigger_at_entry=true"})
-                  .runtime.kernels.norm_next_gemv_trigger_at_entry);
   EXPECT_THROW(parse_config(M, "x", {"runtime.norm_next_gemv_trigger_early_max_rows=17"}), ConfigError);
   EXPECT_TRUE(c.runtime.kernels.weights_l2_evict_first);
   EXPECT_TRUE(c.runtime.kernels.gemv_l2_evict_first);

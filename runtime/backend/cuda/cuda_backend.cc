@@ -355,10 +355,7 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
     p.n = to_int(n, "out features");
     p.k = to_int(k, "in features");
     kernels::GemvLaunchOptions o = after_attention ? gemv_after_attention_options_ : gemv_options_;
-    if (after_norm)
-      o.staged_trigger = options_.kernels.norm_next_gemv_trigger_at_entry
-                             ? kernels::GemvTrigger::kAtEntry
-                             : kernels::GemvTrigger::kAfterCopies;
+    o.staged_trigger_before_wait = after_norm;
     kernels::launch_gemv(p, stream_, *policy_, o);
     return;
   }

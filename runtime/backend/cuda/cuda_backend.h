@@ -169,7 +169,7 @@ class CudaBackend final : public Backend {
   // Whether linear() follows an RMSNorm launch (rmsnorm, add_rmsnorm, the MoE combine's norm): set by those,
   // cleared by the next linear() and by attention launches. Up to
   // runtime.norm_next_gemv_trigger_early_max_rows rows that GEMV triggers its dependent before its own wait
-  // (GemvLaunchOptions::staged_trigger): the dependent is decode attention (after the QKV
+  // (GemvLaunchOptions::staged_trigger_before_wait): the dependent is decode attention (after the QKV
   // projection), a kernel that waits before every read, or one that reads only weights before its wait, none
   // of which the norm writes (kernels/pdl.cuh).
   bool gemv_follows_norm_ = false;
