@@ -46,9 +46,9 @@ void launch_tiles(const GemvParams& p, dim3 grid, dim3 block, cudaStream_t strea
 
 }  // namespace
 
-void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,
+bool launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,
                  const GemvLaunchOptions& options) {
-  if (options.staged_sms > 0 && launch_gemv_staged(p, options, stream, policy)) return;
+  if (options.staged_sms > 0 && launch_gemv_staged(p, options, stream, policy)) return true;
   const int row_tiles = (p.n + kMmaRows - 1) / kMmaRows;
   const int k_blocks = (p.k + kMmaK - 1) / kMmaK;
   // Few row tiles (O projection, router): more warps per tile split K finer, so that enough loads are in
@@ -60,6 +60,7 @@ void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& p
     launch_tiles<1>(p, grid, block, stream, policy);
   else
     launch_tiles<2>(p, grid, block, stream, policy);
+  return false;
 }
 
 }  // namespace tpserve::kernels

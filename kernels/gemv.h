@@ -55,7 +55,8 @@ struct GemvLaunchOptions {
   bool staged_trigger_before_wait = false;
 };
 
-void launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,
+// The staged kernel where options allow it and the shape suits it (true), else the register kernel (false).
+bool launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,
                  const GemvLaunchOptions& options = {});
 
 // How the staged kernel cuts `p` (host arithmetic, no GPU needed): blocks of tiles_per_block 16-row tiles,

@@ -87,6 +87,7 @@ bool LaunchPolicy::record_launch(Site site, const void* kernel, Pdl pdl, size_t 
     }
   }
   ++d.launches;
+  ++launches_;
   return d.decision.enabled;
 }
 
@@ -116,6 +117,11 @@ std::vector<PdlReportRow> LaunchPolicy::report() const {
 int LaunchPolicy::kernel_attribute_queries() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return attribute_queries_;
+}
+
+uint64_t LaunchPolicy::launches() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return launches_;
 }
 
 SmLimits current_sm_limits() {

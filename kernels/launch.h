@@ -69,6 +69,9 @@ class LaunchPolicy {
   std::vector<PdlReportRow> report() const;
   // cudaFuncGetAttributes calls made so far (one per (device, kernel) when the cache works).
   int kernel_attribute_queries() const;
+  // Launches made through the policy so far, on every device (an empty grid launches nothing and is not
+  // counted): a caller can tell whether anything was launched between two points.
+  uint64_t launches() const;
 
  private:
   struct KernelInfo {
@@ -93,6 +96,7 @@ class LaunchPolicy {
   mutable std::map<std::pair<int, const void*>, KernelInfo> kernels_;
   mutable std::map<std::tuple<int, int, const void*, bool>, Decision> decisions_;
   mutable int attribute_queries_ = 0;
+  mutable uint64_t launches_ = 0;
 };
 
 // The current device's SmLimits (cudaGetDeviceProperties).

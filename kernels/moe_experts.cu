@@ -228,11 +228,23 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   TPS_PHASE_MARK(g_down_marks, 1);
   pdl_wait_then_trigger();  // the activations are gate_up's output
   TPS_PHASE_MARK(g_down_marks, 2);
-  cp_async_wait_all();
-  __syncwarp();  // the warp's copies, visible to all its lanes
-  TPS_PHASE_MARK(g_down_marks, 3);
+  auto landed = [] {
+    cp_async_wait_all();
+    __syncwarp();  // the warp's copies, visible to all its lanes
+    TPS_PHASE_MARK(g_down_marks, 3);
+  };
   float acc[NT][4] = {};
-  mma_staged<NT, kUnroll>(acc, tile, row_elems, b, kb_begin, kb_end);
+  if constexpr (NT == 1) {
+    if (p.down_act_before_weights && kb_end - kb_begin <= kMoeDownActPiecesMax) {
+      mma_staged_b_first<kMoeDownActPiecesMax>(acc, tile, row_elems, b[0], kb_begin, kb_end, landed);
+    } else {
+      landed();
+      mma_staged<NT, kUnroll>(acc, tile, row_elems, b, kb_begin, kb_end);
+    }
+  } else {
+    landed();
+    mma_staged<NT, kUnroll>(acc, tile, row_elems, b, kb_begin, kb_end);
+  }
   __syncthreads();  // every warp is done with the rows: their space takes the partial tiles
   TPS_PHASE_MARK(g_down_marks, 4);
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), kWarps);

@@ -41,6 +41,12 @@ struct MoeExpertsParams {
   // at a time (down_loads_before_wait is for that register path). Taken where I is a multiple of 32 and the
   // tile fits staged_smem bytes.
   bool stage_down = false;
+  // The staged down kernel loads its activation pieces (gate_up's output) into registers right after its
+  // PDL wait, before waiting for its weight copies, where a block's tile has one token column (at most 8
+  // assignments) and each warp at most kMoeDownActPiecesMax k blocks (I <= 1024): the activations' trip to
+  // memory overlaps the copies' landing instead of following it, kUnroll k blocks at a time. The same
+  // results.
+  bool down_act_before_weights = false;
   size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
   // gate_up streams each block's 16 weight rows through shared memory in stages of gate_up_bulk_cols
   // columns, each row's piece one bulk copy on the SM's copy engine (kernels/bulk_copy.cuh), instead of
@@ -60,6 +66,7 @@ struct MoeExpertsParams {
 };
 
 constexpr int kMoeGateUpBulkMaxStages = 6;
+constexpr int kMoeDownActPiecesMax = 8;
 
 // Whether the bulk-copy gate_up runs here: an SM90+ device and its kernel compiled for SM90+.
 bool moe_gate_up_bulk_available(int device_sm);

@@ -81,4 +81,27 @@ __device__ __forceinline__ void mma_staged(float (&acc)[NT][4], const bf16* tile
   }
 }
 
+// mma_staged for one token column, where the warp has at most kMaxKb k blocks: B's pieces of all of them are
+// loaded into registers first, then `landed()` waits for the staged tile's copies, then the products (the
+// same products in the same order as mma_staged's): B's trip to memory overlaps A's landing.
+template <int kMaxKb, typename Landed>
+__device__ __forceinline__ void mma_staged_b_first(float (&acc)[1][4], const bf16* tile, int row_elems,
+                                                   const bf16* b, int kb0, int kb1, Landed&& landed) {
+  const int lane = threadIdx.x % kWarpSize, g = lane / 4, q = lane % 4;
+  uint4 rb[kMaxKb];
+#pragma unroll
+  for (int u = 0; u < kMaxKb; ++u)
+    rb[u] = kb0 + u < kb1 && b != nullptr ? load_vec(b + (kb0 + u) * kMmaK + q * kBf16PerVec)
+                                          : make_uint4(0, 0, 0, 0);
+  landed();
+  const bf16* a_lo = tile + g * row_elems + q * kBf16PerVec;
+  const bf16* a_hi = a_lo + 8 * row_elems;
+#pragma unroll
+  for (int u = 0; u < kMaxKb; ++u) {
+    if (kb0 + u >= kb1) break;
+    const int at = (kb0 + u) * kMmaK;
+    mma_k32(acc[0], load_vec(a_lo + at), load_vec(a_hi + at), rb[u]);
+  }
+}
+
 }  // namespace tpserve::kernels

@@ -44,15 +44,17 @@ struct CudaKernelSwitches {
   // much but cost the QKV projection more.
   int attention_next_gemv_copy_groups = 4;
   int attention_next_gemv_max_rows = 1;
-  // The staged GEMV launched right after an RMSNorm launch (the QKV projection), where it has at most this
-  // many rows (0: none), triggers the next launch (PDL) right after issuing its weight copies, before its own
-  // wait (GemvLaunchOptions::staged_trigger_before_wait): decode attention's blocks then become resident and
-  // run their pre-wait work (step inputs, rotation, first K/V tile) during the norm instead of only once the
-  // QKV projection has passed its wait. The same results: what a GEMV's dependents read before their waits is
+  // The staged GEMV launched directly after an RMSNorm launch (the QKV projection; also the unfused router, a
+  // dense MLP's gate_up and MTP's first fc), where it has at most this many rows (0: none), triggers the next
+  // launch (PDL) right after issuing its weight copies, before its own wait
+  // (GemvLaunchOptions::staged_trigger_before_wait): decode attention's blocks then become resident and run
+  // their pre-wait work (step inputs, rotation, first K/V tile) during the norm instead of only once the QKV
+  // projection has passed its wait. The same results: what a GEMV's dependents read before their waits is
   // never the norm's output (kernels/pdl.cuh). H100, against 0 in two calls: -0.82% (6/6) and -0.32% (5/6)
   // on the step at c = 1, -0.84% and -0.60% (6/6 both) at c = 4, noise at c = 16; the last attention block's
   // pre-wait work ended 1.0 us after its first wait return, now 0.3 us before it (docs/PERF.md,
-  // thirty-sixth session). Triggering at the GEMV's entry, before its copies, measured no different.
+  // thirty-sixth session). Triggering at the GEMV's entry instead, before its copies: -0.30% (4/6) against
+  // this, attention's end unchanged (noise; removed).
   int norm_next_gemv_trigger_early_max_rows = 16;
   // linear() takes the GEMV up to this many rows (0-16, at most kLinearGemvMaxRows), cuBLASLt above.
   // 16: with staged_gemv_x_global, Qwen3-30B-A3B's projections take the staged kernel up to 16 rows, 2.6%
@@ -66,6 +68,11 @@ struct CudaKernelSwitches {
   // Each MoE down block copies its weight rows into shared memory whole (cp.async) before its PDL wait,
   // instead of loading them into registers a few k blocks at a time.
   bool moe_down_staged = true;
+  // The staged down kernel loads its activations (gate_up's output) into registers before waiting for its
+  // weight copies, in one trip (one token column a tile, I <= 1024;
+  // MoeExpertsParams::down_act_before_weights) instead of kUnroll k blocks at a time after them: phase marks
+  // showed its products taking 1.4 us after the copies landed at c = 1. The same results.
+  bool moe_down_act_before_weights = false;
   // Decode attention (and short queries) on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA
   // cores.
   bool attention_tensor_cores = true;
@@ -190,6 +197,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("gemv_max_rows", switches.gemv_max_rows, 0, 16);
   visit("moe_down_early_loads", switches.moe_down_early_loads);
   visit("moe_down_staged", switches.moe_down_staged);
+  visit("moe_down_act_before_weights", switches.moe_down_act_before_weights);
   visit("attention_tensor_cores", switches.attention_tensor_cores);
   visit("attention_fused_prologue", switches.attention_fused_prologue);
   visit("attention_inputs_before_wait", switches.attention_inputs_before_wait);

@@ -75,7 +75,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // runtime.norm_next_gemv_trigger_early_max_rows: the staged GEMV right after a norm triggers before its wait,
 // so the GEMV after it starts while the norm may still run. The chain norm -> linear -> linear against the
-// CPU, and the same bits as without the early trigger (fresh data for each row count).
+// CPU, and the same bits as without the early trigger (fresh data for each row count); only that GEMV
+// triggers early, and not with another launch between the norm and it.
 TEST(Linear, StagedTriggerBeforeWaitAfterNorm) {
   TPS_REQUIRE_CUDA_DEVICE();
   constexpr int kHidden = 2048, kMid = 1536, kOut = 1000;
@@ -105,6 +106,12 @@ TEST(Linear, StagedTriggerBeforeWaitAfterNorm) {
         backend->linear(gpu ? mid.gpu : mid.cpu, gpu ? w2.gpu : w2.cpu, gpu ? out.gpu : out.cpu);
       }
       got[early] = b.floats(out.gpu);
+      // Only the GEMV right after the norm triggers early, and none where another launch comes between.
+      EXPECT_EQ(b.gpu().gemv_early_trigger_launches(), early ? 1u : 0u) << "M=" << m;
+      b.gpu().rmsnorm(x.gpu, norm_w.gpu, 1e-6f, normed.gpu);
+      b.gpu().add(normed.gpu, x.gpu);
+      b.gpu().linear(normed.gpu, w1.gpu, mid.gpu);
+      EXPECT_EQ(b.gpu().gemv_early_trigger_launches(), early ? 1u : 0u) << "M=" << m << ", an add between";
       const auto ref = cpu_floats(out.cpu);
       // Two bf16 roundings (the norm's and the first product's) before an fp32 product.
       const float scale = rms(ref);

@@ -118,9 +118,11 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
 // Two backends that differ only in a switch that must not change a result: the same logits to the bit and
 // the same tokens over a prefill and 5 decode steps of two sequences (the "small" preset, 2 layers; the
 // prefill's 26 rows take cuBLASLt either way). `staged`: a GEMV shape the switch concerns, which must take
-// the staged kernel, the only one these switches change.
+// the staged kernel, the only one these switches change; `after`, if given, checks the two backends at the
+// end.
 void expect_same_logits(const CudaBackendOptions& plain_options, const CudaBackendOptions& changed_options,
-                        unsigned seed, const std::function<kernels::GemvParams(const ModelSpec&)>& staged) {
+                        unsigned seed, const std::function<kernels::GemvParams(const ModelSpec&)>& staged,
+                        const std::function<void(CudaBackend&, CudaBackend&)>& after = nullptr) {
   const ModelSpec spec = preset_model_spec("small", /*layers=*/2, /*vocab=*/8192);
   const SyntheticWeights weights(spec, seed);
   const ShardLayout layout;
@@ -147,6 +149,7 @@ void expect_same_logits(const CudaBackendOptions& plain_options, const CudaBacke
     EXPECT_EQ(a.tokens, b.tokens) << "step " << step;
     for (size_t r = 0; r < a.tokens.size(); ++r) seqs[r].tokens.push_back(a.tokens[r]);
   }
+  if (after) after(plain_backends.gpu(), changed_backends.gpu());
 }
 
 // runtime.attention_next_gemv_copy_groups only orders the O projection's weight copies.
@@ -170,11 +173,19 @@ TEST(CudaModelSwitchTest, NormNextGemvEarlyTriggerKeepsLogits) {
   CudaBackendOptions plain = test_backend_options(), early = test_backend_options();
   plain.kernels.norm_next_gemv_trigger_early_max_rows = 0;
   early.kernels.norm_next_gemv_trigger_early_max_rows = 16;
-  expect_same_logits(plain, early, 12, [](const ModelSpec& spec) {
-    kernels::GemvParams qkv;  // the decode steps' QKV projection: 2 rows
-    qkv.m = 2, qkv.n = spec.q_size() + 2 * spec.kv_size(), qkv.k = spec.hidden_size;
-    return qkv;
-  });
+  expect_same_logits(
+      plain, early, 12,
+      [](const ModelSpec& spec) {
+        kernels::GemvParams qkv;  // the decode steps' QKV projection: 2 rows
+        qkv.m = 2, qkv.n = spec.q_size() + 2 * spec.kv_size(), qkv.k = spec.hidden_size;
+        return qkv;
+      },
+      [](CudaBackend& plain_gpu, CudaBackend& early_gpu) {
+        EXPECT_EQ(plain_gpu.gemv_early_trigger_launches(), 0u);
+        // At least the 5 decode steps' QKV projections of both layers.
+        EXPECT_GE(early_gpu.gemv_early_trigger_launches(), 10u)
+            << "the switch did not reach the QKV projection";
+      });
 }
 
 // tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4.

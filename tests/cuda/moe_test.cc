@@ -208,6 +208,42 @@ TEST(MoeGateUpBulk, MatchesCpu) {
   }
 }
 
+// runtime.moe_down_act_before_weights: the staged down kernel loads its activations before waiting for its
+// weight copies, in tiles of one token column whose warps have at most 8 k blocks (I <= 1024), the other
+// tiles as before. Against the CPU, and the same bits as with the switch off: I = 768 (6 k blocks a warp),
+// 1024 (8), 1280 (10: the usual path), 64 (fewer k blocks than warps), and 16 tokens on 8 experts (tiles of
+// more than 8 assignments: two token columns).
+TEST(MoeDownActBeforeWeights, SameBitsAndMatchesCpu) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const MoeCase cases[] = {MoeCase{1, 2048, 768, 16, 8, 0, 16}, MoeCase{3, 512, 1024, 16, 4, 0, 16},
+                           MoeCase{2, 256, 1280, 8, 2, 0, 8}, MoeCase{16, 256, 64, 128, 8, 0, 128},
+                           MoeCase{16, 2048, 768, 8, 8, 0, 8}};
+  for (const MoeCase& c : cases) {
+    std::vector<float> got[2];
+    std::vector<float> ref;
+    for (int early : {0, 1}) {
+      std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + 29);  // same inputs
+      CudaBackendOptions options = test_backend_options();
+      options.kernels.moe_down_act_before_weights = early == 1;
+      Backends b(options);
+      const MoeInputs in = make_moe_inputs(b, rng, c);
+      Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
+      b.cpu().moe_experts(in.x.cpu, in.gate_up.cpu, in.down.cpu, in.ids.cpu, in.weights.cpu, c.expert_begin,
+                          out.cpu);
+      b.gpu().moe_experts(in.x.gpu, in.gate_up.gpu, in.down.gpu, in.ids.gpu, in.weights.gpu, c.expert_begin,
+                          out.gpu);
+      ref = cpu_floats(out.cpu);
+      got[early] = b.floats(out.gpu);
+      expect_close("moe_experts, down activations " + std::string(early ? "before" : "after") +
+                       " the weights, " + describe(c),
+                   ref, got[early], {2e-2f * rms(ref) + 1e-4f, 2e-2f});
+    }
+    size_t differing = 0;
+    for (size_t i = 0; i < got[0].size(); ++i) differing += got[0][i] != got[1][i];
+    EXPECT_EQ(differing, 0u) << describe(c) << ": the switch changed " << differing << " outputs";
+  }
+}
+
 // The model's order for one token: top-k gating on the GPU, then the experts without moe_align, whose down
 // kernel reads the top-k ids before its PDL wait (two launches after the gating). Against the CPU's same ops.
 TEST(MoeOneToken, GatingThenExpertsMatchCpu) {

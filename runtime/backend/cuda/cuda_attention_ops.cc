@@ -129,7 +129,6 @@ void CudaBackend::launch_attention(kernels::PagedAttentionParams& p, const Atten
   }
   kernels::launch_paged_attention(p, stream_, *policy_);
   gemv_follows_attention_ = true;
-  gemv_follows_norm_ = false;
 }
 
 void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,

@@ -302,7 +302,7 @@ void CudaBackend::rmsnorm(Tensor x, Tensor w, float eps, Tensor out) {
   kernels::RmsNormParams p = norm_params(x, w, eps, out, "rmsnorm");
   p.weights_before_wait = options_.kernels.norm_loads_before_wait;
   kernels::launch_rmsnorm(p, stream_, *policy_);
-  gemv_follows_norm_ = true;
+  norm_launch_count_ = policy_->launches();
 }
 
 void CudaBackend::add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out) {
@@ -313,7 +313,7 @@ void CudaBackend::add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Te
   p.residual = bf16_mut(residual);
   p.weights_before_wait = options_.kernels.norm_loads_before_wait;
   kernels::launch_rmsnorm(p, stream_, *policy_);
-  gemv_follows_norm_ = true;
+  norm_launch_count_ = policy_->launches();
 }
 
 void CudaBackend::add(Tensor inout, Tensor x) {
@@ -339,8 +339,8 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
   const int m = to_int(x.numel() / k, "rows");
   const bool after_attention =
       std::exchange(gemv_follows_attention_, false) && m <= options_.kernels.attention_next_gemv_max_rows;
-  const bool after_norm =
-      std::exchange(gemv_follows_norm_, false) && m <= options_.kernels.norm_next_gemv_trigger_early_max_rows;
+  const bool after_norm = policy_->launches() == norm_launch_count_ &&
+                          m <= options_.kernels.norm_next_gemv_trigger_early_max_rows;
   if (m == 0) return;
   const bool out_f32 = out.dtype == DType::kF32;
   if (m <= options_.kernels.gemv_max_rows && w.nbytes() < kLinearCublasMinWeightBytes) {
@@ -356,7 +356,8 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
     p.k = to_int(k, "in features");
     kernels::GemvLaunchOptions o = after_attention ? gemv_after_attention_options_ : gemv_options_;
     o.staged_trigger_before_wait = after_norm;
-    kernels::launch_gemv(p, stream_, *policy_, o);
+    const bool staged = kernels::launch_gemv(p, stream_, *policy_, o);
+    gemv_early_trigger_launches_ += staged && after_norm;
     return;
   }
   gemm_->run(x.data, w.data, out.data, out_f32, m, to_int(n, "out features"), to_int(k, "in features"),

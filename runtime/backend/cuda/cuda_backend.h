@@ -118,6 +118,10 @@ class CudaBackend final : public Backend {
   const kernels::LaunchPolicy& launch_policy() const { return *policy_; }
   // How linear() launches the GEMV (staged_sms = 0 where CudaKernelSwitches::staged_gemv is off).
   const kernels::GemvLaunchOptions& gemv_launch_options() const { return gemv_options_; }
+  // GEMV launches that triggered their dependent before their wait
+  // (runtime.norm_next_gemv_trigger_early_max_rows; the staged kernel's, where the shape takes it), for
+  // tests.
+  uint64_t gemv_early_trigger_launches() const { return gemv_early_trigger_launches_; }
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
   int num_sms() const { return num_sms_; }
@@ -166,13 +170,14 @@ class CudaBackend final : public Backend {
   // Only the order of the weight copies depends on it, never a result.
   kernels::GemvLaunchOptions gemv_after_attention_options_;
   bool gemv_follows_attention_ = false;
-  // Whether linear() follows an RMSNorm launch (rmsnorm, add_rmsnorm, the MoE combine's norm): set by those,
-  // cleared by the next linear() and by attention launches. Up to
-  // runtime.norm_next_gemv_trigger_early_max_rows rows that GEMV triggers its dependent before its own wait
-  // (GemvLaunchOptions::staged_trigger_before_wait): the dependent is decode attention (after the QKV
-  // projection), a kernel that waits before every read, or one that reads only weights before its wait, none
-  // of which the norm writes (kernels/pdl.cuh).
-  bool gemv_follows_norm_ = false;
+  // The policy's launch count right after the last RMSNorm launch (rmsnorm, add_rmsnorm, the MoE combine's
+  // norm). A linear() that finds the count unchanged follows that norm directly and, up to
+  // runtime.norm_next_gemv_trigger_early_max_rows rows, its staged GEMV triggers its dependent before its own
+  // wait (GemvLaunchOptions::staged_trigger_before_wait): its dependent may start while the norm runs, and
+  // none reads what a norm writes before its own wait (kernels/pdl.cuh). An op between them (a gather, an
+  // attention launch) moves the count: then the GEMV keeps the usual trigger.
+  uint64_t norm_launch_count_ = ~uint64_t{0};
+  uint64_t gemv_early_trigger_launches_ = 0;
   const CudaBackendOptions options_;  // the kernel switches are read from here
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
   static constexpr int kMoeIdentityEntries = 64;

@@ -85,6 +85,7 @@ void align_and_run_experts(const int32_t* expert_of, int assignments, int expert
 void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int tokens) const {
   e.down_loads_before_wait = options_.kernels.moe_down_early_loads;
   e.stage_down = options_.kernels.moe_down_staged;
+  e.down_act_before_weights = options_.kernels.moe_down_act_before_weights;
   e.staged_smem = staged_smem_limit_;
   e.weights_evict_first = options_.kernels.weights_l2_evict_first;
   const int bulk_min = options_.kernels.moe_gate_up_bulk_min_tokens;
@@ -197,7 +198,7 @@ void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down,
   p.combine =
       launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, 0, s.tokens, scratch);
   kernels::launch_rmsnorm(p, stream_, *policy_);
-  gemv_follows_norm_ = true;
+  norm_launch_count_ = policy_->launches();
 }
 
 void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) {
