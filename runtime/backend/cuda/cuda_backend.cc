@@ -298,11 +298,15 @@ kernels::RmsNormParams norm_params(Tensor x, Tensor w, float eps, Tensor out, co
 }
 }  // namespace cuda_ops
 
+void CudaBackend::note_norm_launch() {
+  norm_launch_count_ = policy_->launches();
+}
+
 void CudaBackend::rmsnorm(Tensor x, Tensor w, float eps, Tensor out) {
   kernels::RmsNormParams p = norm_params(x, w, eps, out, "rmsnorm");
   p.weights_before_wait = options_.kernels.norm_loads_before_wait;
   kernels::launch_rmsnorm(p, stream_, *policy_);
-  norm_launch_count_ = policy_->launches();
+  note_norm_launch();
 }
 
 void CudaBackend::add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Tensor out) {
@@ -313,7 +317,7 @@ void CudaBackend::add_rmsnorm(Tensor residual, Tensor x, Tensor w, float eps, Te
   p.residual = bf16_mut(residual);
   p.weights_before_wait = options_.kernels.norm_loads_before_wait;
   kernels::launch_rmsnorm(p, stream_, *policy_);
-  norm_launch_count_ = policy_->launches();
+  note_norm_launch();
 }
 
 void CudaBackend::add(Tensor inout, Tensor x) {

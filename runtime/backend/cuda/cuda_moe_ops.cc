@@ -198,7 +198,7 @@ void CudaBackend::moe_experts_add_rmsnorm(Tensor x, Tensor gate_up, Tensor down,
   p.combine =
       launch_moe_chunk(x, gate_up, down, topk_ids, topk_weights, expert_begin, s, 0, s.tokens, scratch);
   kernels::launch_rmsnorm(p, stream_, *policy_);
-  norm_launch_count_ = policy_->launches();
+  note_norm_launch();
 }
 
 void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) {
