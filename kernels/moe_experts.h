@@ -46,7 +46,7 @@ struct MoeExpertsParams {
   // assignments) and each warp at most kMoeDownActPiecesMax k blocks (I <= 1024): the activations' trip to
   // memory overlaps the copies' landing instead of following it, kUnroll k blocks at a time. The same
   // results.
-  bool down_act_before_weights = false;
+  bool down_act_before_weights = false;  // runtime.moe_down_act_before_weights (default on)
   size_t staged_smem = 0;  // shared memory a staged block may use (the device's opt-in limit at most)
   // gate_up streams each block's 16 weight rows through shared memory in stages of gate_up_bulk_cols
   // columns, each row's piece one bulk copy on the SM's copy engine (kernels/bulk_copy.cuh), instead of

@@ -285,6 +285,9 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.moe_down_early_loads=false"}).runtime.kernels.moe_down_early_loads);
   EXPECT_TRUE(c.runtime.kernels.moe_down_staged);
+  EXPECT_TRUE(c.runtime.kernels.moe_down_act_before_weights);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.moe_down_act_before_weights=false"})
+                   .runtime.kernels.moe_down_act_before_weights);
   EXPECT_TRUE(c.runtime.kernels.attention_tensor_cores);
   EXPECT_FALSE(
       parse_config(M, "x", {"runtime.attention_tensor_cores=false"}).runtime.kernels.attention_tensor_cores);
