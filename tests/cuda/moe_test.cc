@@ -129,6 +129,18 @@ MoeInputs make_moe_inputs(Backends& b, std::mt19937& rng, const MoeCase& c) {
           b.f32({c.tokens, c.k}, weights)};
 }
 
+// moe_experts on both backends: the CPU's output into ref, the GPU's returned.
+std::vector<float> run_moe_experts(Backends& b, const MoeInputs& in, const MoeCase& c,
+                                   std::vector<float>& ref) {
+  Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
+  b.cpu().moe_experts(in.x.cpu, in.gate_up.cpu, in.down.cpu, in.ids.cpu, in.weights.cpu, c.expert_begin,
+                      out.cpu);
+  b.gpu().moe_experts(in.x.gpu, in.gate_up.gpu, in.down.gpu, in.ids.gpu, in.weights.gpu, c.expert_begin,
+                      out.gpu);
+  ref = cpu_floats(out.cpu);
+  return b.floats(out.gpu);
+}
+
 // Each case with the default kernel options (the down kernel's weights staged in shared memory where I
 // allows; one token without moe_align; gate_up by bulk copies from 2 tokens where H allows) and with the
 // plain paths (registers; always through moe_align).
@@ -196,15 +208,9 @@ TEST(MoeGateUpBulk, MatchesCpu) {
     options.kernels.moe_gate_up_bulk_rotate_max_tokens = i % 4 < 2 ? 1 << 20 : 0;
     options.kernels.weights_l2_evict_first = i % 2 == 0;  // bulk copies with and without the L2 hint
     Backends b(options);
-    const MoeInputs in = make_moe_inputs(b, rng, c);
-    Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
-    b.cpu().moe_experts(in.x.cpu, in.gate_up.cpu, in.down.cpu, in.ids.cpu, in.weights.cpu, c.expert_begin,
-                        out.cpu);
-    b.gpu().moe_experts(in.x.gpu, in.gate_up.gpu, in.down.gpu, in.ids.gpu, in.weights.gpu, c.expert_begin,
-                        out.gpu);
-    const auto ref = cpu_floats(out.cpu);
-    expect_close("moe_experts, bulk gate_up, " + describe(c), ref, b.floats(out.gpu),
-                 {2e-2f * rms(ref) + 1e-4f, 2e-2f});
+    std::vector<float> ref;
+    const std::vector<float> got = run_moe_experts(b, make_moe_inputs(b, rng, c), c, ref);
+    expect_close("moe_experts, bulk gate_up, " + describe(c), ref, got, {2e-2f * rms(ref) + 1e-4f, 2e-2f});
   }
 }
 
@@ -226,14 +232,7 @@ TEST(MoeDownActBeforeWeights, SameBitsAndMatchesCpu) {
       CudaBackendOptions options = test_backend_options();
       options.kernels.moe_down_act_before_weights = early == 1;
       Backends b(options);
-      const MoeInputs in = make_moe_inputs(b, rng, c);
-      Pair out = b.output(DType::kBF16, {c.tokens, c.hidden});
-      b.cpu().moe_experts(in.x.cpu, in.gate_up.cpu, in.down.cpu, in.ids.cpu, in.weights.cpu, c.expert_begin,
-                          out.cpu);
-      b.gpu().moe_experts(in.x.gpu, in.gate_up.gpu, in.down.gpu, in.ids.gpu, in.weights.gpu, c.expert_begin,
-                          out.gpu);
-      ref = cpu_floats(out.cpu);
-      got[early] = b.floats(out.gpu);
+      got[early] = run_moe_experts(b, make_moe_inputs(b, rng, c), c, ref);
       expect_close("moe_experts, down activations " + std::string(early ? "before" : "after") +
                        " the weights, " + describe(c),
                    ref, got[early], {2e-2f * rms(ref) + 1e-4f, 2e-2f});
