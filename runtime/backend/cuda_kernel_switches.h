@@ -71,9 +71,9 @@ struct CudaKernelSwitches {
   // The staged down kernel loads its activations (gate_up's output) into registers before waiting for its
   // weight copies, in one trip (one token column a tile, I <= 1024;
   // MoeExpertsParams::down_act_before_weights) instead of kUnroll k blocks at a time after them: phase marks
-  // showed its products taking 1.2-1.4 us after the copies landed at c = 1 (0.7 us with it). The same
-  // results. H100, against false: -0.26% on the step at c = 1, -0.84% at c = 4, -1.64% at c = 16 (6/6 each;
-  // docs/PERF.md, thirty-sixth session).
+  // showed its products taking 1.2-1.4 us after the copies landed at c = 1. The same results. H100, against
+  // false: -0.26% on the step at c = 1, -0.84% at c = 4, -1.64% at c = 16 (6/6 each; docs/PERF.md,
+  // thirty-sixth session).
   bool moe_down_act_before_weights = true;
   // Decode attention (and short queries) on tensor cores (kernels/paged_attention_mma.cu) instead of CUDA
   // cores.
