@@ -177,7 +177,6 @@ class CudaBackend final : public Backend {
   // none reads what a norm writes before its own wait (kernels/pdl.cuh). An op between them (a gather, an
   // attention launch) moves the count: then the GEMV keeps the usual trigger.
   uint64_t norm_launch_count_ = ~uint64_t{0};
-  void note_norm_launch();  // after an RMSNorm launch: norm_launch_count_ = the policy's launch count
   uint64_t gemv_early_trigger_launches_ = 0;
   const CudaBackendOptions options_;  // the kernel switches are read from here
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
@@ -197,6 +196,8 @@ class CudaBackend final : public Backend {
 
   // Waits until everything enqueued on the stream has finished, calling the wait hook while it waits.
   void wait_for_stream();
+  // After an RMSNorm launch: norm_launch_count_ = the policy's launch count.
+  void note_norm_launch();
 };
 
 std::unique_ptr<CudaBackend> make_cuda_backend(const CudaBackendOptions& options);
