@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <tuple>
 
@@ -121,28 +122,49 @@ TEST_P(PagedAttentionTest, MatchesCpuWhenPlannedForALongerContext) {
   expect_attention_matches_cpu(GetParam(), 40960);
 }
 
-// The blocks in range-outermost order (runtime.attention_ranges_outermost_max_tokens): the same bits as tile
-// by tile, on both kernels, planned for the step's context and for a longer one (most blocks past every
-// context).
-TEST_P(PagedAttentionTest, RangesOutermostGiveTheSameBits) {
-  TPS_REQUIRE_CUDA_DEVICE();
+// The case on a backend with a switch off and on (options(tensor_cores, on)) for each kernel in
+// `tensor_cores`, planned for the step's context and for a longer one (most blocks past every context): the
+// same bits either way, and the CPU's values within tolerance.
+void expect_same_bits_with_switch(const AttentionCase& c, const std::string& switch_name,
+                                  std::initializer_list<bool> tensor_cores,
+                                  const std::function<CudaBackendOptions(bool, bool)>& options) {
   for (int planned : {0, 40960}) {
     std::vector<float> ref;  // the CPU reference: the inputs depend on the case and `planned` only
-    for (bool tensor_cores : {false, true}) {
+    for (bool cores : tensor_cores) {
       std::vector<float> out[2];
-      for (bool outermost : {false, true}) {
-        Backends b(attention_options(tensor_cores, 32, 4, 16, outermost));
-        AttentionRun run(b, GetParam(), planned, &ref);
+      for (bool on : {false, true}) {
+        Backends b(options(cores, on));
+        AttentionRun run(b, c, planned, &ref);
         b.poison(run.out.gpu);
         run.launch_gpu(b);
-        out[outermost] = b.floats(run.out.gpu);
+        out[on] = b.floats(run.out.gpu);
       }
-      const std::string what = describe(GetParam()) + (tensor_cores ? ", tensor cores" : ", CUDA cores") +
-                               ", planned for " + std::to_string(planned);
-      expect_close(what + ": ranges outermost against tile by tile", out[0], out[1], {0.0f, 0.0f});
+      const std::string what = describe(c) + (cores ? ", tensor cores" : ", CUDA cores") + ", planned for " +
+                               std::to_string(planned);
+      expect_close(what + ": " + switch_name + " on against off", out[0], out[1], {0.0f, 0.0f});
       expect_close(what + ": against the CPU", ref, out[1], {1e-2f * rms(ref) + 1e-6f, 1e-2f});
     }
   }
+}
+
+// The blocks in range-outermost order (runtime.attention_ranges_outermost_max_tokens): the same bits as tile
+// by tile, on both kernels.
+TEST_P(PagedAttentionTest, RangesOutermostGiveTheSameBits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  expect_same_bits_with_switch(GetParam(), "ranges outermost", {false, true},
+                               [](bool cores, bool on) { return attention_options(cores, 32, 4, 16, on); });
+}
+
+// The tensor-core kernel's warps merged by selects (runtime.attention_warp_merge_selects): the same bits as
+// the branching loop, at contexts where some warps of a block hold no key (ranges of 32 keys: warps 2 and 3
+// idle) and where all do.
+TEST_P(PagedAttentionTest, WarpMergeSelectsGiveTheSameBits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  expect_same_bits_with_switch(GetParam(), "warp merge by selects", {true}, [](bool cores, bool on) {
+    CudaBackendOptions options = attention_options(cores, 32, 4, 16);
+    options.kernels.attention_warp_merge_selects = on;
+    return options;
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(
