@@ -177,7 +177,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
     }
   }
   __syncthreads();
-  finish_block<T, kSplit>(p, b, acc, max_s, sum_s, last_s);
+  float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread];
+#pragma unroll
+  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+    const int r = tid / T::kDimGroups + i * T::kPvRowGroups;
+    row_max[i] = max_s[r], row_sum[i] = sum_s[r];
+  }
+  finish_block<T, kSplit>(p, b, acc, row_max, row_sum, last_s);
 }
 
 template <int D, int kRows, int kKeys, int kStages, bool kSplit>

@@ -253,17 +253,18 @@ __device__ void merge_ranges(const PagedAttentionParams& p, const BlockTile& b, 
 }
 
 // The block's end. acc[i][0..3]: the unnormalised output of row pv_row_group + i * kPvRowGroups, dims
-// dim_group * 4 .. + 3 (thread (dim_group, pv_row_group) = (tid % kDimGroups, tid / kDimGroups)); max_s /
-// sum_s: each row's running max (log2 units) and sum of exp2, in shared memory and visible to every thread.
-// One range: the rows are written. Several: the block writes its unnormalised partials and counts its
-// arrival, and the tile's last block to arrive merges them all (no separate reduce launch). More than
-// p.merge_one_level_max ranges (runtime.attention_merge_one_level_max, default 16): in two levels, so that no
-// one block reads them all: the last block of each group of kAttentionMergeGroup consecutive ranges merges
-// the group into the group's first range, and the last of those merges the groups.
+// dim_group * 4 .. + 3 (thread (dim_group, pv_row_group) = (tid % kDimGroups, tid / kDimGroups)); row_max[i]
+// / row_sum[i]: that row's running max (log2 units) and sum of exp2. One range: the rows are written.
+// Several: the block writes its unnormalised partials and counts its arrival, and the tile's last block to
+// arrive merges them all (no separate reduce launch). More than p.merge_one_level_max ranges
+// (runtime.attention_merge_one_level_max, default 16): in two levels, so that no one block reads them all:
+// the last block of each group of kAttentionMergeGroup consecutive ranges merges the group into the group's
+// first range, and the last of those merges the groups.
 template <typename T, bool kSplit>
 __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
-                             const float (&acc)[T::kPvRowsPerThread][4], float* max_s, float* sum_s,
-                             bool& last_s) {
+                             const float (&acc)[T::kPvRowsPerThread][4],
+                             const float (&row_max)[T::kPvRowsPerThread],
+                             const float (&row_sum)[T::kPvRowsPerThread], bool& last_s) {
   constexpr int D = T::kDim;
   const int tid = threadIdx.x;
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
@@ -273,7 +274,7 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
     for (int i = 0; i < T::kPvRowsPerThread; ++i) {
       const int r = pv_row_group + i * T::kPvRowGroups;
       if (r >= b.rows) break;
-      const float inv = 1.0f / sum_s[r];
+      const float inv = 1.0f / row_sum[i];
       *reinterpret_cast<uint2*>(p.out + b.row_index(p, r) * D + d0) = make_uint2(
           pack_bf16x2(acc[i][0] * inv, acc[i][1] * inv), pack_bf16x2(acc[i][2] * inv, acc[i][3] * inv));
     }
@@ -288,7 +289,7 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
       *reinterpret_cast<float4*>(p.partial_out + part * D + d0) =
           make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
       if (dim_group == 0)
-        *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(max_s[r], sum_s[r]);
+        *reinterpret_cast<float2*>(p.partial_max_sum + part * 2) = make_float2(row_max[i], row_sum[i]);
     }
     static_assert(T::kPvRowGroups * T::kPvRowsPerThread <= kAttentionMaxGroup,
                   "merge_ranges takes at most kAttentionMaxGroup rows a tile");
