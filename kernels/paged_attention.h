@@ -65,13 +65,10 @@ struct PagedAttentionParams {
   // A block's arrival at its tile's counter (the merge) as one acquire-release atomic by thread 0, instead
   // of a sequentially consistent fence (__threadfence) before a relaxed atomic and another after it.
   bool arrival_acq_rel = false;
-  // Tensor-core kernel, the merge of a block's warps (each row's max, sum and output over the warps, in
-  // shared memory): 0, 16 threads compute the rows' max and sum, then after a barrier every thread weighs the
-  // warps' outputs for its rows in a loop that branches on each warp's max before its loads; 1, the same
-  // phases with every load of a phase issued at once and the warps without a key of a row left out by
-  // selects; 2, every thread computes its own rows' max and sum too (selects, one barrier fewer). The same
-  // bits (for A/B).
-  int warp_merge = 0;
+  // Tensor-core kernel, the merge of a block's warps: each thread loads its rows' max and sum (computed by
+  // the rows' threads) all at once before weighing the warps' outputs, rather than each row's max inside that
+  // loop and the sums after it (for A/B: the same bits).
+  bool merge_stats_first = false;
   // Block order of the split decode kernels (attention_block_place): false, a tile's ranges are consecutive
   // blocks (blockIdx.x = token tile x S + range); true, ranges outermost (range r of every tile, then r + 1;
   // prefill keeps its order), so that the first ranges, which every

@@ -72,58 +72,6 @@ __device__ void append_token_kv(const PagedAttentionParams& p, const BlockTile& 
     copy_head(dst_s, (which == 0 ? pro.k_cache : pro.v_cache) + (slot * p.num_kv_heads + b.kv_head) * D, D);
 }
 
-// The warps' outputs weighed into out (PagedAttentionParams::warp_merge >= 1): for the thread's rows r =
-// pv_row_group + i * kPvRowGroups, out[i] = sum over the warps w holding a key of r of
-// exp2(warp_max[w][r] - row_max[i]) * warp_out[w][r] (dims dim_group * 4 ..), in warp order. Every
-// shared-memory load goes out first, and a warp without a key of the row is left out by a select rather than
-// a branch, so the loads are one round trip rather than a chain. kOwnStats (warp_merge 2): the thread also
-// computes its rows' max and sum from the warps' (warp_sum), as the rows' threads do in warp_merge 1, instead
-// of reading them (row_max / row_sum in: that phase's results). The same operations either way, so the same
-// bits as the branching loop.
-template <typename T, int W, bool kOwnStats, typename WarpOut>
-__device__ __forceinline__ void weigh_warp_outputs(float (&out)[T::kPvRowsPerThread][4],
-                                                   float (&row_max)[T::kPvRowsPerThread],
-                                                   float (&row_sum)[T::kPvRowsPerThread],
-                                                   const float (&warp_max)[W][kRows],
-                                                   const float (&warp_sum)[W][kRows], const WarpOut& warp_out,
-                                                   int pv_row_group, int dim_group) {
-  float wm[T::kPvRowsPerThread][W], ws[T::kPvRowsPerThread][W];
-  float4 o[T::kPvRowsPerThread][W];
-#pragma unroll
-  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-    const int r = pv_row_group + i * T::kPvRowGroups;
-#pragma unroll
-    for (int w = 0; w < W; ++w) {
-      wm[i][w] = warp_max[w][r];
-      if constexpr (kOwnStats) ws[i][w] = warp_sum[w][r];
-      o[i][w] = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-    if constexpr (kOwnStats) {
-      float mx = -INFINITY, sum = 0.0f;
-#pragma unroll
-      for (int w = 0; w < W; ++w) mx = fmaxf(mx, wm[i][w]);
-#pragma unroll
-      for (int w = 0; w < W; ++w) {
-        const float term = sum + exp2f(wm[i][w] - mx) * ws[i][w];
-        sum = wm[i][w] != -INFINITY ? term : sum;
-      }
-      row_max[i] = mx, row_sum[i] = sum;
-    }
-#pragma unroll
-    for (int w = 0; w < W; ++w) {
-      const bool has = wm[i][w] != -INFINITY;  // else: no key of this warp's for the row
-      const float weight = exp2f(wm[i][w] - row_max[i]);
-      out[i][0] = has ? out[i][0] + weight * o[i][w].x : out[i][0];
-      out[i][1] = has ? out[i][1] + weight * o[i][w].y : out[i][1];
-      out[i][2] = has ? out[i][2] + weight * o[i][w].z : out[i][2];
-      out[i][3] = has ? out[i][3] + weight * o[i][w].w : out[i][3];
-    }
-  }
-}
-
 template <int D>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const PagedAttentionParams p) {
   using S = MmaShape<D>;
@@ -345,59 +293,42 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   }
   __syncthreads();
   TPS_PHASE_MARK(g_attention_marks, 12);
+  if (tid < kRows) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, warp_max_s[w][tid]);
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      if (warp_max_s[w][tid] != -INFINITY) sum += exp2f(warp_max_s[w][tid] - mx) * warp_sum_s[w][tid];
+    max_s[tid] = mx, sum_s[tid] = sum;
+  }
+  __syncthreads();
+  TPS_PHASE_MARK(g_attention_marks, 13);
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
-  float out[T::kPvRowsPerThread][4] = {};
   float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread];  // of this thread's rows
-  if (p.warp_merge == 2) {  // no phase of the rows' threads, no barrier after it
-    weigh_warp_outputs<T, kWarps, true>(out, row_max, row_sum, warp_max_s, warp_sum_s, warp_out, pv_row_group,
-                                        dim_group);
-  } else {
-    if (tid < kRows) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, warp_max_s[w][tid]);
-      float sum = 0.0f;
-      if (p.warp_merge == 1) {
-        float wm[kWarps], ws[kWarps];
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) wm[w] = warp_max_s[w][tid], ws[w] = warp_sum_s[w][tid];
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) {
-          const float term = sum + exp2f(wm[w] - mx) * ws[w];
-          sum = wm[w] != -INFINITY ? term : sum;
-        }
-      } else {
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w)
-          if (warp_max_s[w][tid] != -INFINITY) sum += exp2f(warp_max_s[w][tid] - mx) * warp_sum_s[w][tid];
-      }
-      max_s[tid] = mx, sum_s[tid] = sum;
-    }
-    __syncthreads();
-    TPS_PHASE_MARK(g_attention_marks, 13);
+  auto load_row_stats = [&] {
 #pragma unroll
     for (int i = 0; i < T::kPvRowsPerThread; ++i) {
       const int r = pv_row_group + i * T::kPvRowGroups;
       row_max[i] = max_s[r], row_sum[i] = sum_s[r];
     }
-    if (p.warp_merge == 1) {
-      weigh_warp_outputs<T, kWarps, false>(out, row_max, row_sum, warp_max_s, warp_sum_s, warp_out,
-                                           pv_row_group, dim_group);
-    } else {
+  };
+  if (p.merge_stats_first) load_row_stats();  // all at once, before the loop that needs the maxima
+  float out[T::kPvRowsPerThread][4] = {};
 #pragma unroll
-      for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-        const int r = pv_row_group + i * T::kPvRowGroups;
+  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+    const int r = pv_row_group + i * T::kPvRowGroups;
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) {
-          if (warp_max_s[w][r] == -INFINITY) continue;  // no key of this warp's for the row
-          const float weight = exp2f(warp_max_s[w][r] - row_max[i]);
-          const float4 o = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
-          out[i][0] += weight * o.x, out[i][1] += weight * o.y, out[i][2] += weight * o.z,
-              out[i][3] += weight * o.w;
-        }
-      }
+    for (int w = 0; w < kWarps; ++w) {
+      if (warp_max_s[w][r] == -INFINITY) continue;  // no key of this warp's for the row
+      const float weight = exp2f(warp_max_s[w][r] - (p.merge_stats_first ? row_max[i] : max_s[r]));
+      const float4 o = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
+      out[i][0] += weight * o.x, out[i][1] += weight * o.y, out[i][2] += weight * o.z,
+          out[i][3] += weight * o.w;
     }
   }
+  if (!p.merge_stats_first) load_row_stats();
   TPS_PHASE_MARK(g_attention_marks, 6);
   finish_block<T, true>(p, b, out, row_max, row_sum, last_s);
   TPS_PHASE_MARK(g_attention_marks, b.active_splits > 1 && last_s ? 8 : 7);

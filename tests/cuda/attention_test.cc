@@ -155,18 +155,16 @@ TEST_P(PagedAttentionTest, RangesOutermostGiveTheSameBits) {
                                [](bool cores, bool on) { return attention_options(cores, 32, 4, 16, on); });
 }
 
-// The tensor-core kernel's ways of merging its warps (runtime.attention_warp_merge): by selects, and with
-// each thread's own rows' max and sum, the same bits as the branching loop, at contexts where some warps of a
-// block hold no key (ranges of 32 keys: warps 2 and 3 idle) and where all do.
-TEST_P(PagedAttentionTest, WarpMergesGiveTheSameBits) {
+// The tensor-core kernel's rows' max and sum loaded before its warps' outputs are weighed
+// (runtime.attention_merge_stats_first): the same bits as loaded in and after that loop, at contexts where
+// some warps of a block hold no key (ranges of 32 keys: warps 2 and 3 idle) and where all do.
+TEST_P(PagedAttentionTest, MergeStatsFirstGivesTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
-  for (int merge : {1, 2})
-    expect_same_bits_with_switch(GetParam(), "warp merge " + std::to_string(merge) + " against 0", {true},
-                                 [merge](bool cores, bool on) {
-                                   CudaBackendOptions options = attention_options(cores, 32, 4, 16);
-                                   options.kernels.attention_warp_merge = on ? merge : 0;
-                                   return options;
-                                 });
+  expect_same_bits_with_switch(GetParam(), "rows' max and sum first", {true}, [](bool cores, bool on) {
+    CudaBackendOptions options = attention_options(cores, 32, 4, 16);
+    options.kernels.attention_merge_stats_first = on;
+    return options;
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(
