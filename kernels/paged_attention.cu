@@ -177,6 +177,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
     }
   }
   __syncthreads();
+  // Each of this thread's rows' max and sum (rows past `rows` read unwritten values, which finish_block never
+  // uses: it stops at the first such row).
   float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread];
 #pragma unroll
   for (int i = 0; i < T::kPvRowsPerThread; ++i) {
