@@ -234,13 +234,10 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
     TPS_PHASE_MARK(g_down_marks, 3);
   };
   float acc[NT][4] = {};
-  if constexpr (NT == 1) {
-    if (p.down_act_before_weights && kb_end - kb_begin <= kMoeDownActPiecesMax) {
+  const bool act_first = NT == 1 && p.down_act_before_weights && kb_end - kb_begin <= kMoeDownActPiecesMax;
+  if (act_first) {
+    if constexpr (NT == 1)
       mma_staged_b_first<kMoeDownActPiecesMax>(acc, tile, row_elems, b[0], kb_begin, kb_end, landed);
-    } else {
-      landed();
-      mma_staged<NT, kUnroll>(acc, tile, row_elems, b, kb_begin, kb_end);
-    }
   } else {
     landed();
     mma_staged<NT, kUnroll>(acc, tile, row_elems, b, kb_begin, kb_end);

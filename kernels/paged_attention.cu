@@ -180,11 +180,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   // Each of this thread's rows' max and sum (rows past `rows` read unwritten values, which finish_block never
   // uses: it stops at the first such row).
   float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread];
-#pragma unroll
-  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-    const int r = tid / T::kDimGroups + i * T::kPvRowGroups;
-    row_max[i] = max_s[r], row_sum[i] = sum_s[r];
-  }
+  load_row_stats<T>(max_s, sum_s, tid / T::kDimGroups, row_max, row_sum);
   finish_block<T, kSplit>(p, b, acc, row_max, row_sum, last_s);
 }
 

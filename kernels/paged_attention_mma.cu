@@ -307,13 +307,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   TPS_PHASE_MARK(g_attention_marks, 13);
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
   float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread];  // of this thread's rows
-  auto load_row_stats = [&] {
-#pragma unroll
-    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-      const int r = pv_row_group + i * T::kPvRowGroups;
-      row_max[i] = max_s[r], row_sum[i] = sum_s[r];
-    }
-  };
   // The warps' outputs weighed for this thread's rows, each row's max from max_of(i, r); one loop for each
   // switch setting, so that neither tests the switch inside it.
   float out[T::kPvRowsPerThread][4] = {};
@@ -332,11 +325,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     }
   };
   if (p.merge_stats_first) {  // all at once, before the loop that needs the maxima
-    load_row_stats();
+    load_row_stats<T>(max_s, sum_s, pv_row_group, row_max, row_sum);
     weigh_warp_outputs([&](int i, int) { return row_max[i]; });
   } else {
     weigh_warp_outputs([&](int, int r) { return max_s[r]; });
-    load_row_stats();
+    load_row_stats<T>(max_s, sum_s, pv_row_group, row_max, row_sum);
   }
   TPS_PHASE_MARK(g_attention_marks, 6);
   finish_block<T, true>(p, b, out, row_max, row_sum, last_s);

@@ -252,6 +252,19 @@ __device__ void merge_ranges(const PagedAttentionParams& p, const BlockTile& b, 
   }
 }
 
+// Each of this thread's rows' max and sum (rows pv_row_group + i * kPvRowGroups, pv_row_group = tid /
+// kDimGroups, as finish_block takes them) from the block's shared max_s / sum_s.
+template <typename T>
+__device__ __forceinline__ void load_row_stats(const float* max_s, const float* sum_s, int pv_row_group,
+                                               float (&row_max)[T::kPvRowsPerThread],
+                                               float (&row_sum)[T::kPvRowsPerThread]) {
+#pragma unroll
+  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+    const int r = pv_row_group + i * T::kPvRowGroups;
+    row_max[i] = max_s[r], row_sum[i] = sum_s[r];
+  }
+}
+
 // The block's end. acc[i][0..3]: the unnormalised output of row pv_row_group + i * kPvRowGroups, dims
 // dim_group * 4 .. + 3 (thread (dim_group, pv_row_group) = (tid % kDimGroups, tid / kDimGroups)); row_max[i]
 // / row_sum[i]: that row's running max (log2 units) and sum of exp2. One range: the rows are written.
