@@ -65,10 +65,6 @@ struct PagedAttentionParams {
   // A block's arrival at its tile's counter (the merge) as one acquire-release atomic by thread 0, instead
   // of a sequentially consistent fence (__threadfence) before a relaxed atomic and another after it.
   bool arrival_acq_rel = false;
-  // Tensor-core kernel, the merge of a block's warps: each thread loads its rows' max and sum (computed by
-  // the rows' threads) all at once before weighing the warps' outputs, rather than each row's max inside that
-  // loop and the sums after it (for A/B: the same bits).
-  bool merge_stats_first = false;
   // Block order of the split decode kernels (attention_block_place): false, a tile's ranges are consecutive
   // blocks (blockIdx.x = token tile x S + range); true, ranges outermost (range r of every tile, then r + 1;
   // prefill keeps its order), so that the first ranges, which every

@@ -306,30 +306,22 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   __syncthreads();
   TPS_PHASE_MARK(g_attention_marks, 13);
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
-  float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread];  // of this thread's rows
-  // The warps' outputs weighed for this thread's rows, each row's max from max_of(i, r); one loop for each
-  // switch setting, so that neither tests the switch inside it.
-  float out[T::kPvRowsPerThread][4] = {};
-  auto weigh_warp_outputs = [&](auto max_of) {
+  // This thread's rows' max and sum, loaded all at once before the loop that needs the maxima (measured
+  // against loading each row's max inside the loop: docs/PERF.md, thirty-seventh and thirty-eighth sessions).
+  float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread];
+  load_row_stats<T>(max_s, sum_s, pv_row_group, row_max, row_sum);
+  float out[T::kPvRowsPerThread][4] = {};  // the warps' outputs weighed, for this thread's rows
 #pragma unroll
-    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-      const int r = pv_row_group + i * T::kPvRowGroups;
+  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+    const int r = pv_row_group + i * T::kPvRowGroups;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        if (warp_max_s[w][r] == -INFINITY) continue;  // no key of this warp's for the row
-        const float weight = exp2f(warp_max_s[w][r] - max_of(i, r));
-        const float4 o = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
-        out[i][0] += weight * o.x, out[i][1] += weight * o.y, out[i][2] += weight * o.z,
-            out[i][3] += weight * o.w;
-      }
+    for (int w = 0; w < kWarps; ++w) {
+      if (warp_max_s[w][r] == -INFINITY) continue;  // no key of this warp's for the row
+      const float weight = exp2f(warp_max_s[w][r] - row_max[i]);
+      const float4 o = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
+      out[i][0] += weight * o.x, out[i][1] += weight * o.y, out[i][2] += weight * o.z,
+          out[i][3] += weight * o.w;
     }
-  };
-  if (p.merge_stats_first) {  // all at once, before the loop that needs the maxima
-    load_row_stats<T>(max_s, sum_s, pv_row_group, row_max, row_sum);
-    weigh_warp_outputs([&](int i, int) { return row_max[i]; });
-  } else {
-    weigh_warp_outputs([&](int, int r) { return max_s[r]; });
-    load_row_stats<T>(max_s, sum_s, pv_row_group, row_max, row_sum);
   }
   TPS_PHASE_MARK(g_attention_marks, 6);
   finish_block<T, true>(p, b, out, row_max, row_sum, last_s);

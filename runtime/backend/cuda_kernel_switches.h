@@ -127,9 +127,6 @@ struct CudaKernelSwitches {
   // The same results. H100, against false: -0.41% on the step at c = 1, -0.55% at c = 4 (6/6 each;
   // docs/PERF.md, thirty-fifth session).
   bool attention_arrival_acq_rel = true;
-  // Decode attention (tensor cores): in the merge of a block's warps each thread loads its rows' max and sum
-  // at once before weighing the warps' outputs (PagedAttentionParams::merge_stats_first). The same bits.
-  bool attention_merge_stats_first = true;
   // The weights' copies into shared memory (staged GEMV, fused router, MoE bulk gate_up and staged down; not
   // register loads, not cuBLASLt's) carry the L2 evict_first policy, so that streaming a layer's weights
   // through L2 evicts them before what the step's small kernels read again (their code, activations,
@@ -216,7 +213,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_split_growth", switches.attention_split_growth, 0, 4096);
   visit("attention_merge_one_level_max", switches.attention_merge_one_level_max, 8, 128);
   visit("attention_arrival_acq_rel", switches.attention_arrival_acq_rel);
-  visit("attention_merge_stats_first", switches.attention_merge_stats_first);
   visit("weights_l2_evict_first", switches.weights_l2_evict_first);
   visit("gemv_l2_evict_first", switches.gemv_l2_evict_first);
   visit("moe_combine_batched_loads", switches.moe_combine_batched_loads);

@@ -155,24 +155,6 @@ TEST_P(PagedAttentionTest, RangesOutermostGiveTheSameBits) {
                                [](bool cores, bool on) { return attention_options(cores, 32, 4, 16, on); });
 }
 
-// The tensor-core kernel's rows' max and sum loaded before its warps' outputs are weighed
-// (runtime.attention_merge_stats_first): the same bits as loaded in and after that loop, at contexts where
-// some warps of a block hold no key (short contexts planned for themselves: ranges of 32 keys, warps 2 and 3
-// idle) and where all do. A step with a query longer than the split path takes runs the CUDA-core prefill
-// kernel, which has no such switch.
-TEST_P(PagedAttentionTest, MergeStatsFirstGivesTheSameBits) {
-  TPS_REQUIRE_CUDA_DEVICE();
-  const auto& lens = GetParam().query_lens;
-  if (*std::max_element(lens.begin(), lens.end()) > kernels::kAttentionMaxSplitQueryLen)
-    GTEST_SKIP() << "a query longer than " << kernels::kAttentionMaxSplitQueryLen
-                 << " tokens: the prefill kernel, on CUDA cores";
-  expect_same_bits_with_switch(GetParam(), "rows' max and sum first", {true}, [](bool cores, bool on) {
-    CudaBackendOptions options = attention_options(cores, 32, 4, 16);
-    options.kernels.attention_merge_stats_first = on;
-    return options;
-  });
-}
-
 INSTANTIATE_TEST_SUITE_P(
     Decode, PagedAttentionTest,
     ::testing::Values(AttentionCase{32, 4, 128, 16, {1, 1, 1, 1, 1, 1}, {1, 15, 16, 17, 100, 1000}},

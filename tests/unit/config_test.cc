@@ -295,9 +295,6 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.kernels.attention_arrival_acq_rel);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_arrival_acq_rel=false"})
                    .runtime.kernels.attention_arrival_acq_rel);
-  EXPECT_TRUE(c.runtime.kernels.attention_merge_stats_first);
-  EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_merge_stats_first=false"})
-                   .runtime.kernels.attention_merge_stats_first);
   EXPECT_EQ(c.runtime.kernels.norm_next_gemv_trigger_early_max_rows, 16);
   EXPECT_EQ(parse_config(M, "x", {"runtime.norm_next_gemv_trigger_early_max_rows=0"})
                 .runtime.kernels.norm_next_gemv_trigger_early_max_rows,

@@ -107,7 +107,6 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
   p.split_growth = options_.kernels.attention_split_growth;
   p.merge_one_level_max = options_.kernels.attention_merge_one_level_max;
   p.arrival_acq_rel = options_.kernels.attention_arrival_acq_rel;
-  p.merge_stats_first = options_.kernels.attention_merge_stats_first;
   if (!p.tensor_cores)  // the CUDA-core kernel's ranges are whole 32-key tiles
     p.split_keys = (p.split_keys + kernels::kAttentionCudaCoreSplitKeys - 1) /
                    kernels::kAttentionCudaCoreSplitKeys * kernels::kAttentionCudaCoreSplitKeys;
