@@ -46,14 +46,6 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 #endif
 }
 
-// Asks the L2 to fetch `bytes` (a multiple of 16) at src (16-byte aligned) from memory, with no copy to the
-// SM and nothing to wait for (cp.async.bulk.prefetch.L2): a hint, never a result.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-#endif
-}
-
 // Waits until the barrier's phase of parity `parity` (0, 1, 0, ...) has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

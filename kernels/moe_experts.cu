@@ -249,24 +249,6 @@ __device__ void down_tile_staged(const MoeExpertsParams& p, const WorkItem& w, u
   TPS_PHASE_MARK_AFTER_BLOCK(g_down_marks, 5);
 }
 
-// MoeExpertsParams::l2_prefetch: this block's slice of each region, in pieces of at most kL2PrefetchPiece
-// bytes, one a lane of the last warp (the first arms the stage barriers).
-__device__ __forceinline__ void prefetch_hinted_l2(const MoeExpertsParams& p) {
-  if (threadIdx.x / kWarpSize != kWarps - 1) return;
-  const int lane = threadIdx.x % kWarpSize;
-  const int parts = gridDim.x * gridDim.y, part = blockIdx.x + gridDim.x * blockIdx.y;
-#pragma unroll
-  for (int i = 0; i < kMoeMaxL2Prefetch; ++i) {
-    if (p.l2_prefetch[i] == nullptr) continue;
-    const ByteSlice s = l2_prefetch_slice(p.l2_prefetch_bytes[i], parts, part);
-    for (size_t at = size_t(lane) * kL2PrefetchPiece; at < s.bytes;
-         at += size_t(kWarpSize) * kL2PrefetchPiece) {
-      const size_t n = s.bytes - at < kL2PrefetchPiece ? s.bytes - at : kL2PrefetchPiece;
-      bulk_prefetch_l2(static_cast<const char*>(p.l2_prefetch[i]) + s.begin + at, static_cast<uint32_t>(n));
-    }
-  }
-}
-
 __global__ void __launch_bounds__(kWarps* kWarpSize) moe_gate_up_kernel(const MoeExpertsParams p) {
   __shared__ float scratch[kScratchFloats];
   pdl_wait_then_trigger();
@@ -287,7 +269,6 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 8) moe_gate_up_bulk_kernel(
   if (threadIdx.x == 0)
     for (int i = 0; i < p.gate_up_bulk_stages; ++i) mbarrier_init(&bars[i]);
   __syncthreads();
-  prefetch_hinted_l2(p);
   TPS_PHASE_MARK(g_gate_up_marks, 1);
   pdl_wait_then_trigger();  // the routing and the activations are predecessors' outputs
   TPS_PHASE_MARK(g_gate_up_marks, 2);
@@ -353,9 +334,6 @@ void launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream, const La
   TPS_CHECK(p.gate_up_bulk_cols == kBulkColsMin || p.gate_up_bulk_cols == kBulkColsMax,
             "moe gate_up: ", p.gate_up_bulk_cols, " bulk columns a stage, not ", kBulkColsMin, " or ",
             kBulkColsMax);
-  for (int i = 0; i < kMoeMaxL2Prefetch; ++i)
-    TPS_CHECK(reinterpret_cast<uintptr_t>(p.l2_prefetch[i]) % 16 == 0, "moe gate_up: L2 prefetch region ", i,
-              " at ", p.l2_prefetch[i], " is not 16-byte aligned");
   if (p.gate_up_bulk && p.hidden > 0 && p.hidden % kBulkColsMin == 0) {
     TPS_CHECK(p.gate_up_bulk_stages >= 2 && p.gate_up_bulk_stages <= kMoeGateUpBulkMaxStages,
               "moe gate_up: ", p.gate_up_bulk_stages, " bulk stages, not 2..", kMoeGateUpBulkMaxStages);

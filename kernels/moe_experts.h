@@ -10,25 +10,6 @@
 
 namespace tpserve::kernels {
 
-inline constexpr int kMoeMaxL2Prefetch = 2;  // regions MoeExpertsParams::l2_prefetch holds
-
-// Part `part` of `parts` of a region of `bytes`: consecutive slices of a multiple of 16 bytes each, the last
-// ones shorter or empty, covering bytes rounded down to 16. Each prefetch instruction takes at most
-// kL2PrefetchPiece bytes of a slice.
-struct ByteSlice {
-  size_t begin = 0, bytes = 0;
-};
-inline constexpr uint32_t kL2PrefetchPiece = 32 << 10;
-__host__ __device__ inline ByteSlice l2_prefetch_slice(size_t bytes, int parts, int part) {
-  const size_t units = bytes / 16, per_part = (units + parts - 1) / parts;
-  const size_t first = per_part * part;
-  ByteSlice s;
-  if (first >= units) return s;
-  s.begin = first * 16;
-  s.bytes = (units - first < per_part ? units - first : per_part) * 16;
-  return s;
-}
-
 struct MoeExpertsParams {
   const bf16* x = nullptr;          // [rows, H]; assignment a reads row a / x_row_divisor
   int x_row_divisor = 1;            // k for (token, slot) assignments, 1 for one assignment per row
@@ -82,13 +63,6 @@ struct MoeExpertsParams {
   // Weight copies into shared memory under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
   // runtime.weights_l2_evict_first); register loads stay plain.
   bool weights_evict_first = false;
-  // Bulk gate_up only: memory a later launch reads (Backend::prefetch_hint: the next layer's weights), which
-  // the blocks ask the L2 to fetch before their PDL wait, each its l2_prefetch_slice of every region. At one
-  // token that wait spans the router, while nothing else reads the HBM (gate_up's own copies need the
-  // routing). A hint: no result depends on it. Regions of 16-byte aligned addresses; bytes past the last
-  // multiple of 16 are left out.
-  const void* l2_prefetch[kMoeMaxL2Prefetch] = {};
-  size_t l2_prefetch_bytes[kMoeMaxL2Prefetch] = {};
 };
 
 constexpr int kMoeGateUpBulkMaxStages = 6;

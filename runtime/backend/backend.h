@@ -135,11 +135,6 @@ class Backend {
     (void)body;
     return nullptr;
   }
-  // w is read a few ops from now (the model: the next layer's projections, hinted before an MoE block). A
-  // backend may start moving it toward its compute units meanwhile (CUDA: into the L2, from the next MoE
-  // launch's blocks before they wait for the routing; runtime.moe_l2_prefetch_hints). A hint only: no result
-  // depends on it, and a backend may ignore it.
-  virtual void prefetch_hint(Tensor w) { (void)w; }
   // The launch-policy decisions (PDL per site) this backend took, for --report-pdl.
   virtual std::string launch_report() const { return name() + " backend: no kernel launches to report"; }
 

@@ -181,11 +181,6 @@ struct CudaKernelSwitches {
   // so not the same bits). 1: -2.1% on the step at c = 1, +0.5% at c = 4 (docs/PERF.md, thirty-fourth
   // session).
   int moe_gate_up_bulk_rotate_max_tokens = 1;
-  // Which of the model's prefetch hints (Backend::prefetch_hint, in the order given: the next layer's O
-  // projection, then its QKV projection) the bulk gate_up's blocks ask the L2 to fetch before their PDL
-  // wait, a bit each (MoeExpertsParams::l2_prefetch): 1 the first, 2 the second, 3 both; 0 none. At one token
-  // that wait spans the router, during which nothing else reads the HBM. A hint: the same results.
-  int moe_l2_prefetch_hints = 0;
 };
 
 // Calls visit(name, field) for each bool switch and visit(name, field, lo, hi) for each int switch, with its
@@ -232,7 +227,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_gate_up_bulk_cols", switches.moe_gate_up_bulk_cols, 256, 512);
   visit("moe_gate_up_bulk_cols_one_token", switches.moe_gate_up_bulk_cols_one_token, 256, 512);
   visit("moe_gate_up_bulk_rotate_max_tokens", switches.moe_gate_up_bulk_rotate_max_tokens, 0, 1 << 20);
-  visit("moe_l2_prefetch_hints", switches.moe_l2_prefetch_hints, 0, 3);
 }
 
 }  // namespace tpserve

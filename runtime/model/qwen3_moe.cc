@@ -412,8 +412,7 @@ void Qwen3MoeModel::mlp_then_norm(const LayerWeights& w, Tensor residual, Tensor
 }
 
 void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta,
-                                  int tokens, int routing_layer, Tensor next_norm, Tensor next_out,
-                                  const LayerWeights* next) {
+                                  int tokens, int routing_layer, Tensor next_norm, Tensor next_out) {
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
@@ -421,10 +420,6 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   backend_.qk_norm_rope_attention(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_,
                                   1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), meta, cache, q, attn);
   backend_.linear(attn, w.o_proj, proj);
-  if (next != nullptr) {  // read once this layer's MLP is done; hinted O first, then QKV
-    backend_.prefetch_hint(next->o_proj);
-    backend_.prefetch_hint(next->qkv);
-  }
   Tensor weights, ids;  // set where the MoE's router runs with the norm before it
   if (w.moe && !layout_.all_to_all && comm_.size() == 1) {  // one rank: the MoE's norm goes with its router
     Tensor logits = routing_outputs(tokens, routing_layer, weights, ids);
@@ -451,8 +446,7 @@ void Qwen3MoeModel::compute(const StepShape& shape) {
   for (int l = 0; l < spec_.num_layers; ++l) {
     const bool last = l + 1 == spec_.num_layers;
     layer_forward(weights_.layers[l], kv_[l], meta, tokens, l,
-                  last ? weights_.final_norm : weights_.layers[l + 1].input_norm, normed_.rows(0, tokens),
-                  last ? nullptr : &weights_.layers[l + 1]);
+                  last ? weights_.final_norm : weights_.layers[l + 1].input_norm, normed_.rows(0, tokens));
   }
   if (rows > 0) {
     Tensor sample_rows = input(off_rows_, DType::kI32, rows);

@@ -131,11 +131,9 @@ class Qwen3MoeModel {
   // One decoder layer on residual_ (its input; normed_ holds rmsnorm(residual_) * w.input_norm). It ends
   // with the next norm: residual_ += the MLP's output, next_out = rmsnorm(residual_) * next_norm (the next
   // layer's input norm, or a final norm). routing_layer: the row of the routing record
-  // (ModelOptions::record_routing) this layer writes; -1: none. next: the layer after this one, whose
-  // projections the backend is told (Backend::prefetch_hint) before this layer's MLP; nullptr: none.
+  // (ModelOptions::record_routing) this layer writes; -1: none.
   void layer_forward(const LayerWeights& w, KvCacheLayer cache, const AttentionMeta& meta, int tokens,
-                     int routing_layer, Tensor next_norm, Tensor next_out,
-                     const LayerWeights* next = nullptr);
+                     int routing_layer, Tensor next_norm, Tensor next_out);
   // Routing-record row length for a step of `tokens` rows: the top-k ids of every row, or under all-to-all
   // dispatch the expert ids of a full exchange (P equal slices of k slots per token).
   int64_t routing_width(int64_t tokens) const;

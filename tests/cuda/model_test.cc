@@ -188,26 +188,6 @@ TEST(CudaModelSwitchTest, NormNextGemvEarlyTriggerKeepsLogits) {
       });
 }
 
-// runtime.moe_l2_prefetch_hints: each MoE layer's gate_up blocks prefetch the next layer's O and QKV weights
-// into the L2, a hint that changes no result; the launches took the hints.
-TEST(CudaModelSwitchTest, MoeL2PrefetchHintsKeepLogits) {
-  TPS_REQUIRE_CUDA_DEVICE();
-  CudaBackendOptions plain = test_backend_options(), hinted = test_backend_options();
-  hinted.kernels.moe_l2_prefetch_hints = 3;
-  expect_same_logits(
-      plain, hinted, 21,
-      [](const ModelSpec& spec) {
-        kernels::GemvParams o_proj;  // the decode steps' O projection: 2 rows
-        o_proj.m = 2, o_proj.n = spec.hidden_size, o_proj.k = spec.q_size();
-        return o_proj;
-      },
-      [](CudaBackend& plain_gpu, CudaBackend& hinted_gpu) {
-        EXPECT_EQ(plain_gpu.moe_l2_prefetch_launches(), 0u);
-        // At least layer 0's MoE launch of each of the 6 steps (layer 1 has no next layer).
-        EXPECT_GE(hinted_gpu.moe_l2_prefetch_launches(), 6u) << "the hints did not reach the MoE launches";
-      });
-}
-
 // tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4.
 INSTANTIATE_TEST_SUITE_P(Presets, CudaModelTest,
                          ::testing::Combine(::testing::Values("tiny", "small"), ::testing::Bool()));

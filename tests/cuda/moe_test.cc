@@ -6,7 +6,6 @@
 #include <sstream>
 #include <tuple>
 
-#include "kernels/moe_experts.h"
 #include "tests/cuda/op_test_util.h"
 
 namespace tpserve::cuda_test {
@@ -212,54 +211,6 @@ TEST(MoeGateUpBulk, MatchesCpu) {
     std::vector<float> ref;
     const std::vector<float> got = run_moe_experts(b, make_moe_inputs(b, rng, c), c, ref);
     expect_close("moe_experts, bulk gate_up, " + describe(c), ref, got, {2e-2f * rms(ref) + 1e-4f, 2e-2f});
-  }
-}
-
-// The bulk gate_up's blocks each prefetch one slice of a hinted region: consecutive, disjoint, multiples of
-// 16 bytes, covering the region rounded down to 16 bytes (no GPU needed).
-TEST(MoeL2Prefetch, SlicesCoverTheRegionOnce) {
-  for (size_t bytes :
-       {size_t(0), size_t(15), size_t(16), size_t(1000), size_t(16) << 20, size_t(21) << 20 | 8})
-    for (int parts : {1, 3, 768, 5000}) {
-      size_t next = 0;
-      for (int part = 0; part < parts; ++part) {
-        const kernels::ByteSlice s = kernels::l2_prefetch_slice(bytes, parts, part);
-        if (s.bytes == 0) continue;
-        EXPECT_EQ(s.begin, next) << bytes << " bytes, part " << part << " of " << parts;
-        EXPECT_EQ(s.begin % 16, 0u);
-        EXPECT_EQ(s.bytes % 16, 0u);
-        next = s.begin + s.bytes;
-      }
-      EXPECT_EQ(next, bytes / 16 * 16) << bytes << " bytes in " << parts << " parts";
-    }
-}
-
-// runtime.moe_l2_prefetch_hints: three hints, of which the oldest is dropped, and both kept ones taken: the
-// experts' own gate_up weights (several 32 KB pieces a block) and a view starting 2 bytes past a 16-byte
-// boundary. The experts' results are the same bits as without hints, and the launch took them.
-TEST(MoeL2Prefetch, HintsKeepTheResults) {
-  TPS_REQUIRE_CUDA_DEVICE();
-  for (const MoeCase& c : {MoeCase{1, 2048, 768, 16, 8, 0, 16}, MoeCase{5, 256, 128, 16, 4, 0, 16}}) {
-    std::vector<float> got[2];
-    std::vector<float> ref;
-    for (int hints : {0, 3}) {
-      std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + 41);  // same inputs
-      CudaBackendOptions options = test_backend_options();
-      options.kernels.moe_l2_prefetch_hints = hints;
-      Backends b(options);
-      const MoeInputs in = make_moe_inputs(b, rng, c);
-      Tensor region = b.gpu().alloc(DType::kBF16, {3, 1 << 20});  // 6 MB
-      b.gpu().prefetch_hint(region.rows(1, 3).view({2 << 20}));
-      b.gpu().prefetch_hint(in.gate_up.gpu);
-      Tensor unaligned = b.gpu().alloc(DType::kBF16, {4, 9});  // rows of 18 bytes
-      b.gpu().prefetch_hint(unaligned.rows(1, 4).view({27}));
-      got[hints != 0] = run_moe_experts(b, in, c, ref);
-      EXPECT_EQ(b.gpu().moe_l2_prefetch_launches(), hints != 0 ? 1u : 0u) << describe(c);
-      expect_close("moe_experts, L2 prefetch hints " + std::to_string(hints) + ", " + describe(c), ref,
-                   got[hints != 0], {2e-2f * rms(ref) + 1e-4f, 2e-2f});
-    }
-    expect_close(describe(c) + ": with the hints against without, the same bits", got[0], got[1],
-                 {0.0f, 0.0f});
   }
 }
 

@@ -295,10 +295,6 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.kernels.attention_arrival_acq_rel);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_arrival_acq_rel=false"})
                    .runtime.kernels.attention_arrival_acq_rel);
-  EXPECT_EQ(c.runtime.kernels.moe_l2_prefetch_hints, 0);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.moe_l2_prefetch_hints=3"}).runtime.kernels.moe_l2_prefetch_hints,
-            3);
-  EXPECT_THROW(parse_config(M, "x", {"runtime.moe_l2_prefetch_hints=4"}), ConfigError);
   EXPECT_EQ(c.runtime.kernels.norm_next_gemv_trigger_early_max_rows, 16);
   EXPECT_EQ(parse_config(M, "x", {"runtime.norm_next_gemv_trigger_early_max_rows=0"})
                 .runtime.kernels.norm_next_gemv_trigger_early_max_rows,

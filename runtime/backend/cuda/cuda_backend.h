@@ -92,7 +92,6 @@ class CudaBackend final : public Backend {
                                int expert_begin, Tensor out, Tensor residual, Tensor norm_w, float eps,
                                Tensor normed) override;
   void moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_up, Tensor down, Tensor out) override;
-  void prefetch_hint(Tensor w) override;
   void moe_combine(Tensor results, Tensor origin, Tensor topk_weights, Tensor out) override;
   void silu_mul(Tensor gate_up, Tensor out) override;
   void gather_rows(Tensor x, Tensor rows, Tensor out) override;
@@ -123,9 +122,6 @@ class CudaBackend final : public Backend {
   // (runtime.norm_next_gemv_trigger_early_max_rows; the staged kernel's, where the shape takes it), for
   // tests.
   uint64_t gemv_early_trigger_launches() const { return gemv_early_trigger_launches_; }
-  // MoE launches whose gate_up blocks asked the L2 for hinted memory (runtime.moe_l2_prefetch_hints), for
-  // tests.
-  uint64_t moe_l2_prefetch_launches() const { return moe_l2_prefetch_launches_; }
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
   int num_sms() const { return num_sms_; }
@@ -182,12 +178,6 @@ class CudaBackend final : public Backend {
   // attention launch) moves the count: then the GEMV keeps the usual trigger.
   uint64_t norm_launch_count_ = ~uint64_t{0};
   uint64_t gemv_early_trigger_launches_ = 0;
-  // The model's prefetch hints since the last MoE launch, in order (the oldest dropped past
-  // kernels::kMoeMaxL2Prefetch); the next MoE launch takes those runtime.moe_l2_prefetch_hints selects and
-  // clears them all.
-  std::vector<Tensor> prefetch_hints_;
-  uint64_t moe_l2_prefetch_launches_ = 0;
-  void take_prefetch_hints(kernels::MoeExpertsParams& e);
   const CudaBackendOptions options_;  // the kernel switches are read from here
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
   static constexpr int kMoeIdentityEntries = 64;

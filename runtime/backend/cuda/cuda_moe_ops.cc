@@ -97,29 +97,6 @@ void CudaBackend::set_moe_kernel_options(kernels::MoeExpertsParams& e, int token
   e.gate_up_bulk_rotate = tokens <= options_.kernels.moe_gate_up_bulk_rotate_max_tokens;
 }
 
-void CudaBackend::prefetch_hint(Tensor w) {
-  TPS_CHECK(w.data != nullptr, "prefetch_hint: an empty tensor");
-  if (prefetch_hints_.size() == size_t(kernels::kMoeMaxL2Prefetch))
-    prefetch_hints_.erase(prefetch_hints_.begin());
-  prefetch_hints_.push_back(w);
-}
-
-void CudaBackend::take_prefetch_hints(kernels::MoeExpertsParams& e) {
-  const int selected = options_.kernels.moe_l2_prefetch_hints;
-  int n = 0;
-  for (size_t i = 0; e.gate_up_bulk && i < prefetch_hints_.size(); ++i) {
-    if ((selected >> i & 1) == 0) continue;
-    // The prefetch takes 16-byte aligned addresses: a view's unaligned first bytes are left out.
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(prefetch_hints_[i].data);
-    const uintptr_t aligned = (begin + 15) / 16 * 16, end = begin + prefetch_hints_[i].nbytes();
-    if (end <= aligned) continue;
-    e.l2_prefetch[n] = reinterpret_cast<const void*>(aligned);
-    e.l2_prefetch_bytes[n++] = end - aligned;
-  }
-  moe_l2_prefetch_launches_ += n > 0;
-  prefetch_hints_.clear();
-}
-
 // Checks moe_experts' arguments; fills the sizes.
 CudaBackend::MoeShape CudaBackend::moe_shape(Tensor x, Tensor gate_up, Tensor down, Tensor topk_ids,
                                              Tensor topk_weights, Tensor out, const char* op) const {
@@ -149,7 +126,6 @@ kernels::MoeCombineParams CudaBackend::launch_moe_chunk(Tensor x, Tensor gate_up
   const int32_t* ids = topk_ids.ptr<int32_t>() + int64_t(t0) * k;
   kernels::MoeExpertsParams e;
   set_moe_kernel_options(e, n);
-  take_prefetch_hints(e);  // the first chunk's launch takes them
   e.x = bf16_ptr(x) + int64_t(t0) * s.hidden;
   e.x_row_divisor = k;
   e.gate_up = bf16_ptr(gate_up);
@@ -242,7 +218,6 @@ void CudaBackend::moe_experts_rows(Tensor rows, Tensor expert_ids, Tensor gate_u
     ScratchRegion::Cursor scratch(*scratch_);
     kernels::MoeExpertsParams e;
     set_moe_kernel_options(e, count);
-    take_prefetch_hints(e);
     e.x = bf16_ptr(rows) + int64_t(r0) * hidden;
     e.x_row_divisor = 1;
     e.gate_up = bf16_ptr(gate_up);
