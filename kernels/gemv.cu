@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "common/error.h"
 #include "kernels/gemv.h"
 #include "kernels/gemv_parts.cuh"
 #include "kernels/launch.h"
@@ -48,6 +49,15 @@ void launch_tiles(const GemvParams& p, dim3 grid, dim3 block, cudaStream_t strea
 
 bool launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,
                  const GemvLaunchOptions& options) {
+  if (p.x_partials.out != nullptr) {
+    TPS_CHECK(p.x_partials.max_ranges >= 2 && p.x_partials.max_ranges <= kAttentionPartialsMaxRanges &&
+                  p.x_partials.head_dim % 4 == 0 && p.x_partials.heads * p.x_partials.head_dim == p.k,
+              "gemv: attention partials of ", p.x_partials.heads, " heads of ", p.x_partials.head_dim,
+              " merged up to ", p.x_partials.max_ranges, " ranges for K = ", p.k);
+    TPS_CHECK(
+        gemv_merges_attention_partials(p, options),
+        "gemv: attention partials need M = 1 and the staged kernel with its activations in shared memory");
+  }
   if (options.staged_sms > 0 && launch_gemv_staged(p, options, stream, policy)) return true;
   const int row_tiles = (p.n + kMmaRows - 1) / kMmaRows;
   const int k_blocks = (p.k + kMmaK - 1) / kMmaK;

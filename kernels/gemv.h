@@ -3,6 +3,7 @@
 // product runs at the memory-bandwidth floor where cuBLASLt's tiles (M padded to 64+) do not.
 #pragma once
 
+#include "kernels/attention_partials.h"
 #include "kernels/kernel_api.h"
 
 namespace tpserve::kernels {
@@ -17,6 +18,11 @@ struct GemvParams {
   int m = 0;                 // M, 1..kGemvMaxTokens
   int n = 0;                 // N
   int k = 0;                 // K, a multiple of 8
+  // M = 1, x attention's output of a one-token step left unmerged (AttentionPartials): where its context has
+  // 2..x_partials.max_ranges ranges the activations are merged from the partials, else read from x. Taken
+  // by the staged kernel with its activations in shared memory only (gemv_merges_attention_partials);
+  // launch_gemv refuses it elsewhere.
+  AttentionPartials x_partials;
 };
 
 // Staging (kernels/gemv_staged.cu): where all of a GEMV's weights fit in the shared memory of the SMs (each
@@ -54,6 +60,10 @@ struct GemvLaunchOptions {
   // reads nothing before its wait that the predecessor writes (kernels/pdl.cuh). The same results.
   bool staged_trigger_before_wait = false;
 };
+
+// Whether launch_gemv(p, ...) with these options can take p.x_partials (M = 1, the staged kernel with its
+// activations in shared memory).
+bool gemv_merges_attention_partials(const GemvParams& p, const GemvLaunchOptions& options);
 
 // The staged kernel where options allow it and the shape suits it (true), else the register kernel (false).
 bool launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& policy,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/attention_partials.cuh"
 #include "kernels/gemv.h"
 #include "kernels/gemv_parts.cuh"
 #include "kernels/launch.h"
@@ -65,6 +66,10 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     copy_rows_async(w_tile, row_elems, row_ptr, p.w, b0, b1, w_hint);
   }
   if (trigger_before_wait) pdl_trigger();  // GemvLaunchOptions::staged_trigger_before_wait
+  // GemvParams::x_partials: merged here or read from x, decided by the token's position, which attention
+  // (the launch before) does not write.
+  int merge_ranges = 0;
+  if (kXShared && p.x_partials.out != nullptr) merge_ranges = attention_ranges_to_merge(p.x_partials);
   TPS_PHASE_MARK(g_gemv_marks, 1);
 
   pdl_wait();  // the activations are predecessors' outputs
@@ -73,9 +78,13 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   const bf16* b[NT];  // token columns; tokens past the last read as zero
   if constexpr (kXShared) {
     const int vecs = p.k / kBf16PerVec;
-    for (int i = threadIdx.x; i < p.m * vecs; i += blockDim.x)
-      store_vec(x_s + (i / vecs) * row_elems + (i % vecs) * kBf16PerVec,
-                load_vec(p.x + static_cast<int64_t>(i / vecs) * p.k + (i % vecs) * kBf16PerVec));
+    if (merge_ranges > 0) {
+      merge_attention_partials(p.x_partials, merge_ranges, x_s);  // one row (M = 1)
+    } else {
+      for (int i = threadIdx.x; i < p.m * vecs; i += blockDim.x)
+        store_vec(x_s + (i / vecs) * row_elems + (i % vecs) * kBf16PerVec,
+                  load_vec(p.x + static_cast<int64_t>(i / vecs) * p.k + (i % vecs) * kBf16PerVec));
+    }
     __syncthreads();
     shared_token_columns<NT>(x_s, row_elems, p.m, b);
   } else {
@@ -158,6 +167,11 @@ bool plan_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, Gem
   const int blocks_per_sm = std::clamp(options.staged_blocks_per_sm, 1, 4);
   return (blocks_per_sm > 1 && staged_shape(p, options, token_tiles(p), blocks_per_sm, plan)) ||
          staged_shape(p, options, token_tiles(p), 1, plan);
+}
+
+bool gemv_merges_attention_partials(const GemvParams& p, const GemvLaunchOptions& options) {
+  GemvStagedPlan s;
+  return p.m == 1 && plan_gemv_staged(p, options, s) && s.x_shared;
 }
 
 bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, cudaStream_t stream,

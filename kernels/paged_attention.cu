@@ -257,7 +257,7 @@ void plan_decode_splits(PagedAttentionParams& p, int max_context_len, int num_to
   int splits = std::min({std::max(1, std::max(blocks_per_sm, 1) * num_sms / tiles), (context + q - 1) / q,
                          kAttentionMaxSplits});
   // No more ranges than the longest context uses (the square-root floor makes long ranges at long contexts).
-  const int keys = attention_keys_per_split(context, splits, q, p.split_growth);
+  const int keys = attention_keys_per_split(context, splits, q, p.split_growth, p.split_min_keys);
   splits = std::min(splits, (context + keys - 1) / keys);
   while (splits > 1 &&
          attention_partial_bytes(num_tokens, p.num_q_heads, p.head_dim, splits) > max_partial_bytes)

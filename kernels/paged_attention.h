@@ -14,6 +14,7 @@
 
 #include <cmath>
 
+#include "kernels/attention_partials.h"
 #include "kernels/kernel_api.h"
 #include "kernels/qk_norm_rope_kv.h"
 
@@ -59,6 +60,12 @@ struct PagedAttentionParams {
   int split_keys = 32;
   // Ranges of at least sqrt(split_growth * context) keys (attention_keys_per_split); 0: no such floor.
   int split_growth = 0;
+  // Ranges of at least this many keys (then a multiple of split_keys); 0: split_keys.
+  int split_min_keys = 0;
+  // A tile whose context has 2..this many ranges is left unmerged: its blocks store their partials and
+  // count no arrival, and the launch after this one merges them (AttentionPartials; kernels/
+  // attention_partials.h). 0: every tile merged here. One-token decode steps only (the caller's duty).
+  int defer_merge_max_ranges = 0;
   // A tile of up to this many ranges is merged by its last block alone; more in two levels (groups of
   // kAttentionMergeGroup ranges, then the groups). At least kAttentionMergeGroup.
   int merge_one_level_max = 2 * kAttentionMergeGroup;
@@ -117,24 +124,6 @@ struct PagedAttentionParams {
 // kernel's 32-key tile.
 inline constexpr int kAttentionKeysPerSplitQuantum = 16;
 inline constexpr int kAttentionCudaCoreSplitKeys = 32;
-
-// The range length for a context of kv_len keys cut into at most `num_splits` ranges of a multiple of q =
-// split_keys keys, and, with growth > 0, of at least sqrt(growth * kv_len) keys. Computed on the device from
-// the sequence's actual length, so that a step planned (or captured in a graph) for the longest context still
-// spreads a short context over several blocks: with 128 planned ranges and q = 32 a 160-key context runs as 5
-// ranges of 32 keys, not as one block walking all of it. The square-root floor balances the two halves of a
-// long context's time: the ranges run in parallel (time ~ kv_len / ranges), but their merge takes longer the
-// more there are (one block a group of kAttentionMergeGroup, one block the groups), so the best number of
-// ranges grows more slowly than the context (measured: docs/PERF.md, eleventh session).
-__host__ __device__ inline int attention_keys_per_split(int kv_len, int num_splits, int q, int growth) {
-  int keys = (kv_len + num_splits - 1) / num_splits;
-  if (growth > 0) {
-    const int floor_keys = static_cast<int>(ceilf(sqrtf(static_cast<float>(growth) * kv_len)));
-    keys = keys > floor_keys ? keys : floor_keys;
-  }
-  keys = (keys + q - 1) / q * q;
-  return keys > q ? keys : q;  // never 0 (an empty context), which callers divide by
-}
 
 // A decode block's place in the grid (token tiles x num_splits, sequences, KV heads): its token tile,
 // sequence, KV head and context range, from its block index. Tile by tile (blockIdx.x = tile x num_splits +

@@ -80,7 +80,8 @@ __device__ bool begin_block(const PagedAttentionParams& p, BlockTile& b, int* li
   __syncthreads();
   b.kv_len = 0;
   for (int r = 0; r < b.rows; r += b.group) b.kv_len = max(b.kv_len, limit_s[r]);
-  const int per_split = attention_keys_per_split(b.kv_len, p.num_splits, p.split_keys, p.split_growth);
+  const int per_split =
+      attention_keys_per_split(b.kv_len, p.num_splits, p.split_keys, p.split_growth, p.split_min_keys);
   b.key_begin = b.split * per_split;
   b.key_end = min(b.kv_len, b.key_begin + per_split);
   if (b.key_begin >= b.key_end) return false;  // past the context: not one of the tile's active splits
@@ -306,6 +307,7 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
     }
     static_assert(T::kPvRowGroups * T::kPvRowsPerThread <= kAttentionMaxGroup,
                   "merge_ranges takes at most kAttentionMaxGroup rows a tile");
+    if (b.active_splits <= p.defer_merge_max_ranges) return;  // the next launch merges the partials
     const int64_t tile_index =
         (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
     const int groups = b.active_splits <= p.merge_one_level_max

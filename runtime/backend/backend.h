@@ -166,6 +166,18 @@ class Backend {
     qk_norm_rope_kv(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, meta, cache, q);
     attention(q, num_q_heads, num_kv_heads, scale, cache, meta, out);
   }
+  // qk_norm_rope_attention into attn, then linear(attn, o_proj_w, out): the attention block up to its output
+  // projection. A backend may hand the projection the attention's unmerged context ranges instead of
+  // merged rows (CUDA: one-token decode steps, runtime.attention_merge_in_o_max_ranges): attn is scratch
+  // then, maybe left unwritten.
+  virtual void qk_norm_rope_attention_linear(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w,
+                                             Tensor k_norm_w, float eps, const RopeConfig& rope, float scale,
+                                             const AttentionMeta& meta, KvCacheLayer cache, Tensor q,
+                                             Tensor attn, Tensor o_proj_w, Tensor out) {
+    qk_norm_rope_attention(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale, meta, cache,
+                           q, attn);
+    linear(attn, o_proj_w, out);
+  }
   // Softmax over logits in f32, top-k (ties to the smaller index), renormalised when asked.
   virtual void topk_gating(Tensor router_logits /*[T, E_all] f32*/, int k, bool renormalize,
                            Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) = 0;

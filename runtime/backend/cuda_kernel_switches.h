@@ -121,6 +121,15 @@ struct CudaKernelSwitches {
   // Decode attention merges a tile of up to this many context ranges in one block (8-128); more in two
   // levels: groups of 8 ranges, then the groups (kernels/paged_attention.h).
   int attention_merge_one_level_max = 16;
+  // Decode attention's ranges are at least this many keys (then a multiple of attention_split_keys); 0: no
+  // such floor. 64 keys is one tile of the tensor-core kernel, whose 4 warps take 16 keys each.
+  int attention_split_min_keys = 0;
+  // A one-token decode step whose context has 2..this many ranges leaves them unmerged, and the O projection
+  // merges them as it loads its activations (Backend::qk_norm_rope_attention_linear; kernels/
+  // attention_partials.h): the tile's last block, its arrival count and its merge leave the chain. 0 (or
+  // 1): attention always merges. At most kernels::kAttentionPartialsMaxRanges; each O block reads every
+  // range's partials (16 KB a range for 32 heads of 128).
+  int attention_merge_in_o_max_ranges = 0;
   // Decode attention's blocks count their arrival for the merge with one acquire-release atomic instead of
   // a sequentially consistent fence on each side of a relaxed one (PagedAttentionParams::arrival_acq_rel):
   // the merge path is 4 us at c = 1, a few dependent trips to L2 behind the O projection's weight stream.
@@ -212,6 +221,8 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_split_keys", switches.attention_split_keys, 16, 4096);
   visit("attention_split_growth", switches.attention_split_growth, 0, 4096);
   visit("attention_merge_one_level_max", switches.attention_merge_one_level_max, 8, 128);
+  visit("attention_split_min_keys", switches.attention_split_min_keys, 0, 4096);
+  visit("attention_merge_in_o_max_ranges", switches.attention_merge_in_o_max_ranges, 0, 4);
   visit("attention_arrival_acq_rel", switches.attention_arrival_acq_rel);
   visit("weights_l2_evict_first", switches.weights_l2_evict_first);
   visit("gemv_l2_evict_first", switches.gemv_l2_evict_first);

@@ -417,9 +417,9 @@ void Qwen3MoeModel::layer_forward(const LayerWeights& w, KvCacheLayer cache, con
   Tensor residual = residual_.rows(0, tokens), normed = normed_.rows(0, tokens), proj = proj_.rows(0, tokens);
   Tensor qkv = qkv_.rows(0, tokens), q = q_.rows(0, tokens), attn = attn_.rows(0, tokens);
   backend_.linear(normed, w.qkv, qkv);
-  backend_.qk_norm_rope_attention(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_,
-                                  1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), meta, cache, q, attn);
-  backend_.linear(attn, w.o_proj, proj);
+  backend_.qk_norm_rope_attention_linear(qkv, q_heads_, kv_heads_, w.q_norm, w.k_norm, eps, rope_,
+                                         1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), meta, cache, q,
+                                         attn, w.o_proj, proj);
   Tensor weights, ids;  // set where the MoE's router runs with the norm before it
   if (w.moe && !layout_.all_to_all && comm_.size() == 1) {  // one rank: the MoE's norm goes with its router
     Tensor logits = routing_outputs(tokens, routing_layer, weights, ids);

@@ -260,6 +260,20 @@ TEST(AttentionBlockPlace, EachPlaceOnceAndRangesOutermostInOrder) {
 
 // runtime.attention_split_growth: ranges of at least sqrt(growth x context) keys, so a long context runs as
 // about sqrt(context / growth) ranges; short contexts keep their ranges of split_keys.
+// Ranges of at least split_min_keys keys (runtime.attention_split_min_keys): short contexts take fewer
+// ranges, long ones (whose square-root floor is longer) the same.
+TEST(AttentionSplitPlan, MinKeysLengthenShortRangesOnly) {
+  using kernels::attention_active_ranges;
+  using kernels::attention_keys_per_split;
+  EXPECT_EQ(attention_keys_per_split(190, 128, 32, 4), 32);
+  EXPECT_EQ(attention_keys_per_split(190, 128, 32, 4, 64), 64);
+  EXPECT_EQ(attention_active_ranges(190, 128, 32, 4, 0), 6);
+  EXPECT_EQ(attention_active_ranges(190, 128, 32, 4, 64), 3);
+  EXPECT_EQ(attention_keys_per_split(190, 128, 32, 4, 48), 64);   // 48 rounded up to the 32-key quantum
+  EXPECT_EQ(attention_keys_per_split(2000, 128, 32, 4, 64), 96);  // sqrt(8000) = 89.4: the floor binds
+  EXPECT_EQ(attention_active_ranges(20, 128, 32, 4, 64), 1);
+}
+
 TEST(AttentionSplitPlan, LongContextsTakeFewerLongerRanges) {
   using kernels::attention_keys_per_split;
   EXPECT_EQ(attention_keys_per_split(192, 128, 32, 4), 32);     // sqrt(768) = 27.7: no change

@@ -122,7 +122,8 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
 // end.
 void expect_same_logits(const CudaBackendOptions& plain_options, const CudaBackendOptions& changed_options,
                         unsigned seed, const std::function<kernels::GemvParams(const ModelSpec&)>& staged,
-                        const std::function<void(CudaBackend&, CudaBackend&)>& after = nullptr) {
+                        const std::function<void(CudaBackend&, CudaBackend&)>& after = nullptr,
+                        bool one_sequence = false) {
   const ModelSpec spec = preset_model_spec("small", /*layers=*/2, /*vocab=*/8192);
   const SyntheticWeights weights(spec, seed);
   const ShardLayout layout;
@@ -139,6 +140,7 @@ void expect_same_logits(const CudaBackendOptions& plain_options, const CudaBacke
                         changed_backends.gpu(), *comm);
 
   std::vector<Sequence> seqs = random_prompts(spec.vocab_size, seed + 1, 9, 17);
+  if (one_sequence) seqs.erase(seqs.begin());  // the 17-token one: one-token decode steps
   for (int step = 0; step < 6; ++step) {
     const StepBatch batch = make_step(seqs);
     const StepResult a = plain.forward(batch, true), b = changed.forward(batch, true);
@@ -186,6 +188,28 @@ TEST(CudaModelSwitchTest, NormNextGemvEarlyTriggerKeepsLogits) {
         EXPECT_GE(early_gpu.gemv_early_trigger_launches(), 10u)
             << "the switch did not reach the QKV projection";
       });
+}
+
+// runtime.attention_merge_in_o_max_ranges: one sequence of 17-22 keys in ranges of 16 (two ranges), whose
+// decode steps' O projections merge attention's partials themselves; the same bits as attention merging them.
+TEST(CudaModelSwitchTest, AttentionMergeInOKeepsLogits) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  CudaBackendOptions plain = test_backend_options(), merge_in_o = test_backend_options();
+  plain.kernels.attention_split_keys = merge_in_o.kernels.attention_split_keys = 16;
+  merge_in_o.kernels.attention_merge_in_o_max_ranges = 4;
+  expect_same_logits(
+      plain, merge_in_o, 31,
+      [](const ModelSpec& spec) {
+        kernels::GemvParams o_proj;  // the decode steps' O projection: 1 row
+        o_proj.m = 1, o_proj.n = spec.hidden_size, o_proj.k = spec.q_size();
+        return o_proj;
+      },
+      [](CudaBackend& plain_gpu, CudaBackend& merging_gpu) {
+        EXPECT_EQ(plain_gpu.gemv_attention_merge_launches(), 0u);
+        // The 5 decode steps' O projections of both layers (the prefill's 17 rows take the two ops).
+        EXPECT_EQ(merging_gpu.gemv_attention_merge_launches(), 10u);
+      },
+      /*one_sequence=*/true);
 }
 
 // tiny: head_dim 32, 8 experts top-2; small: head_dim 64, 16 experts top-4.

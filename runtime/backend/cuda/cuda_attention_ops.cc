@@ -1,6 +1,9 @@
 // CudaBackend attention ops: q/k norm + RoPE + KV append, and paged attention (decode with context splits,
 // merged in the kernel by the last split of each tile; prefill tiled over query tokens); for decode steps
 // the two as one launch (the prologue folded into the tensor-core kernel).
+#include <algorithm>
+#include <utility>
+
 #include "kernels/paged_attention.h"
 #include "kernels/qk_norm_rope_kv.h"
 #include "runtime/backend/cuda/cuda_backend.h"
@@ -106,6 +109,7 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
   p.split_keys = options_.kernels.attention_split_keys;
   p.split_growth = options_.kernels.attention_split_growth;
   p.merge_one_level_max = options_.kernels.attention_merge_one_level_max;
+  p.split_min_keys = options_.kernels.attention_split_min_keys;
   p.arrival_acq_rel = options_.kernels.attention_arrival_acq_rel;
   if (!p.tensor_cores)  // the CUDA-core kernel's ranges are whole 32-key tiles
     p.split_keys = (p.split_keys + kernels::kAttentionCudaCoreSplitKeys - 1) /
@@ -126,6 +130,21 @@ void CudaBackend::launch_attention(kernels::PagedAttentionParams& p, const Atten
         scratch.take<float>(size_t(tokens) * p.num_q_heads * p.num_splits * 2, "attention partial max");
     p.split_counters = attention_split_counters_;
     p.split_counter_capacity = attention_split_counter_capacity_;
+  }
+  p.defer_merge_max_ranges = p.num_splits > 1 ? std::exchange(attention_defer_next_, 0) : 0;
+  attention_defer_next_ = 0;
+  attention_partials_ = {};
+  if (p.defer_merge_max_ranges > 0) {
+    attention_partials_.out = p.partial_out;
+    attention_partials_.max_sum = p.partial_max_sum;
+    attention_partials_.positions = p.positions;
+    attention_partials_.heads = p.num_q_heads;
+    attention_partials_.head_dim = p.head_dim;
+    attention_partials_.num_splits = p.num_splits;
+    attention_partials_.split_keys = p.split_keys;
+    attention_partials_.split_growth = p.split_growth;
+    attention_partials_.split_min_keys = p.split_min_keys;
+    attention_partials_.max_ranges = p.defer_merge_max_ranges;
   }
   kernels::launch_paged_attention(p, stream_, *policy_);
   gemv_follows_attention_ = true;
@@ -175,6 +194,27 @@ void CudaBackend::qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv
   pro.eps = eps;
   kernels::set_rope_inv_freq(pro.inv_freq, rope.head_dim, rope.theta);
   launch_attention(p, meta, static_cast<int>(tokens));
+}
+
+// A one-token decode step on the folded tensor-core kernel whose O projection is the staged GEMV with its
+// activations in shared memory: attention leaves a context of 2..runtime.attention_merge_in_o_max_ranges
+// ranges unmerged and the projection merges them (kernels/attention_partials.h). The partials stay in the
+// scratch region between the two launches (nothing else runs in between). Otherwise the two ops.
+void CudaBackend::qk_norm_rope_attention_linear(Tensor qkv, int num_q_heads, int num_kv_heads,
+                                                Tensor q_norm_w, Tensor k_norm_w, float eps,
+                                                const RopeConfig& rope, float scale,
+                                                const AttentionMeta& meta, KvCacheLayer cache, Tensor q,
+                                                Tensor attn, Tensor o_proj_w, Tensor out) {
+  const int max_ranges = options_.kernels.attention_merge_in_o_max_ranges;
+  const bool one_token = qkv.ndim == 2 && qkv.dim(0) == 1 && meta.num_seqs == 1 && meta.max_query_len == 1;
+  const bool folded = options_.kernels.attention_fused_prologue && options_.kernels.attention_tensor_cores;
+  const bool defer = max_ranges >= 2 && one_token && folded && linear_after_attention_merges(attn, o_proj_w);
+  attention_defer_next_ = defer ? std::min(max_ranges, kernels::kAttentionPartialsMaxRanges) : 0;
+  qk_norm_rope_attention(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale, meta, cache, q,
+                         attn);
+  attention_defer_next_ = 0;
+  const kernels::AttentionPartials partials = std::exchange(attention_partials_, {});
+  linear_from(attn, o_proj_w, out, partials.out != nullptr ? &partials : nullptr);
 }
 
 }  // namespace tpserve

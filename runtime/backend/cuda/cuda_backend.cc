@@ -330,6 +330,20 @@ void CudaBackend::add(Tensor inout, Tensor x) {
 }
 
 void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
+  linear_from(x, w, out, nullptr);
+}
+
+bool CudaBackend::linear_after_attention_merges(Tensor x, Tensor w) const {
+  if (w.ndim != 2 || w.dim(1) == 0 || x.numel() != w.dim(1) || w.nbytes() >= kLinearCublasMinWeightBytes ||
+      options_.kernels.gemv_max_rows < 1)
+    return false;
+  kernels::GemvParams p;
+  p.m = 1, p.n = static_cast<int>(w.dim(0)), p.k = static_cast<int>(w.dim(1));
+  return kernels::gemv_merges_attention_partials(
+      p, options_.kernels.attention_next_gemv_max_rows >= 1 ? gemv_after_attention_options_ : gemv_options_);
+}
+
+void CudaBackend::linear_from(Tensor x, Tensor w, Tensor out, const kernels::AttentionPartials* partials) {
   expect(x, DType::kBF16, "linear", "x");
   expect(w, DType::kBF16, "linear", "weight");
   TPS_CHECK(out.device == Device::kCuda && (out.dtype == DType::kBF16 || out.dtype == DType::kF32),
@@ -358,12 +372,14 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
     p.m = m;
     p.n = to_int(n, "out features");
     p.k = to_int(k, "in features");
+    if (partials != nullptr) p.x_partials = *partials, ++gemv_attention_merge_launches_;
     kernels::GemvLaunchOptions o = after_attention ? gemv_after_attention_options_ : gemv_options_;
     o.staged_trigger_before_wait = after_norm;
     const bool staged = kernels::launch_gemv(p, stream_, *policy_, o);
     gemv_early_trigger_launches_ += staged && after_norm;
     return;
   }
+  TPS_CHECK(partials == nullptr, "linear: attention partials need the GEMV, not cuBLASLt");
   gemm_->run(x.data, w.data, out.data, out_f32, m, to_int(n, "out features"), to_int(k, "in features"),
              stream_);
 }

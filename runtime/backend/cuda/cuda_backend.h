@@ -81,6 +81,10 @@ class CudaBackend final : public Backend {
   void qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w,
                               float eps, const RopeConfig& rope, float scale, const AttentionMeta& meta,
                               KvCacheLayer cache, Tensor q, Tensor out) override;
+  void qk_norm_rope_attention_linear(Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w,
+                                     Tensor k_norm_w, float eps, const RopeConfig& rope, float scale,
+                                     const AttentionMeta& meta, KvCacheLayer cache, Tensor q, Tensor attn,
+                                     Tensor o_proj_w, Tensor out) override;
   void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) override;
   void add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, float eps, Tensor normed, Tensor router_w,
                          Tensor logits, int k, bool renormalize, Tensor weights, Tensor ids) override;
@@ -122,6 +126,9 @@ class CudaBackend final : public Backend {
   // (runtime.norm_next_gemv_trigger_early_max_rows; the staged kernel's, where the shape takes it), for
   // tests.
   uint64_t gemv_early_trigger_launches() const { return gemv_early_trigger_launches_; }
+  // O projections launched to merge attention's ranges themselves (runtime.attention_merge_in_o_max_ranges;
+  // whether a step's context then has few enough ranges is the GPU's decision), for tests.
+  uint64_t gemv_attention_merge_launches() const { return gemv_attention_merge_launches_; }
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
   int num_sms() const { return num_sms_; }
@@ -136,6 +143,16 @@ class CudaBackend final : public Backend {
                                                  const KvCacheLayer& cache, const AttentionMeta& meta,
                                                  Tensor out, const char* op) const;
   void launch_attention(kernels::PagedAttentionParams& p, const AttentionMeta& meta, int tokens);
+  // linear() with x given as attention's unmerged partials (GemvParams::x_partials) where partials is set.
+  void linear_from(Tensor x, Tensor w, Tensor out, const kernels::AttentionPartials* partials);
+  // The GEMV linear(x, w, ...) would launch right after an attention launch, and whether it can merge
+  // attention's partials (kernels::gemv_merges_attention_partials).
+  bool linear_after_attention_merges(Tensor x, Tensor w) const;
+  // Set by qk_norm_rope_attention_linear for the next attention launch
+  // (PagedAttentionParams::defer_merge_max_ranges), which clears it and fills attention_partials_ where it
+  // left ranges unmerged (num_splits > 1), else clears them.
+  int attention_defer_next_ = 0;
+  kernels::AttentionPartials attention_partials_;
   // The MoE expert kernels' options from CudaBackendOptions (early down loads, staging, the L2 hint, bulk
   // gate_up and its stages for a launch of `tokens` tokens or rows).
   void set_moe_kernel_options(kernels::MoeExpertsParams& e, int tokens) const;
@@ -178,6 +195,7 @@ class CudaBackend final : public Backend {
   // attention launch) moves the count: then the GEMV keeps the usual trigger.
   uint64_t norm_launch_count_ = ~uint64_t{0};
   uint64_t gemv_early_trigger_launches_ = 0;
+  uint64_t gemv_attention_merge_launches_ = 0;
   const CudaBackendOptions options_;  // the kernel switches are read from here
   // moe_identity_[i] = i: the MoE kernels' assignment list when one token runs without moe_align.
   static constexpr int kMoeIdentityEntries = 64;

@@ -1,0 +1,58 @@
+// Split decode attention's context ranges (kernels/paged_attention.h), and its unmerged partial results as
+// a consumer reads them (AttentionPartials): the staged GEMV after attention merges a one-token step's few
+// ranges as it loads its activations, instead of attention's last block merging them before it.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/kernel_api.h"
+
+namespace tpserve::kernels {
+
+// The range length for a context of kv_len keys cut into at most `num_splits` ranges of a multiple of q =
+// split_keys keys, of at least min_keys keys, and, with growth > 0, of at least sqrt(growth * kv_len) keys.
+// Computed on the device from the sequence's actual length, so that a step planned (or captured in a graph)
+// for the longest context still spreads a short context over several blocks: with 128 planned ranges and q =
+// 32 a 160-key context runs as 5 ranges of 32 keys, not as one block walking all of it. The square-root floor
+// balances the two halves of a long context's time: the ranges run in parallel (time ~ kv_len / ranges), but
+// their merge takes longer the more there are (one block a group of kAttentionMergeGroup, one block the
+// groups), so the best number of ranges grows more slowly than the context (measured: docs/PERF.md, eleventh
+// session).
+__host__ __device__ inline int attention_keys_per_split(int kv_len, int num_splits, int q, int growth,
+                                                        int min_keys = 0) {
+  int keys = (kv_len + num_splits - 1) / num_splits;
+  keys = keys > min_keys ? keys : min_keys;
+  if (growth > 0) {
+    const int floor_keys = static_cast<int>(ceilf(sqrtf(static_cast<float>(growth) * kv_len)));
+    keys = keys > floor_keys ? keys : floor_keys;
+  }
+  keys = (keys + q - 1) / q * q;
+  return keys > q ? keys : q;  // never 0 (an empty context), which callers divide by
+}
+
+// The non-empty ranges of a context of kv_len keys (attention_keys_per_split's ranges).
+__host__ __device__ inline int attention_active_ranges(int kv_len, int num_splits, int q, int growth,
+                                                       int min_keys) {
+  const int keys = attention_keys_per_split(kv_len, num_splits, q, growth, min_keys);
+  return (kv_len + keys - 1) / keys;
+}
+
+// The most ranges a consumer merges (AttentionPartials::max_ranges).
+inline constexpr int kAttentionPartialsMaxRanges = 4;
+
+// A one-token decode step's attention output left unmerged (PagedAttentionParams::defer_merge_max_ranges):
+// where the token's context has 2..max_ranges ranges, its rows are the ranges' partials, which the consumer
+// merges as the tile's last block would have (the same arithmetic: kernels/paged_attention_parts.cuh
+// merge_ranges); with one range or more than max_ranges, attention wrote the rows and the consumer reads
+// them.
+struct AttentionPartials {
+  const float* out = nullptr;          // [H, num_splits, D] unnormalised sums (nullptr: none to merge)
+  const float* max_sum = nullptr;      // [H, num_splits, 2] max (log2 units), sum of exp2
+  const int32_t* positions = nullptr;  // [1] the token's position: its context is position + 1 keys
+  int heads = 0;                       // H: the rows' length is H * head_dim
+  int head_dim = 0;                    // D, a multiple of 4
+  int num_splits = 0, split_keys = 0, split_growth = 0, split_min_keys = 0;  // the attention launch's
+  int max_ranges = 0;                                                        // 2..kAttentionPartialsMaxRanges
+};
+
+}  // namespace tpserve::kernels

@@ -1,0 +1,129 @@
+// Attention's ranges merged by the O projection (Backend::qk_norm_rope_attention_linear,
+// runtime.attention_merge_in_o_max_ranges): for a one-token decode step whose context has 2..max ranges,
+// attention leaves its output unwritten and the staged GEMV merges the partials as it loads them. The
+// projection's output is the same bits as attention merging them, eagerly and in a graph replay, and the
+// CPU's within tolerance; contexts of one range or too many take the usual path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "kernels/attention_partials.h"
+#include "tests/cuda/op_test_util.h"
+#include "tests/cuda/paged_cache_util.h"
+
+namespace tpserve::cuda_test {
+namespace {
+
+struct MergeInOResult {
+  std::vector<float> out, replay_out, ref_out;
+  bool attn_written = false;  // any element of attention's own output (poisoned first) written
+  uint64_t merge_launches = 0;
+};
+
+// One sequence of `context` keys (its one token last), 32 query heads over 4 KV heads of 128 (K = 4096), an
+// O projection to 384 outputs. max_ranges 0: attention merges (the switch off).
+MergeInOResult run_block(int context, int max_ranges, int min_keys, int planned_context) {
+  const AttentionCase c{32, 4, 128, 16, {1}, {context}};
+  CudaBackendOptions options = test_backend_options();
+  options.kernels.attention_split_keys = 32;
+  options.kernels.attention_split_min_keys = min_keys;
+  options.kernels.attention_merge_in_o_max_ranges = max_ranges;
+  Backends b(options);
+  std::mt19937 rng(static_cast<uint32_t>(context * 131 + min_keys * 7 + planned_context));  // same per case
+  PagedSetup s = make_paged(b, rng, c);
+  if (planned_context > 0) s.gpu_meta.max_context_len = planned_context;
+  const int d = c.head_dim, width = (c.q_heads + 2 * c.kv_heads) * d, k = c.q_heads * d, n = 384;
+  auto qkv_v = uniform(rng, size_t(width), -3.0f, 3.0f);
+  auto qn = uniform(rng, d, 0.5f, 1.5f), kn = uniform(rng, d, 0.5f, 1.5f);
+  auto wv = uniform(rng, size_t(n) * k, -1.0f / 64, 1.0f / 64);
+  Pair qkv = b.bf16({1, width}, qkv_v), q_norm = b.bf16({d}, qn), k_norm = b.bf16({d}, kn),
+       w = b.bf16({n, k}, wv);
+  Pair q = b.output(DType::kBF16, {1, k}), attn = b.output(DType::kBF16, {1, k});
+  Pair out = b.output(DType::kBF16, {1, n});
+  const RopeConfig rope{1e6, d};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  MergeInOResult r;
+  b.cpu().qk_norm_rope_attention_linear(qkv.cpu, c.q_heads, c.kv_heads, q_norm.cpu, k_norm.cpu, 1e-6f, rope,
+                                        scale, s.cpu_meta, {s.k_cache.cpu, s.v_cache.cpu}, q.cpu, attn.cpu,
+                                        w.cpu, out.cpu);
+  r.ref_out = cpu_floats(out.cpu);
+  auto launch = [&] {
+    b.gpu().qk_norm_rope_attention_linear(qkv.gpu, c.q_heads, c.kv_heads, q_norm.gpu, k_norm.gpu, 1e-6f, rope,
+                                          scale, s.gpu_meta, {s.k_cache.gpu, s.v_cache.gpu}, q.gpu, attn.gpu,
+                                          w.gpu, out.gpu);
+  };
+  launch();
+  r.out = b.floats(out.gpu);
+  for (float v : b.floats(attn.gpu)) r.attn_written |= !std::isnan(v);
+  r.merge_launches = b.gpu().gemv_attention_merge_launches();
+  auto graph = b.gpu().capture(launch);
+  if (graph != nullptr) {
+    b.poison(out.gpu);
+    graph->replay();
+    r.replay_out = b.floats(out.gpu);
+  }
+  return r;
+}
+
+// Contexts of 1 range, 2-4 ranges and more (ranges of 32 keys, or of at least 64), planned for the context
+// and for a longer one; the switch at 2 and 4 ranges.
+TEST(AttentionMergeInO, SameBitsAsAttentionMerging) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (int context : {20, 70, 100, 190, 250, 1000})
+    for (int min_keys : {0, 64})
+      for (int planned : {0, 8192})
+        for (int max_ranges : {2, 4}) {
+          // Every planned split count here exceeds these contexts' ranges, so 128 gives the same ranges.
+          const int ranges =
+              kernels::attention_active_ranges(context, kernels::kAttentionMaxSplits, 32, 4, min_keys);
+          const bool merged_in_o = ranges >= 2 && ranges <= max_ranges;
+          const std::string what = std::to_string(context) + " keys, ranges of at least " +
+                                   std::to_string(min_keys) + " keys (" + std::to_string(ranges) +
+                                   " ranges), planned for " + std::to_string(planned) +
+                                   ", merged in O up to " + std::to_string(max_ranges);
+          const MergeInOResult base = run_block(context, 0, min_keys, planned);
+          const MergeInOResult got = run_block(context, max_ranges, min_keys, planned);
+          EXPECT_EQ(base.merge_launches, 0u) << what;
+          EXPECT_EQ(got.merge_launches, 1u) << what << ": the projection was not given the partials";
+          EXPECT_TRUE(base.attn_written) << what;
+          EXPECT_EQ(got.attn_written, !merged_in_o) << what << ": attention's rows written or not";
+          expect_close(what + ": against attention merging", base.out, got.out, {0.0f, 0.0f});
+          expect_close(what + ": against the CPU", got.ref_out, got.out,
+                       {2e-2f * rms(got.ref_out) + 1e-5f, 2e-2f});
+          expect_close(what + ": graph replay", got.out, got.replay_out, {0.0f, 0.0f});
+        }
+}
+
+// Steps that do not take it: two sequences (two rows), and the switch at 1 (no range count is 2..1).
+TEST(AttentionMergeInO, OtherStepsMergeInAttention) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const MergeInOResult one = run_block(190, 1, 0, 0);
+  EXPECT_EQ(one.merge_launches, 0u);
+  EXPECT_TRUE(one.attn_written);
+  CudaBackendOptions options = test_backend_options();
+  options.kernels.attention_merge_in_o_max_ranges = 4;
+  Backends b(options);
+  std::mt19937 rng(5);
+  const AttentionCase c{32, 4, 128, 16, {1, 1}, {190, 100}};
+  PagedSetup s = make_paged(b, rng, c);
+  const int d = c.head_dim, width = (c.q_heads + 2 * c.kv_heads) * d, k = c.q_heads * d;
+  auto qkv_v = uniform(rng, size_t(2) * width, -3.0f, 3.0f);
+  auto nw = uniform(rng, d, 0.5f, 1.5f), wv = uniform(rng, size_t(256) * k, -1.0f / 64, 1.0f / 64);
+  Pair qkv = b.bf16({2, width}, qkv_v), norm = b.bf16({d}, nw), w = b.bf16({256, k}, wv);
+  Pair q = b.output(DType::kBF16, {2, k}), attn = b.output(DType::kBF16, {2, k}),
+       out = b.output(DType::kBF16, {2, 256});
+  const RopeConfig rope{1e6, d};
+  b.cpu().qk_norm_rope_attention_linear(qkv.cpu, c.q_heads, c.kv_heads, norm.cpu, norm.cpu, 1e-6f, rope, 0.1f,
+                                        s.cpu_meta, {s.k_cache.cpu, s.v_cache.cpu}, q.cpu, attn.cpu, w.cpu,
+                                        out.cpu);
+  b.gpu().qk_norm_rope_attention_linear(qkv.gpu, c.q_heads, c.kv_heads, norm.gpu, norm.gpu, 1e-6f, rope, 0.1f,
+                                        s.gpu_meta, {s.k_cache.gpu, s.v_cache.gpu}, q.gpu, attn.gpu, w.gpu,
+                                        out.gpu);
+  EXPECT_EQ(b.gpu().gemv_attention_merge_launches(), 0u);
+  const std::vector<float> ref = cpu_floats(out.cpu);
+  expect_close("two sequences against the CPU", ref, b.floats(out.gpu), {2e-2f * rms(ref) + 1e-5f, 2e-2f});
+}
+
+}  // namespace
+}  // namespace tpserve::cuda_test
