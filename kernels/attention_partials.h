@@ -46,11 +46,12 @@ inline constexpr int kAttentionPartialsMaxRanges = 4;
 // merge_ranges); with one range or more than max_ranges, attention wrote the rows and the consumer reads
 // them.
 struct AttentionPartials {
-  const float* out = nullptr;          // [H, num_splits, D] unnormalised sums (nullptr: none to merge)
-  const float* max_sum = nullptr;      // [H, num_splits, 2] max (log2 units), sum of exp2
-  const int32_t* positions = nullptr;  // [1] the token's position: its context is position + 1 keys
-  int heads = 0;                       // H: the rows' length is H * head_dim
-  int head_dim = 0;                    // D, a multiple of 4
+  const float* out = nullptr;      // [H, num_splits, D] unnormalised sums (nullptr: none to merge)
+  const float* max_sum = nullptr;  // [H, num_splits, 2] max (log2 units), sum of exp2
+  const int32_t* positions =
+      nullptr;       // [1] the step's one token's (query_start[0] = 0): context position + 1
+  int heads = 0;     // H: the rows' length is H * head_dim
+  int head_dim = 0;  // D, a multiple of 4
   int num_splits = 0, split_keys = 0, split_growth = 0, split_min_keys = 0;  // the attention launch's
   int max_ranges = 0;                                                        // 2..kAttentionPartialsMaxRanges
 };

@@ -10,11 +10,11 @@
 //     fragments by ldmatrix.trans.
 // The warps' (max, sum, O) are then merged through shared memory into the CUDA-core kernel's layout, and the
 // block ends as that kernel does (kernels/paged_attention_parts.cuh): rows written, or split partials merged
-// by the tile's last block. Instances: head_dim 32, 64 and 128.
-// With the prologue folded in (PagedAttentionParams::prologue, decode only) the block first normalises and
-// rotates its q rows from qkv in shared memory, and the block holding the token's own key computes that
-// key's k and v (warps 0 and 1), appends them to the cache and patches them into its last K/V tile, whose
-// copy of that cache row may predate the append.
+// by the tile's last block (or left to the next launch: PagedAttentionParams::defer_merge_max_ranges).
+// Instances: head_dim 32, 64 and 128. With the prologue folded in (PagedAttentionParams::prologue, decode
+// only) the block first normalises and rotates its q rows from qkv in shared memory, and the block holding
+// the token's own key computes that key's k and v (warps 0 and 1), appends them to the cache and patches them
+// into its last K/V tile, whose copy of that cache row may predate the append.
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
 #include "kernels/paged_attention.h"
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   }
   TPS_PHASE_MARK(g_attention_marks, 6);
   finish_block<T, true>(p, b, out, row_max, row_sum, last_s);
-  TPS_PHASE_MARK(g_attention_marks, b.active_splits > 1 && last_s ? 8 : 7);
+  TPS_PHASE_MARK(g_attention_marks, b.active_splits > max(1, p.defer_merge_max_ranges) && last_s ? 8 : 7);
 }
 
 template <int D>

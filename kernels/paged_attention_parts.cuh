@@ -194,6 +194,9 @@ template <int D>
 __device__ void merge_ranges(const PagedAttentionParams& p, const BlockTile& b, int first, int count,
                              int stride, bool to_out) {
   constexpr int kMergeDims = D / 16, kItemsPerRow = D / kMergeDims, kChunk = 8;
+  static_assert(
+      kAttentionPartialsMaxRanges <= kChunk,
+      "a consumer's merge (kernels/attention_partials.cuh) is this merge's one chunk: the same bits");
   // Items a thread takes, at most (a tile has at most kAttentionMaxGroup rows).
   constexpr int kItems = (kAttentionMaxGroup * kItemsPerRow + kThreads - 1) / kThreads;
   float max_all[kItems], den[kItems], num[kItems][kMergeDims];
@@ -270,7 +273,8 @@ __device__ __forceinline__ void load_row_stats(const float* max_s, const float* 
 // dim_group * 4 .. + 3 (thread (dim_group, pv_row_group) = (tid % kDimGroups, tid / kDimGroups)); row_max[i]
 // / row_sum[i]: that row's running max (log2 units) and sum of exp2. One range: the rows are written.
 // Several: the block writes its unnormalised partials and counts its arrival, and the tile's last block to
-// arrive merges them all (no separate reduce launch). More than p.merge_one_level_max ranges
+// arrive merges them all (no separate reduce launch), unless p.defer_merge_max_ranges leaves that to the
+// next launch (kernels/attention_partials.h). More than p.merge_one_level_max ranges
 // (runtime.attention_merge_one_level_max, default 16): in two levels, so that no one block reads them all:
 // the last block of each group of kAttentionMergeGroup consecutive ranges merges the group into the group's
 // first range, and the last of those merges the groups.

@@ -258,8 +258,6 @@ TEST(AttentionBlockPlace, EachPlaceOnceAndRangesOutermostInOrder) {
           }
 }
 
-// runtime.attention_split_growth: ranges of at least sqrt(growth x context) keys, so a long context runs as
-// about sqrt(context / growth) ranges; short contexts keep their ranges of split_keys.
 // Ranges of at least split_min_keys keys (runtime.attention_split_min_keys): short contexts take fewer
 // ranges, long ones (whose square-root floor is longer) the same.
 TEST(AttentionSplitPlan, MinKeysLengthenShortRangesOnly) {
@@ -274,6 +272,8 @@ TEST(AttentionSplitPlan, MinKeysLengthenShortRangesOnly) {
   EXPECT_EQ(attention_active_ranges(20, 128, 32, 4, 64), 1);
 }
 
+// runtime.attention_split_growth: ranges of at least sqrt(growth x context) keys, so a long context runs as
+// about sqrt(context / growth) ranges; short contexts keep their ranges of split_keys.
 TEST(AttentionSplitPlan, LongContextsTakeFewerLongerRanges) {
   using kernels::attention_keys_per_split;
   EXPECT_EQ(attention_keys_per_split(192, 128, 32, 4), 32);     // sqrt(768) = 27.7: no change

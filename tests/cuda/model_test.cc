@@ -116,10 +116,10 @@ TEST_P(CudaModelTest, GreedyDecodeMatchesCpu) {
 }
 
 // Two backends that differ only in a switch that must not change a result: the same logits to the bit and
-// the same tokens over a prefill and 5 decode steps of two sequences (the "small" preset, 2 layers; the
-// prefill's 26 rows take cuBLASLt either way). `staged`: a GEMV shape the switch concerns, which must take
-// the staged kernel, the only one these switches change; `after`, if given, checks the two backends at the
-// end.
+// the same tokens over a prefill and 5 decode steps of two sequences, or of the second alone with
+// one_sequence (the "small" preset, 2 layers; the prefill's 26 rows take cuBLASLt either way). `staged`: a
+// GEMV shape the switch concerns, which must take the staged kernel, the only one these switches change;
+// `after`, if given, checks the two backends at the end.
 void expect_same_logits(const CudaBackendOptions& plain_options, const CudaBackendOptions& changed_options,
                         unsigned seed, const std::function<kernels::GemvParams(const ModelSpec&)>& staged,
                         const std::function<void(CudaBackend&, CudaBackend&)>& after = nullptr,

@@ -1,6 +1,7 @@
 // CudaBackend attention ops: q/k norm + RoPE + KV append, and paged attention (decode with context splits,
-// merged in the kernel by the last split of each tile; prefill tiled over query tokens); for decode steps
-// the two as one launch (the prologue folded into the tensor-core kernel).
+// merged in the kernel by the last split of each tile, or for one token by the O projection after it;
+// prefill tiled over query tokens); for decode steps the two as one launch (the prologue folded into the
+// tensor-core kernel).
 #include <algorithm>
 #include <utility>
 
@@ -131,7 +132,7 @@ void CudaBackend::launch_attention(kernels::PagedAttentionParams& p, const Atten
     p.split_counters = attention_split_counters_;
     p.split_counter_capacity = attention_split_counter_capacity_;
   }
-  p.defer_merge_max_ranges = p.num_splits > 1 ? std::exchange(attention_defer_next_, 0) : 0;
+  p.defer_merge_max_ranges = p.num_splits > 1 ? attention_defer_next_ : 0;
   attention_defer_next_ = 0;
   attention_partials_ = {};
   if (p.defer_merge_max_ranges > 0) {
@@ -210,9 +211,12 @@ void CudaBackend::qk_norm_rope_attention_linear(Tensor qkv, int num_q_heads, int
   const bool folded = options_.kernels.attention_fused_prologue && options_.kernels.attention_tensor_cores;
   const bool defer = max_ranges >= 2 && one_token && folded && linear_after_attention_merges(attn, o_proj_w);
   attention_defer_next_ = defer ? std::min(max_ranges, kernels::kAttentionPartialsMaxRanges) : 0;
+  struct ClearDeferral {  // also where a check throws before the launch: no later attention defers
+    int& next;
+    ~ClearDeferral() { next = 0; }
+  } clear{attention_defer_next_};
   qk_norm_rope_attention(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale, meta, cache, q,
                          attn);
-  attention_defer_next_ = 0;
   const kernels::AttentionPartials partials = std::exchange(attention_partials_, {});
   linear_from(attn, o_proj_w, out, partials.out != nullptr ? &partials : nullptr);
 }
