@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "kernels/attention_partials.h"
@@ -126,6 +127,64 @@ TEST(AttentionMergeInO, OtherStepsMergeInAttention) {
   EXPECT_EQ(b.gpu().gemv_attention_merge_launches(), 0u);
   const std::vector<float> ref = cpu_floats(out.cpu);
   expect_close("two sequences against the CPU", ref, b.floats(out.gpu), {2e-2f * rms(ref) + 1e-5f, 2e-2f});
+}
+
+// One graph, captured at 250 keys (4 ranges of at least 64), replayed with the token moved to 20, 100, 190
+// and 250 keys (1, 2, 3, 4 ranges): each replay decides from the position whether the O projection merges,
+// and its output is the bits of a graph whose attention always merges, fed the same positions and slots.
+TEST(AttentionMergeInO, ReplaysDecideFromThePosition) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const AttentionCase c{32, 4, 128, 16, {1}, {250}};
+  const int d = c.head_dim, width = (c.q_heads + 2 * c.kv_heads) * d, k = c.q_heads * d, n = 256;
+  struct Side {
+    std::unique_ptr<Backends> b;
+    PagedSetup s;
+    Pair qkv, norm, w, q, attn, out;
+    std::unique_ptr<StepGraph> graph;
+  };
+  Side sides[2];
+  for (int i = 0; i < 2; ++i) {
+    CudaBackendOptions options = test_backend_options();
+    options.kernels.attention_split_min_keys = 64;
+    options.kernels.attention_merge_in_o_max_ranges = i == 0 ? 0 : 4;
+    Side& x = sides[i];
+    x.b = std::make_unique<Backends>(options);
+    std::mt19937 rng(77);  // the same inputs on both sides
+    x.s = make_paged(*x.b, rng, c);
+    auto qkv_v = uniform(rng, size_t(width), -3.0f, 3.0f);
+    auto nw = uniform(rng, d, 0.5f, 1.5f), wv = uniform(rng, size_t(n) * k, -1.0f / 64, 1.0f / 64);
+    x.qkv = x.b->bf16({1, width}, qkv_v), x.norm = x.b->bf16({d}, nw), x.w = x.b->bf16({n, k}, wv);
+    x.q = x.b->output(DType::kBF16, {1, k}), x.attn = x.b->output(DType::kBF16, {1, k});
+    x.out = x.b->output(DType::kBF16, {1, n});
+    x.graph = x.b->gpu().capture([&x, c] {
+      x.b->gpu().qk_norm_rope_attention_linear(
+          x.qkv.gpu, c.q_heads, c.kv_heads, x.norm.gpu, x.norm.gpu, 1e-6f, RopeConfig{1e6, c.head_dim},
+          0.088f, x.s.gpu_meta, {x.s.k_cache.gpu, x.s.v_cache.gpu}, x.q.gpu, x.attn.gpu, x.w.gpu, x.out.gpu);
+    });
+    if (x.graph == nullptr) GTEST_SKIP() << "the CUDA backend captured no graph";
+  }
+  const std::vector<int32_t> table = sides[0].b->ints(sides[0].s.tables.gpu);
+  for (int context : {20, 100, 190, 250}) {
+    const int32_t pos = context - 1, slot = table[pos / c.block_size] * c.block_size + pos % c.block_size;
+    const int ranges = kernels::attention_active_ranges(context, kernels::kAttentionMaxSplits, 32, 4, 64);
+    std::vector<float> outs[2];
+    bool attn_written[2] = {false, false};
+    for (int i = 0; i < 2; ++i) {
+      Side& x = sides[i];
+      x.b->gpu().copy_from_host(x.s.positions.gpu, &pos);
+      x.b->gpu().copy_from_host(x.s.slots.gpu, &slot);
+      x.b->poison(x.out.gpu);
+      x.b->poison(x.attn.gpu);
+      x.graph->replay();
+      outs[i] = x.b->floats(x.out.gpu);
+      for (float v : x.b->floats(x.attn.gpu)) attn_written[i] |= !std::isnan(v);
+    }
+    const std::string what =
+        "replay at " + std::to_string(context) + " keys (" + std::to_string(ranges) + " ranges)";
+    EXPECT_TRUE(attn_written[0]) << what;
+    EXPECT_EQ(attn_written[1], ranges < 2) << what << ": attention's rows written or not";
+    expect_close(what + ": merged in O against in attention", outs[0], outs[1], {0.0f, 0.0f});
+  }
 }
 
 }  // namespace
