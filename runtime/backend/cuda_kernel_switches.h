@@ -122,14 +122,15 @@ struct CudaKernelSwitches {
   // levels: groups of 8 ranges, then the groups (kernels/paged_attention.h).
   int attention_merge_one_level_max = 16;
   // Decode attention's ranges are at least this many keys (then a multiple of attention_split_keys); 0: no
-  // such floor. 64 keys is one tile of the tensor-core kernel, whose 4 warps take 16 keys each.
-  int attention_split_min_keys = 0;
+  // such floor. 64 keys is one tile of the tensor-core kernel, whose 4 warps take 16 keys each; fewer,
+  // fuller ranges also keep short contexts within attention_merge_in_o_max_ranges (docs/PERF.md).
+  int attention_split_min_keys = 64;
   // A one-token decode step whose context has 2..this many ranges leaves them unmerged, and the O projection
   // merges them as it loads its activations (Backend::qk_norm_rope_attention_linear; kernels/
   // attention_partials.h): the tile's last block, its arrival count and its merge leave the chain. 0 (or
   // 1): attention always merges. At most kernels::kAttentionPartialsMaxRanges; each O block reads every
   // range's partials (16 KB a range for 32 heads of 128).
-  int attention_merge_in_o_max_ranges = 0;
+  int attention_merge_in_o_max_ranges = 4;
   // Decode attention's blocks count their arrival for the merge with one acquire-release atomic instead of
   // a sequentially consistent fence on each side of a relaxed one (PagedAttentionParams::arrival_acq_rel):
   // the merge path is 4 us at c = 1, a few dependent trips to L2 behind the O projection's weight stream.

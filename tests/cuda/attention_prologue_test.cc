@@ -42,6 +42,7 @@ PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, 
   options.kernels.attention_trigger_after_keys = sw.trigger_after_keys;
   options.kernels.attention_prologue_loads_first = sw.prologue_loads_first;
   options.kernels.attention_split_keys = split_keys;
+  options.kernels.attention_split_min_keys = 0;  // ranges of split_keys, however short
   options.kernels.attention_fused_prologue = fused;
   Backends b(options);
   std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(describe(c))) + planned_context +

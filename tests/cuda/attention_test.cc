@@ -85,6 +85,7 @@ CudaBackendOptions attention_options(bool tensor_cores, int split_keys = 32, int
   options.kernels.attention_ranges_outermost_max_tokens = ranges_outermost ? 4096 : 0;
   options.kernels.attention_tensor_cores = tensor_cores;
   options.kernels.attention_split_keys = split_keys;
+  options.kernels.attention_split_min_keys = 0;  // ranges of split_keys at the cases' short contexts
   options.kernels.attention_split_growth = growth;
   options.kernels.attention_merge_one_level_max = one_level_max;
   return options;

@@ -196,6 +196,8 @@ TEST(CudaModelSwitchTest, AttentionMergeInOKeepsLogits) {
   TPS_REQUIRE_CUDA_DEVICE();
   CudaBackendOptions plain = test_backend_options(), merge_in_o = test_backend_options();
   plain.kernels.attention_split_keys = merge_in_o.kernels.attention_split_keys = 16;
+  plain.kernels.attention_split_min_keys = merge_in_o.kernels.attention_split_min_keys = 0;
+  plain.kernels.attention_merge_in_o_max_ranges = 0;
   merge_in_o.kernels.attention_merge_in_o_max_ranges = 4;
   expect_same_logits(
       plain, merge_in_o, 31,

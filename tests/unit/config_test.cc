@@ -295,11 +295,11 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.kernels.attention_arrival_acq_rel);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_arrival_acq_rel=false"})
                    .runtime.kernels.attention_arrival_acq_rel);
-  EXPECT_EQ(c.runtime.kernels.attention_split_min_keys, 0);
-  EXPECT_EQ(c.runtime.kernels.attention_merge_in_o_max_ranges, 0);
-  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_merge_in_o_max_ranges=4"})
+  EXPECT_EQ(c.runtime.kernels.attention_split_min_keys, 64);
+  EXPECT_EQ(c.runtime.kernels.attention_merge_in_o_max_ranges, 4);
+  EXPECT_EQ(parse_config(M, "x", {"runtime.attention_merge_in_o_max_ranges=0"})
                 .runtime.kernels.attention_merge_in_o_max_ranges,
-            4);
+            0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.attention_merge_in_o_max_ranges=5"}), ConfigError);
   EXPECT_EQ(c.runtime.kernels.norm_next_gemv_trigger_early_max_rows, 16);
   EXPECT_EQ(parse_config(M, "x", {"runtime.norm_next_gemv_trigger_early_max_rows=0"})
