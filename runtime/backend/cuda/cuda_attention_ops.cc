@@ -211,10 +211,11 @@ void CudaBackend::qk_norm_rope_attention_linear(Tensor qkv, int num_q_heads, int
   const bool folded = options_.kernels.attention_fused_prologue && options_.kernels.attention_tensor_cores;
   const bool defer = max_ranges >= 2 && one_token && folded && linear_after_attention_merges(attn, o_proj_w);
   attention_defer_next_ = defer ? std::min(max_ranges, kernels::kAttentionPartialsMaxRanges) : 0;
-  struct ClearDeferral {  // also where a check throws before the launch: no later attention defers
+  struct ClearDeferral {  // also where a check or the launch throws: no later op defers or takes partials
     int& next;
-    ~ClearDeferral() { next = 0; }
-  } clear{attention_defer_next_};
+    kernels::AttentionPartials& partials;
+    ~ClearDeferral() { next = 0, partials = {}; }
+  } clear{attention_defer_next_, attention_partials_};
   qk_norm_rope_attention(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale, meta, cache, q,
                          attn);
   const kernels::AttentionPartials partials = std::exchange(attention_partials_, {});
