@@ -70,6 +70,42 @@ TEST(CudaGraphs, ReplayGivesTheEagerTokensInEveryBucket) {
   }
 }
 
+// Attention's ranges merged by the O projection (runtime.attention_merge_in_o_max_ranges, on by default) in
+// whole decode steps: ranges of 16 keys without the 64-key floor give the small preset's 5-36-key contexts
+// 1-3 ranges, so one-sequence steps (MTP drafts included) merge in O, eagerly and replayed. Their tokens are
+// those of attention merging every range; batches of 3 (a graph with a padding row) merge in attention.
+TEST(CudaGraphs, MergeInOGivesTheTokensOfAttentionMerging) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const char* spec : {"speculative.method=none", "speculative.method=mtp"}) {
+    std::vector<std::string> base = {"model.synthetic.preset=small", spec, "runtime.attention_split_keys=16",
+                                     "runtime.attention_split_min_keys=0"};
+    if (std::string(spec).find("mtp") != std::string::npos)
+      base.push_back("speculative.num_speculative_tokens=2");
+    auto eager_overrides = base, in_attention_overrides = base;
+    eager_overrides.push_back("cuda_graph.enabled=false");
+    in_attention_overrides.push_back("cuda_graph.enabled=false");
+    in_attention_overrides.push_back("runtime.attention_merge_in_o_max_ranges=0");
+    auto merges = [](GpuEngine& g) {
+      return dynamic_cast<CudaBackend&>(g.engine->backend()).gemv_attention_merge_launches();
+    };
+    const std::vector<int> batches = {1, 3};
+    std::vector<std::vector<std::vector<int32_t>>> want;  // a batch's tokens, attention merging
+    {
+      GpuEngine in_attention(in_attention_overrides);  // two engines at a time on the GPU
+      for (int n : batches) want.push_back(decode_together(*in_attention.engine, n, 32));
+      EXPECT_EQ(merges(in_attention), 0u) << spec;
+    }
+    GpuEngine eager(eager_overrides), graphs(base);
+    for (size_t i = 0; i < batches.size(); ++i) {
+      SCOPED_TRACE(std::string(spec) + ", " + std::to_string(batches[i]) + " sequences");
+      EXPECT_EQ(decode_together(*eager.engine, batches[i], 32), want[i]) << "merged in O, eagerly";
+      EXPECT_EQ(decode_together(*graphs.engine, batches[i], 32), want[i]) << "merged in O, replayed";
+    }
+    EXPECT_GT(merges(eager), 0u) << spec << ": no O projection was given attention's partials";
+    EXPECT_GT(merges(graphs), 0u) << spec << ": no captured O projection was given attention's partials";
+  }
+}
+
 // MoE gate_up through bulk copies in every step (runtime.moe_gate_up_bulk_min_tokens=1), on the small preset
 // (H = 256) and on two layers of the Qwen3-30B-A3B shape (H = 2048, and I = 768 for the staged down kernel):
 // replayed steps, with and without MTP, give the eager steps' tokens, and replays allocate nothing.
