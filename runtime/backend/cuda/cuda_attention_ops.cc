@@ -3,7 +3,6 @@
 // prefill tiled over query tokens); for decode steps the two as one launch (the prologue folded into the
 // tensor-core kernel).
 #include <algorithm>
-#include <utility>
 
 #include "kernels/paged_attention.h"
 #include "kernels/qk_norm_rope_kv.h"
@@ -118,12 +117,15 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
   return p;
 }
 
-void CudaBackend::launch_attention(kernels::PagedAttentionParams& p, const AttentionMeta& meta, int tokens) {
+kernels::AttentionPartials CudaBackend::launch_attention(kernels::PagedAttentionParams& p,
+                                                         const AttentionMeta& meta, int tokens,
+                                                         int defer_merge_max_ranges) {
   p.ranges_outermost = tokens <= options_.kernels.attention_ranges_outermost_max_tokens;
   kernels::plan_decode_splits(p, meta.max_context_len, tokens, num_sms_,
                               scratch_->bytes() - 2 * DeviceArena::kAlignment,
                               attention_blocks_per_sm_[head_dim_slot(p.head_dim)]);
   ScratchRegion::Cursor scratch(*scratch_);
+  kernels::AttentionPartials partials;
   if (p.num_splits > 1) {
     p.partial_out = scratch.take<float>(size_t(tokens) * p.num_q_heads * p.num_splits * p.head_dim,
                                         "attention partial sums");
@@ -131,24 +133,22 @@ void CudaBackend::launch_attention(kernels::PagedAttentionParams& p, const Atten
         scratch.take<float>(size_t(tokens) * p.num_q_heads * p.num_splits * 2, "attention partial max");
     p.split_counters = attention_split_counters_;
     p.split_counter_capacity = attention_split_counter_capacity_;
-  }
-  p.defer_merge_max_ranges = p.num_splits > 1 ? attention_defer_next_ : 0;
-  attention_defer_next_ = 0;
-  attention_partials_ = {};
-  if (p.defer_merge_max_ranges > 0) {
-    attention_partials_.out = p.partial_out;
-    attention_partials_.max_sum = p.partial_max_sum;
-    attention_partials_.positions = p.positions;
-    attention_partials_.heads = p.num_q_heads;
-    attention_partials_.head_dim = p.head_dim;
-    attention_partials_.num_splits = p.num_splits;
-    attention_partials_.split_keys = p.split_keys;
-    attention_partials_.split_growth = p.split_growth;
-    attention_partials_.split_min_keys = p.split_min_keys;
-    attention_partials_.max_ranges = p.defer_merge_max_ranges;
+    p.defer_merge_max_ranges = defer_merge_max_ranges;
+    if (defer_merge_max_ranges > 0)
+      partials = {.out = p.partial_out,
+                  .max_sum = p.partial_max_sum,
+                  .positions = p.positions,
+                  .heads = p.num_q_heads,
+                  .head_dim = p.head_dim,
+                  .num_splits = p.num_splits,
+                  .split_keys = p.split_keys,
+                  .split_growth = p.split_growth,
+                  .split_min_keys = p.split_min_keys,
+                  .max_ranges = defer_merge_max_ranges};
   }
   kernels::launch_paged_attention(p, stream_, *policy_);
   gemv_follows_attention_ = true;
+  return partials;
 }
 
 void CudaBackend::attention(Tensor q, int num_q_heads, int num_kv_heads, float scale, KvCacheLayer cache,
@@ -170,6 +170,14 @@ void CudaBackend::qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv
                                          Tensor k_norm_w, float eps, const RopeConfig& rope, float scale,
                                          const AttentionMeta& meta, KvCacheLayer cache, Tensor q,
                                          Tensor out) {
+  qk_norm_rope_attention_deferring(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale, meta,
+                                   cache, q, out, 0);
+}
+
+kernels::AttentionPartials CudaBackend::qk_norm_rope_attention_deferring(
+    Tensor qkv, int num_q_heads, int num_kv_heads, Tensor q_norm_w, Tensor k_norm_w, float eps,
+    const RopeConfig& rope, float scale, const AttentionMeta& meta, KvCacheLayer cache, Tensor q, Tensor out,
+    int defer_merge_max_ranges) {
   const char* op = "qk_norm_rope_attention";
   const int64_t tokens = qkv.ndim == 2 ? qkv.dim(0) : -1;
   const bool fused = options_.kernels.attention_fused_prologue && options_.kernels.attention_tensor_cores &&
@@ -177,7 +185,7 @@ void CudaBackend::qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv
   if (!fused) {
     Backend::qk_norm_rope_attention(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale,
                                     meta, cache, q, out);
-    return;
+    return {};
   }
   expect_qk_norm(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, rope, meta, cache, op);
   kernels::PagedAttentionParams p = attention_params(num_q_heads, num_kv_heads, scale, cache, meta, out, op);
@@ -194,31 +202,25 @@ void CudaBackend::qk_norm_rope_attention(Tensor qkv, int num_q_heads, int num_kv
   pro.v_cache = bf16_mut(cache.v);
   pro.eps = eps;
   kernels::set_rope_inv_freq(pro.inv_freq, rope.head_dim, rope.theta);
-  launch_attention(p, meta, static_cast<int>(tokens));
+  return launch_attention(p, meta, static_cast<int>(tokens), defer_merge_max_ranges);
 }
 
-// A one-token decode step on the folded tensor-core kernel whose O projection is the staged GEMV with its
-// activations in shared memory: attention leaves a context of 2..runtime.attention_merge_in_o_max_ranges
-// ranges unmerged and the projection merges them (kernels/attention_partials.h). The partials stay in the
-// scratch region between the two launches (nothing else runs in between). Otherwise the two ops.
+// A one-sequence decode step on the folded tensor-core kernel (qk_norm_rope_attention_deferring) whose O
+// projection is the staged GEMV with its activations in shared memory: attention leaves a context of
+// 2..runtime.attention_merge_in_o_max_ranges ranges unmerged and the projection merges them
+// (kernels/attention_partials.h). The partials stay in the scratch region between the two launches (nothing
+// else runs in between). Otherwise the two ops.
 void CudaBackend::qk_norm_rope_attention_linear(Tensor qkv, int num_q_heads, int num_kv_heads,
                                                 Tensor q_norm_w, Tensor k_norm_w, float eps,
                                                 const RopeConfig& rope, float scale,
                                                 const AttentionMeta& meta, KvCacheLayer cache, Tensor q,
                                                 Tensor attn, Tensor o_proj_w, Tensor out) {
-  const int max_ranges = options_.kernels.attention_merge_in_o_max_ranges;
-  const bool one_token = qkv.ndim == 2 && qkv.dim(0) == 1 && meta.num_seqs == 1 && meta.max_query_len == 1;
-  const bool folded = options_.kernels.attention_fused_prologue && options_.kernels.attention_tensor_cores;
-  const bool defer = max_ranges >= 2 && one_token && folded && linear_after_attention_merges(attn, o_proj_w);
-  attention_defer_next_ = defer ? std::min(max_ranges, kernels::kAttentionPartialsMaxRanges) : 0;
-  struct ClearDeferral {  // also where a check or the launch throws: no later op defers or takes partials
-    int& next;
-    kernels::AttentionPartials& partials;
-    ~ClearDeferral() { next = 0, partials = {}; }
-  } clear{attention_defer_next_, attention_partials_};
-  qk_norm_rope_attention(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale, meta, cache, q,
-                         attn);
-  const kernels::AttentionPartials partials = std::exchange(attention_partials_, {});
+  const int max_ranges =
+      std::min(options_.kernels.attention_merge_in_o_max_ranges, kernels::kAttentionPartialsMaxRanges);
+  const bool defer = max_ranges >= 2 && meta.num_seqs == 1 && linear_after_attention_merges(attn, o_proj_w);
+  const kernels::AttentionPartials partials =
+      qk_norm_rope_attention_deferring(qkv, num_q_heads, num_kv_heads, q_norm_w, k_norm_w, eps, rope, scale,
+                                       meta, cache, q, attn, defer ? max_ranges : 0);
   linear_from(attn, o_proj_w, out, partials.out != nullptr ? &partials : nullptr);
 }
 

@@ -333,14 +333,20 @@ void CudaBackend::linear(Tensor x, Tensor w, Tensor out) {
   linear_from(x, w, out, nullptr);
 }
 
+const kernels::GemvLaunchOptions* CudaBackend::linear_gemv_options(int64_t m, Tensor w,
+                                                                   bool after_attention) const {
+  if (m > options_.kernels.gemv_max_rows || w.nbytes() >= kLinearCublasMinWeightBytes) return nullptr;
+  return after_attention && m <= options_.kernels.attention_next_gemv_max_rows
+             ? &gemv_after_attention_options_
+             : &gemv_options_;
+}
+
 bool CudaBackend::linear_after_attention_merges(Tensor x, Tensor w) const {
-  if (w.ndim != 2 || w.dim(1) == 0 || x.numel() != w.dim(1) || w.nbytes() >= kLinearCublasMinWeightBytes ||
-      options_.kernels.gemv_max_rows < 1)
-    return false;
+  if (w.ndim != 2 || w.dim(1) == 0 || x.numel() != w.dim(1)) return false;
+  const kernels::GemvLaunchOptions* o = linear_gemv_options(1, w, true);
   kernels::GemvParams p;
   p.m = 1, p.n = static_cast<int>(w.dim(0)), p.k = static_cast<int>(w.dim(1));
-  return kernels::gemv_merges_attention_partials(
-      p, options_.kernels.attention_next_gemv_max_rows >= 1 ? gemv_after_attention_options_ : gemv_options_);
+  return o != nullptr && kernels::gemv_merges_attention_partials(p, *o);
 }
 
 void CudaBackend::linear_from(Tensor x, Tensor w, Tensor out, const kernels::AttentionPartials* partials) {
@@ -355,13 +361,13 @@ void CudaBackend::linear_from(Tensor x, Tensor w, Tensor out, const kernels::Att
             " (K a multiple of 8)");
   for (const Tensor* t : {&x, &w, &out}) cuda_ops::expect_aligned16(*t, "linear", "an operand");
   const int m = to_int(x.numel() / k, "rows");
-  const bool after_attention =
-      std::exchange(gemv_follows_attention_, false) && m <= options_.kernels.attention_next_gemv_max_rows;
+  const kernels::GemvLaunchOptions* gemv =
+      linear_gemv_options(m, w, std::exchange(gemv_follows_attention_, false));
   const bool after_norm = policy_->launches() == norm_launch_count_ &&
                           m <= options_.kernels.norm_next_gemv_trigger_early_max_rows;
   if (m == 0) return;
   const bool out_f32 = out.dtype == DType::kF32;
-  if (m <= options_.kernels.gemv_max_rows && w.nbytes() < kLinearCublasMinWeightBytes) {
+  if (gemv != nullptr) {
     kernels::GemvParams p;
     p.x = bf16_ptr(x);
     p.w = bf16_ptr(w);
@@ -373,7 +379,7 @@ void CudaBackend::linear_from(Tensor x, Tensor w, Tensor out, const kernels::Att
     p.n = to_int(n, "out features");
     p.k = to_int(k, "in features");
     if (partials != nullptr) p.x_partials = *partials, ++gemv_attention_merge_launches_;
-    kernels::GemvLaunchOptions o = after_attention ? gemv_after_attention_options_ : gemv_options_;
+    kernels::GemvLaunchOptions o = *gemv;
     o.staged_trigger_before_wait = after_norm;
     const bool staged = kernels::launch_gemv(p, stream_, *policy_, o);
     gemv_early_trigger_launches_ += staged && after_norm;

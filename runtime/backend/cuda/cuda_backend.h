@@ -142,17 +142,26 @@ class CudaBackend final : public Backend {
   kernels::PagedAttentionParams attention_params(int num_q_heads, int num_kv_heads, float scale,
                                                  const KvCacheLayer& cache, const AttentionMeta& meta,
                                                  Tensor out, const char* op) const;
-  void launch_attention(kernels::PagedAttentionParams& p, const AttentionMeta& meta, int tokens);
+  // Launches attention; with defer_merge_max_ranges > 0 (PagedAttentionParams::defer_merge_max_ranges), the
+  // partials the next launch merges where the plan has several ranges, else none (out == nullptr).
+  kernels::AttentionPartials launch_attention(kernels::PagedAttentionParams& p, const AttentionMeta& meta,
+                                              int tokens, int defer_merge_max_ranges = 0);
+  // qk_norm_rope_attention, leaving ranges unmerged as launch_attention does where the step takes the folded
+  // launch; the two ops (attention merging) otherwise.
+  kernels::AttentionPartials qk_norm_rope_attention_deferring(Tensor qkv, int num_q_heads, int num_kv_heads,
+                                                              Tensor q_norm_w, Tensor k_norm_w, float eps,
+                                                              const RopeConfig& rope, float scale,
+                                                              const AttentionMeta& meta, KvCacheLayer cache,
+                                                              Tensor q, Tensor out,
+                                                              int defer_merge_max_ranges);
   // linear() with x given as attention's unmerged partials (GemvParams::x_partials) where partials is set.
   void linear_from(Tensor x, Tensor w, Tensor out, const kernels::AttentionPartials* partials);
+  // The GEMV options linear() launches m rows of w with (the O projection's where it follows attention), or
+  // nullptr where cuBLASLt takes them.
+  const kernels::GemvLaunchOptions* linear_gemv_options(int64_t m, Tensor w, bool after_attention) const;
   // The GEMV linear(x, w, ...) would launch right after an attention launch, and whether it can merge
   // attention's partials (kernels::gemv_merges_attention_partials).
   bool linear_after_attention_merges(Tensor x, Tensor w) const;
-  // Set by qk_norm_rope_attention_linear for the next attention launch
-  // (PagedAttentionParams::defer_merge_max_ranges), which clears it and fills attention_partials_ where it
-  // left ranges unmerged (num_splits > 1), else clears them.
-  int attention_defer_next_ = 0;
-  kernels::AttentionPartials attention_partials_;
   // The MoE expert kernels' options from CudaBackendOptions (early down loads, staging, the L2 hint, bulk
   // gate_up and its stages for a launch of `tokens` tokens or rows).
   void set_moe_kernel_options(kernels::MoeExpertsParams& e, int tokens) const;
