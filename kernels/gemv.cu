@@ -54,11 +54,11 @@ bool launch_gemv(const GemvParams& p, cudaStream_t stream, const LaunchPolicy& p
                   p.x_partials.head_dim % 4 == 0 && p.x_partials.heads * p.x_partials.head_dim == p.k,
               "gemv: attention partials of ", p.x_partials.heads, " heads of ", p.x_partials.head_dim,
               " merged up to ", p.x_partials.max_ranges, " ranges for K = ", p.k);
-    TPS_CHECK(
-        gemv_merges_attention_partials(p, options),
-        "gemv: attention partials need M = 1 and the staged kernel with its activations in shared memory");
   }
   if (options.staged_sms > 0 && launch_gemv_staged(p, options, stream, policy)) return true;
+  TPS_CHECK(
+      p.x_partials.out == nullptr,
+      "gemv: attention partials need M = 1 and the staged kernel with its activations in shared memory");
   const int row_tiles = (p.n + kMmaRows - 1) / kMmaRows;
   const int k_blocks = (p.k + kMmaK - 1) / kMmaK;
   // Few row tiles (O projection, router): more warps per tile split K finer, so that enough loads are in

@@ -85,7 +85,8 @@ struct GemvStagedPlan {
 bool plan_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, GemvStagedPlan& plan);
 
 // The staged kernel (see GemvLaunchOptions) for `p`. Launches nothing and returns false where the shape does
-// not suit it (plan_gemv_staged).
+// not suit it (plan_gemv_staged), or p.x_partials is set and the plan cannot merge them
+// (gemv_merges_attention_partials).
 bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, cudaStream_t stream,
                         const LaunchPolicy& policy);
 

@@ -161,6 +161,11 @@ int token_tiles(const GemvParams& p) {
   return p.m <= kMmaCols ? 1 : 2;
 }
 
+// The kernel merges GemvParams::x_partials only with one row in shared memory.
+bool plan_merges_attention_partials(const GemvParams& p, const GemvStagedPlan& s) {
+  return p.m == 1 && s.x_shared;
+}
+
 }  // namespace
 
 bool plan_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, GemvStagedPlan& plan) {
@@ -171,13 +176,15 @@ bool plan_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, Gem
 
 bool gemv_merges_attention_partials(const GemvParams& p, const GemvLaunchOptions& options) {
   GemvStagedPlan s;
-  return p.m == 1 && plan_gemv_staged(p, options, s) && s.x_shared;
+  return plan_gemv_staged(p, options, s) && plan_merges_attention_partials(p, s);
 }
 
 bool launch_gemv_staged(const GemvParams& p, const GemvLaunchOptions& options, cudaStream_t stream,
                         const LaunchPolicy& policy) {
   GemvStagedPlan s;
   if (!plan_gemv_staged(p, options, s)) return false;
+  if (p.x_partials.out != nullptr && !plan_merges_attention_partials(p, s))
+    return false;  // launch_gemv refuses
   if (token_tiles(p) == 1)
     launch_staged<1>(p, s, options, stream, policy);
   else
