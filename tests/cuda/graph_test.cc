@@ -81,9 +81,9 @@ TEST(CudaGraphs, MergeInOGivesTheTokensOfAttentionMerging) {
                                      "runtime.attention_split_min_keys=0"};
     if (std::string(spec).find("mtp") != std::string::npos)
       base.push_back("speculative.num_speculative_tokens=2");
-    auto eager_overrides = base, in_attention_overrides = base;
+    auto eager_overrides = base;
     eager_overrides.push_back("cuda_graph.enabled=false");
-    in_attention_overrides.push_back("cuda_graph.enabled=false");
+    auto in_attention_overrides = eager_overrides;
     in_attention_overrides.push_back("runtime.attention_merge_in_o_max_ranges=0");
     auto merges = [](GpuEngine& g) {
       return dynamic_cast<CudaBackend&>(g.engine->backend()).gemv_attention_merge_launches();
