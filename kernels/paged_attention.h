@@ -95,6 +95,11 @@ struct PagedAttentionParams {
   // instead of right after its wait, so that the next kernel's weight copies (the O projection's) do not
   // stream while the block's tiles are computed (for A/B: under PDL the same results).
   bool trigger_after_keys = false;
+  // Tensor-core kernel, steps of one token a sequence with groups of up to 8 query heads a KV head, head_dim
+  // 128: the tiles' products transposed, a warp's 16 keys as the mma rows and the group's heads as its
+  // columns (kernels/paged_attention_key_rows.cuh), so that no accumulator row is empty. Results within
+  // rounding of the row tiles' (the tensor cores sum in another order).
+  bool key_rows = false;
   // Folded prologue: the position-free loads (norm weights, inverse frequencies) go out first, and the first
   // token's slot beside the positions, so that a block reaches its first K/V copies two trips to memory after
   // its start rather than four (for A/B: the same results).

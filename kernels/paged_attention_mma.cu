@@ -15,9 +15,12 @@
 // only) the block first normalises and rotates its q rows from qkv in shared memory, and the block holding
 // the token's own key computes that key's k and v (warps 0 and 1), appends them to the cache and patches them
 // into its last K/V tile, whose copy of that cache row may predate the append.
+// PagedAttentionParams::key_rows (one-token steps, groups of up to 8 heads, head_dim 128): the tiles'
+// products transposed, keys as the mma rows (kernels/paged_attention_key_rows.cuh); the rest alike.
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
 #include "kernels/paged_attention.h"
+#include "kernels/paged_attention_key_rows.cuh"
 #include "kernels/paged_attention_parts.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/phase_trace.cuh"
@@ -72,7 +75,8 @@ __device__ void append_token_kv(const PagedAttentionParams& p, const BlockTile& 
     copy_head(dst_s, (which == 0 ? pro.k_cache : pro.v_cache) + (slot * p.num_kv_heads + b.kv_head) * D, D);
 }
 
-template <int D>
+// kKeyRows: the instance of PagedAttentionParams::key_rows.
+template <int D, bool kKeyRows>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const PagedAttentionParams p) {
   using S = MmaShape<D>;
   using T = Tile<D, kRows, kTileKeys>;  // the block's end uses the CUDA-core kernel's P.V layout
@@ -169,7 +173,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   }
   // Q's A fragments: matrix m of lane t's address is (rows 8 (m % 2) .., dims 8 (m / 2) ..) of a k step.
   uint32_t qa[S::kKSteps][4];
-  {
+  [[maybe_unused]] KeyRowsWarp<D> key_rows;  // kKeyRows: the warp's state instead of qa, acc and the stats
+  if constexpr (kKeyRows) {
+    key_rows.load_q(q_s, lane);
+  } else {
     const int m = lane / 8, row = lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
 #pragma unroll
     for (int ks = 0; ks < S::kKSteps; ++ks) ldmatrix_x4(qa[ks], &q_s[row][ks * 16 + col]);
@@ -177,6 +184,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
 
   const float q_scale = p.scale * kLog2e;
   const int limit_lo = limit_s[g], limit_hi = limit_s[g + 8];
+  const int head_limit[2] = {limit_s[2 * q], limit_s[2 * q + 1]};        // kKeyRows: heads 2q, 2q + 1
   float run_max[2] = {-INFINITY, -INFINITY}, run_sum[2] = {0.0f, 0.0f};  // rows g, g + 8 (sum: this thread's)
   float acc[S::kDimTiles][4] = {};
 
@@ -201,72 +209,77 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     }
     const int key0 = kt + warp * kWarpKeys;  // this warp's first key
     if (key0 < b.key_end) {
-      const auto k_tile = k_stage(stage);
-      const auto v_tile = v_stage(stage);
-      // S = Q K^T: n tiles of 8 keys; K's matrices m: keys 8 (m / 2) .., dims 8 (m % 2) .. of a k step.
-      float s[2][4] = {};
-      {
-        const int m = lane / 8, key = warp * kWarpKeys + lane % 8 + (m / 2) * 8, col = (m % 2) * 8;
+      if constexpr (kKeyRows) {
+        key_rows.tile(k_stage(stage), v_stage(stage), warp * kWarpKeys, key0, b.key_end, head_limit, q_scale,
+                      lane);
+      } else {
+        const auto k_tile = k_stage(stage);
+        const auto v_tile = v_stage(stage);
+        // S = Q K^T: n tiles of 8 keys; K's matrices m: keys 8 (m / 2) .., dims 8 (m % 2) .. of a k step.
+        float s[2][4] = {};
+        {
+          const int m = lane / 8, key = warp * kWarpKeys + lane % 8 + (m / 2) * 8, col = (m % 2) * 8;
 #pragma unroll
-        for (int ks = 0; ks < S::kKSteps; ++ks) {
-          uint32_t kb[4];
-          ldmatrix_x4(kb, &k_tile[key][ks * 16 + col]);
-          mma_bf16_16816(s[0], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[0], kb[1]);
-          mma_bf16_16816(s[1], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[2], kb[3]);
+          for (int ks = 0; ks < S::kKSteps; ++ks) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, &k_tile[key][ks * 16 + col]);
+            mma_bf16_16816(s[0], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[0], kb[1]);
+            mma_bf16_16816(s[1], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[2], kb[3]);
+          }
         }
-      }
-      if (kt == b.key_begin) TPS_PHASE_MARK(g_attention_marks, 10);
-      // Scale and mask; s[nt][i]: row g (i < 2) or g + 8, key key0 + 8 nt + 2 q + i % 2.
-      float tile_max[2] = {-INFINITY, -INFINITY};
+        if (kt == b.key_begin) TPS_PHASE_MARK(g_attention_marks, 10);
+        // Scale and mask; s[nt][i]: row g (i < 2) or g + 8, key key0 + 8 nt + 2 q + i % 2.
+        float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+        for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int j = key0 + nt * 8 + 2 * q + i % 2, limit = i < 2 ? limit_lo : limit_hi;
-          s[nt][i] = j < b.key_end && j < limit ? s[nt][i] * q_scale : -INFINITY;
-          tile_max[i / 2] = fmaxf(tile_max[i / 2], s[nt][i]);
-        }
-      float alpha[2];
+          for (int i = 0; i < 4; ++i) {
+            const int j = key0 + nt * 8 + 2 * q + i % 2, limit = i < 2 ? limit_lo : limit_hi;
+            s[nt][i] = j < b.key_end && j < limit ? s[nt][i] * q_scale : -INFINITY;
+            tile_max[i / 2] = fmaxf(tile_max[i / 2], s[nt][i]);
+          }
+        float alpha[2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-        const float new_max = fmaxf(run_max[h], tile_max[h]);
-        const bool any = new_max != -INFINITY;
-        alpha[h] = any ? exp2f(run_max[h] - new_max) : 1.0f;
-        run_max[h] = new_max;
-        run_sum[h] *= alpha[h];
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float m = run_max[i / 2];
-          s[nt][i] = m != -INFINITY ? exp2f(s[nt][i] - m) : 0.0f;
-          run_sum[i / 2] += s[nt][i];
+        for (int h = 0; h < 2; ++h) {
+          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+          const float new_max = fmaxf(run_max[h], tile_max[h]);
+          const bool any = new_max != -INFINITY;
+          alpha[h] = any ? exp2f(run_max[h] - new_max) : 1.0f;
+          run_max[h] = new_max;
+          run_sum[h] *= alpha[h];
         }
 #pragma unroll
-      for (int n = 0; n < S::kDimTiles; ++n)
-        acc[n][0] *= alpha[0], acc[n][1] *= alpha[0], acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
-      // O += P V: P's A fragment (rows g / g + 8, keys 2q.. and 8 + 2q..) is the scores' layout. P goes in
-      // as two bf16 parts, hi + lo, so that it keeps about 16 bits: a single bf16 P (8 bits) left errors of
-      // 1% of the output's scale where the terms of P V cancel (an H200 test, CUDA-core kernel: fp32 P).
-      if (kt == b.key_begin) TPS_PHASE_MARK(g_attention_marks, 11);
-      uint32_t ph[4], pl[4];
-      split_bf16x2(s[0][0], s[0][1], ph[0], pl[0]);
-      split_bf16x2(s[0][2], s[0][3], ph[1], pl[1]);
-      split_bf16x2(s[1][0], s[1][1], ph[2], pl[2]);
-      split_bf16x2(s[1][2], s[1][3], ph[3], pl[3]);
-      // V's matrices m (transposed): keys 8 (m % 2) .., dims 8 (m / 2) .. of 16 dims.
-      const int m = lane / 8, key = warp * kWarpKeys + lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
+        for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int dn = 0; dn < S::kDimTiles / 2; ++dn) {
-        uint32_t vb[4];
-        ldmatrix_x4_trans(vb, &v_tile[key][dn * 16 + col]);
-        mma_bf16_16816(acc[2 * dn], ph[0], ph[1], ph[2], ph[3], vb[0], vb[1]);
-        mma_bf16_16816(acc[2 * dn], pl[0], pl[1], pl[2], pl[3], vb[0], vb[1]);
-        mma_bf16_16816(acc[2 * dn + 1], ph[0], ph[1], ph[2], ph[3], vb[2], vb[3]);
-        mma_bf16_16816(acc[2 * dn + 1], pl[0], pl[1], pl[2], pl[3], vb[2], vb[3]);
+          for (int i = 0; i < 4; ++i) {
+            const float m = run_max[i / 2];
+            s[nt][i] = m != -INFINITY ? exp2f(s[nt][i] - m) : 0.0f;
+            run_sum[i / 2] += s[nt][i];
+          }
+#pragma unroll
+        for (int n = 0; n < S::kDimTiles; ++n)
+          acc[n][0] *= alpha[0], acc[n][1] *= alpha[0], acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
+        // O += P V: P's A fragment (rows g / g + 8, keys 2q.. and 8 + 2q..) is the scores' layout. P goes in
+        // as two bf16 parts, hi + lo, so that it keeps about 16 bits: a single bf16 P (8 bits) left errors of
+        // 1% of the output's scale where the terms of P V cancel (an H200 test, CUDA-core kernel: fp32 P).
+        if (kt == b.key_begin) TPS_PHASE_MARK(g_attention_marks, 11);
+        uint32_t ph[4], pl[4];
+        split_bf16x2(s[0][0], s[0][1], ph[0], pl[0]);
+        split_bf16x2(s[0][2], s[0][3], ph[1], pl[1]);
+        split_bf16x2(s[1][0], s[1][1], ph[2], pl[2]);
+        split_bf16x2(s[1][2], s[1][3], ph[3], pl[3]);
+        // V's matrices m (transposed): keys 8 (m % 2) .., dims 8 (m / 2) .. of 16 dims.
+        const int m = lane / 8, key = warp * kWarpKeys + lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
+#pragma unroll
+        for (int dn = 0; dn < S::kDimTiles / 2; ++dn) {
+          uint32_t vb[4];
+          ldmatrix_x4_trans(vb, &v_tile[key][dn * 16 + col]);
+          mma_bf16_16816(acc[2 * dn], ph[0], ph[1], ph[2], ph[3], vb[0], vb[1]);
+          mma_bf16_16816(acc[2 * dn], pl[0], pl[1], pl[2], pl[3], vb[0], vb[1]);
+          mma_bf16_16816(acc[2 * dn + 1], ph[0], ph[1], ph[2], ph[3], vb[2], vb[3]);
+          mma_bf16_16816(acc[2 * dn + 1], pl[0], pl[1], pl[2], pl[3], vb[2], vb[3]);
+        }
       }
     }
     __syncthreads();  // the next tile's copies overwrite this stage
@@ -275,21 +288,26 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   TPS_PHASE_MARK(g_attention_marks, 5);
 
   // Merge the warps: each row's max over warps, the warps' sums and outputs weighted by exp2(max_w - max).
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 1);
-    run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 2);
-  }
-  if (q == 0) {
-    warp_max_s[warp][g] = run_max[0], warp_max_s[warp][g + 8] = run_max[1];
-    warp_sum_s[warp][g] = run_sum[0], warp_sum_s[warp][g + 8] = run_sum[1];
-  }
   auto warp_out = reinterpret_cast<float(*)[kRows][S::kOutStride]>(smem);  // the K/V stages are free
+  static_assert(S::kOutStride == KeyRowsWarp<D>::kRowStride);
+  if constexpr (kKeyRows) {
+    key_rows.store(warp_max_s[warp], warp_sum_s[warp], warp_out[warp], lane);
+  } else {
 #pragma unroll
-  for (int n = 0; n < S::kDimTiles; ++n) {
-    const int d = n * 8 + 2 * q;
-    *reinterpret_cast<float2*>(&warp_out[warp][g][d]) = make_float2(acc[n][0], acc[n][1]);
-    *reinterpret_cast<float2*>(&warp_out[warp][g + 8][d]) = make_float2(acc[n][2], acc[n][3]);
+    for (int h = 0; h < 2; ++h) {
+      run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 1);
+      run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 2);
+    }
+    if (q == 0) {
+      warp_max_s[warp][g] = run_max[0], warp_max_s[warp][g + 8] = run_max[1];
+      warp_sum_s[warp][g] = run_sum[0], warp_sum_s[warp][g + 8] = run_sum[1];
+    }
+#pragma unroll
+    for (int n = 0; n < S::kDimTiles; ++n) {
+      const int d = n * 8 + 2 * q;
+      *reinterpret_cast<float2*>(&warp_out[warp][g][d]) = make_float2(acc[n][0], acc[n][1]);
+      *reinterpret_cast<float2*>(&warp_out[warp][g + 8][d]) = make_float2(acc[n][2], acc[n][3]);
+    }
   }
   __syncthreads();
   TPS_PHASE_MARK(g_attention_marks, 12);
@@ -333,7 +351,11 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
   const int group = p.num_q_heads / p.num_kv_heads, tokens_per_tile = kRows / group;
   const int token_tiles = (p.max_query_len + tokens_per_tile - 1) / tokens_per_tile;
   const dim3 grid(token_tiles * p.num_splits, p.num_seqs, p.num_kv_heads);
-  launch(policy, Site::kDecodeAttention, Pdl::kEnrolled, paged_attention_mma_kernel<D>, grid, dim3(kThreads),
+  // Keys as the mma rows: one token a tile (its rows the group's heads, at most 8), head_dim 128 only (the
+  // shape it is for; one instance more to build).
+  const bool key_rows = D == 128 && p.key_rows && p.max_query_len == 1 && group <= kMmaCols;
+  auto kernel = key_rows ? paged_attention_mma_kernel<D, D == 128> : paged_attention_mma_kernel<D, false>;
+  launch(policy, Site::kDecodeAttention, Pdl::kEnrolled, kernel, grid, dim3(kThreads),
          MmaShape<D>::kSmemBytes, stream, p);
 }
 
@@ -343,8 +365,9 @@ int paged_attention_mma_blocks_per_sm(int head_dim) {
   int blocks = 0;
   with_head_dim(head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    blocks = resident_blocks_per_sm(reinterpret_cast<const void*>(paged_attention_mma_kernel<D>), kThreads,
-                                    MmaShape<D>::kSmemBytes);
+    // The row-tile instance's (the key-row one takes fewer registers: at least as many blocks).
+    blocks = resident_blocks_per_sm(reinterpret_cast<const void*>(paged_attention_mma_kernel<D, false>),
+                                    kThreads, MmaShape<D>::kSmemBytes);
   });
   return blocks;
 }

@@ -93,6 +93,10 @@ struct CudaKernelSwitches {
   // arrival then slow down as much (H100: -0.24% at c = 1, +0.61% at c = 4; docs/PERF.md, thirtieth
   // session): off.
   bool attention_trigger_after_keys = false;
+  // One-token steps (groups of up to 8 query heads, head_dim 128): the tensor-core decode attention's tiles
+  // with the keys as the mma rows (PagedAttentionParams::key_rows): half the accumulator registers and half
+  // the mma of row tiles, whose rows 8-15 are empty at one token. Within rounding of the row tiles.
+  bool attention_one_token_key_rows = false;
   // With the folded prologue, the tensor-core decode attention issues its position-free loads (norm weights,
   // inverse frequencies) before reading its place and positions, and the token's slot beside the positions
   // (PagedAttentionParams::prologue_loads_first): the block with the token's own key made four dependent
@@ -215,6 +219,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_inputs_before_wait", switches.attention_inputs_before_wait);
   visit("attention_kv_before_wait", switches.attention_kv_before_wait);
   visit("attention_trigger_after_keys", switches.attention_trigger_after_keys);
+  visit("attention_one_token_key_rows", switches.attention_one_token_key_rows);
   visit("attention_prologue_loads_first", switches.attention_prologue_loads_first);
   visit("attention_ranges_outermost_max_tokens", switches.attention_ranges_outermost_max_tokens, 0, 4096);
   visit("moe_one_token_direct", switches.moe_one_token_direct);

@@ -27,6 +27,7 @@ struct PrologueSwitches {
   bool ranges_outermost = false;     // runtime.attention_ranges_outermost_max_tokens at its largest (else 0)
   bool trigger_after_keys = false;   // runtime.attention_trigger_after_keys
   bool prologue_loads_first = true;  // runtime.attention_prologue_loads_first
+  bool key_rows = false;             // runtime.attention_one_token_key_rows
 };
 
 // The op on a random cache and random qkv (the same values for every `fused`): eagerly, then captured in a
@@ -41,6 +42,7 @@ PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, 
   options.kernels.attention_kv_before_wait = sw.kv_before_wait;
   options.kernels.attention_trigger_after_keys = sw.trigger_after_keys;
   options.kernels.attention_prologue_loads_first = sw.prologue_loads_first;
+  options.kernels.attention_one_token_key_rows = sw.key_rows;
   options.kernels.attention_split_keys = split_keys;
   options.kernels.attention_split_min_keys = 0;  // ranges of split_keys, however short
   options.kernels.attention_fused_prologue = fused;
@@ -160,6 +162,29 @@ TEST_P(AttentionPrologueTest, RangesOutermostGiveTheSameBits) {
         expect_same_bits(what + ", ranges outermost",
                          run_prologue(c, fused, 32, planned, no_slot, {.ranges_outermost = true}),
                          run_prologue(c, fused, 32, planned, no_slot));
+      }
+}
+
+// Keys as the mma rows (runtime.attention_one_token_key_rows; head_dim 128, groups of up to 8): the CPU's
+// results within tolerance, and the row tiles' within rounding (the tensor cores sum in another order), at
+// ranges of 16, 32 and 96 keys planned for the step's context and a longer one, with and without a token
+// lacking a slot (the token's own key patched into the last tile either way).
+TEST_P(AttentionPrologueTest, KeyRowsMatchTheRowTiles) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const AttentionCase& c = GetParam();
+  const int last_seq = static_cast<int>(c.query_lens.size()) - 1;
+  for (int split_keys : {16, 32, 96})
+    for (int planned : {0, 40960})
+      for (int no_slot : {-1, last_seq}) {
+        const std::string what = describe(c) + ", ranges of " + std::to_string(split_keys) +
+                                 " keys, planned for " + std::to_string(planned) +
+                                 (no_slot < 0 ? "" : ", last sequence without a slot") + ", key rows";
+        const PrologueResult keys = run_prologue(c, true, split_keys, planned, no_slot, {.key_rows = true});
+        const PrologueResult rows = run_prologue(c, true, split_keys, planned, no_slot);
+        expect_matches_cpu(what, keys);
+        expect_close(what + ": against the row tiles", rows.out, keys.out, {2e-3f * rms(rows.out), 1e-2f});
+        expect_close(what + ": k cache against the row tiles", rows.k_cache, keys.k_cache, {0.0f, 0.0f});
+        expect_close(what + ": v cache against the row tiles", rows.v_cache, keys.v_cache, {0.0f, 0.0f});
       }
 }
 
