@@ -28,6 +28,15 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], uint32_t a0, uint3
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// (a, b) as bf16 pairs hi + lo, so that an mma operand keeps about 16 bits: hi = bf16(a, b), lo = bf16 of
+// what hi leaves out (low half: a).
+__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  const float2 back = __bfloat1622float2(h);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = pack_bf16x2(a - back.x, b - back.y);
+}
+
 // Four 8x8 b16 matrices from shared memory (ldmatrix): lane t gives the address of row t % 8 of matrix t / 8
 // (16 contiguous bytes); r[i] receives, of matrix i, row lane / 4, columns 2 (lane % 4) and + 1 (trans: row
 // and column swapped), the fragment layout of mma.sync's operands.

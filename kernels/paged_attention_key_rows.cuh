@@ -96,10 +96,9 @@ struct KeyRowsWarp {
     uint32_t hi[2], lo[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const __nv_bfloat162 h = __floats2bfloat162_rn(s[2 * half], s[2 * half + 1]);
-      const float2 back = __bfloat1622float2(h);
-      hi[half] = movmatrix_trans(*reinterpret_cast<const uint32_t*>(&h));
-      lo[half] = movmatrix_trans(pack_bf16x2(s[2 * half] - back.x, s[2 * half + 1] - back.y));
+      uint32_t h, l;
+      split_bf16x2(s[2 * half], s[2 * half + 1], h, l);
+      hi[half] = movmatrix_trans(h), lo[half] = movmatrix_trans(l);
     }
     // V^T's A fragments: matrix m of lane t's address, keys 8 (m / 2) .., dims 8 (m % 2) .. of 16 dims,
     // transposed (a0: dims g, keys 2q..; a1: dims g + 8; a2, a3: keys + 8).

@@ -37,14 +37,6 @@ constexpr int kWarpKeys = 16;                  // keys a warp takes of each tile
 constexpr int kTileKeys = kWarps * kWarpKeys;  // 64
 static_assert(kRows == 16 && kTileKeys % kAttentionKeysPerSplitQuantum == 0);
 
-// (a, b) as bf16 pairs hi + lo: hi = bf16(a, b), lo = bf16 of what hi leaves out (low half: a).
-__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  const float2 back = __bfloat1622float2(h);
-  hi = *reinterpret_cast<const uint32_t*>(&h);
-  lo = pack_bf16x2(a - back.x, b - back.y);
-}
-
 template <int D>
 struct MmaShape {
   static constexpr int kRowStride = D + 8;  // bf16 a shared row: 16 bytes of padding (ldmatrix conflict-free)
