@@ -292,10 +292,10 @@ int run(int argc, char** argv) {
                  "values (a backend each)")
       ->delimiter(',')
       ->check(CLI::Range(0, 4096));
-  bool key_rows = false;
-  app.add_flag(
-      "--attention-key-rows", key_rows,
-      "decode attention on tensor cores again with runtime.attention_one_token_key_rows (a backend)");
+  bool row_tiles = false;
+  app.add_flag("--attention-row-tiles", row_tiles,
+               "decode attention on tensor cores again with runtime.attention_one_token_key_rows=false (a "
+               "backend): the row tiles at one token too");
   std::vector<int> attention_seqs{1, 8};
   app.add_option(
          "--attention-seqs", attention_seqs,
@@ -342,9 +342,9 @@ int run(int argc, char** argv) {
   for (int one_level_max : one_level_maxes)
     bench_attention_variant("tensor cores, one-level merge up to " + std::to_string(one_level_max),
                             [&](CudaKernelSwitches& k) { k.attention_merge_one_level_max = one_level_max; });
-  if (key_rows)
-    bench_attention_variant("tensor cores, one-token key rows",
-                            [](CudaKernelSwitches& k) { k.attention_one_token_key_rows = true; });
+  if (row_tiles)
+    bench_attention_variant("tensor cores, row tiles",
+                            [](CudaKernelSwitches& k) { k.attention_one_token_key_rows = false; });
   for (int growth : split_growths)
     bench_attention_variant("tensor cores, split growth " + std::to_string(growth),
                             [&](CudaKernelSwitches& k) { k.attention_split_growth = growth; });
