@@ -249,7 +249,7 @@ CudaKernelSwitches kernel_switches(const std::vector<std::string>& sets) {
     const std::string key = spec.substr(0, spec.find('='));
     TPS_CHECK(
         key.rfind("runtime.", 0) == 0 && std::find(names.begin(), names.end(), key.substr(8)) != names.end(),
-        "--set ", spec, ": expected runtime.<kernel switch>=<value> (docs/config.md)");
+        "--set / --attention-variant ", spec, ": expected runtime.<kernel switch>=<value> (docs/config.md)");
   }
   return parse_config("model: {synthetic: {preset: tiny}}\n", "ops --set", sets).runtime.kernels;
 }
@@ -292,10 +292,11 @@ int run(int argc, char** argv) {
                  "values (a backend each)")
       ->delimiter(',')
       ->check(CLI::Range(0, 4096));
-  bool row_tiles = false;
-  app.add_flag("--attention-row-tiles", row_tiles,
-               "decode attention on tensor cores again with runtime.attention_one_token_key_rows=false (a "
-               "backend): the row tiles at one token too");
+  std::vector<std::string> variants;
+  app.add_option(
+      "--attention-variant", variants,
+      "decode attention on tensor cores again on a backend with these switches set on top of --set: "
+      "runtime.<kernel switch>=<value>, several joined by '+' (repeatable: a backend each)");
   std::vector<int> attention_seqs{1, 8};
   app.add_option(
          "--attention-seqs", attention_seqs,
@@ -311,6 +312,17 @@ int run(int argc, char** argv) {
   CudaBackendOptions options;
   options.device = device;
   options.kernels = kernel_switches(sets);
+  // Each --attention-variant's switches, checked before anything runs.
+  std::vector<CudaKernelSwitches> variant_switches;
+  for (const std::string& variant : variants) {
+    std::vector<std::string> variant_sets = sets;
+    for (size_t begin = 0; begin <= variant.size();) {
+      const size_t end = std::min(variant.find('+', begin), variant.size());
+      variant_sets.push_back(variant.substr(begin, end - begin));
+      begin = end + 1;
+    }
+    variant_switches.push_back(kernel_switches(variant_sets));
+  }
   // The attention rows' caches stay allocated until the backend goes: S x 120 MB over the four contexts,
   // and up to 1.2 GB of copies for the small ones (copies_for), for each S.
   size_t attention_bytes = 0;
@@ -342,9 +354,9 @@ int run(int argc, char** argv) {
   for (int one_level_max : one_level_maxes)
     bench_attention_variant("tensor cores, one-level merge up to " + std::to_string(one_level_max),
                             [&](CudaKernelSwitches& k) { k.attention_merge_one_level_max = one_level_max; });
-  if (row_tiles)
-    bench_attention_variant("tensor cores, row tiles",
-                            [](CudaKernelSwitches& k) { k.attention_one_token_key_rows = false; });
+  for (size_t i = 0; i < variants.size(); ++i)
+    bench_attention_variant("tensor cores, " + variants[i],
+                            [&](CudaKernelSwitches& k) { k = variant_switches[i]; });
   for (int growth : split_growths)
     bench_attention_variant("tensor cores, split growth " + std::to_string(growth),
                             [&](CudaKernelSwitches& k) { k.attention_split_growth = growth; });
