@@ -33,9 +33,11 @@ struct KeyRowsWarp {
   float acc[kDimTiles][4] = {};               // O^T: (dim 16 n + g, heads 2q, 2q + 1), (dim + 8, ..)
   float run_max[2] = {-INFINITY, -INFINITY};  // heads 2q, 2q + 1, log2 units
   float run_sum[2] = {0.0f, 0.0f};            // the same heads, this thread's keys only
+  int limit[2];                               // the heads' causal key limits
 
-  // q_s [16][D + 8]: rows 0..7 the group's heads (rows past the group zero).
-  __device__ __forceinline__ void load_q(const bf16 (*q_s)[kRowStride], int lane) {
+  // q_s [16][D + 8]: rows 0..7 the group's heads (rows past the group zero); limit_s [16]: the rows' causal
+  // key limits.
+  __device__ __forceinline__ void load_q(const bf16 (*q_s)[kRowStride], const int* limit_s, int lane) {
     // Matrix m of lane t's address: head t % 8, dims 8 (m % 2) + 16 (m / 2) of a pair of k steps.
     const int m = lane / 8, head = lane % 8, col = (m % 2) * 8 + (m / 2) * 16;
 #pragma unroll
@@ -45,13 +47,14 @@ struct KeyRowsWarp {
       qb[ks][0] = r[0], qb[ks][1] = r[1];
       if (ks + 1 < kKSteps) qb[ks + 1][0] = r[2], qb[ks + 1][1] = r[3];
     }
+    limit[0] = limit_s[2 * (lane % 4)], limit[1] = limit_s[2 * (lane % 4) + 1];
   }
 
   // Keys key0 .. key0 + 15 (rows warp_key .. + 15 of the tiles), those at or past key_end or a head's limit
-  // masked. limit[h]: head 2q + h's causal key limit.
+  // masked. first_tile: unused (no phase marks inside; the row tiles' interface).
   __device__ __forceinline__ void tile(const bf16 (*k_tile)[kRowStride], const bf16 (*v_tile)[kRowStride],
-                                       int warp_key, int key0, int key_end, const int (&limit)[2],
-                                       float q_scale, int lane) {
+                                       int warp_key, int key0, int key_end, float q_scale, int lane,
+                                       bool /*first_tile*/) {
     const int g = lane / 4;
     float s[4] = {};  // (key g, heads 2q, 2q + 1), (key g + 8, ..)
     {

@@ -17,6 +17,8 @@
 // into its last K/V tile, whose copy of that cache row may predate the append.
 // PagedAttentionParams::key_rows (one-token steps, groups of up to 8 heads, head_dim 128): the tiles'
 // products transposed, keys as the mma rows (kernels/paged_attention_key_rows.cuh); the rest alike.
+#include <type_traits>
+
 #include "kernels/launch.h"
 #include "kernels/mma_tile.cuh"
 #include "kernels/paged_attention.h"
@@ -67,6 +69,124 @@ __device__ void append_token_kv(const PagedAttentionParams& p, const BlockTile& 
     copy_head(dst_s, (which == 0 ? pro.k_cache : pro.v_cache) + (slot * p.num_kv_heads + b.kv_head) * D, D);
 }
 
+// A warp's state over its 16 keys of each tile in the row layout (g = lane / 4, q = lane % 4): the tile's
+// query rows g and g + 8 as the mma rows. The interface of KeyRowsWarp
+// (kernels/paged_attention_key_rows.cuh).
+template <int D>
+struct RowTilesWarp {
+  using S = MmaShape<D>;
+  uint32_t qa[S::kKSteps][4];                 // Q's A fragments
+  float acc[S::kDimTiles][4] = {};            // O: (row g, dims 8 n + 2q, + 1), (row g + 8, ..)
+  float run_max[2] = {-INFINITY, -INFINITY};  // rows g, g + 8, log2 units
+  float run_sum[2] = {0.0f, 0.0f};            // the same rows, this thread's keys only
+  int limit[2];                               // the rows' causal key limits
+
+  // q_s [16][D + 8]: the tile's query rows; limit_s [16]: their causal key limits.
+  __device__ __forceinline__ void load_q(const bf16 (*q_s)[S::kRowStride], const int* limit_s, int lane) {
+    // Matrix m of lane t's address is (rows 8 (m % 2) .., dims 8 (m / 2) ..) of a k step.
+    const int m = lane / 8, row = lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
+#pragma unroll
+    for (int ks = 0; ks < S::kKSteps; ++ks) ldmatrix_x4(qa[ks], &q_s[row][ks * 16 + col]);
+    limit[0] = limit_s[lane / 4], limit[1] = limit_s[lane / 4 + 8];
+  }
+
+  // Keys key0 .. key0 + 15 (rows warp_key .. + 15 of the tiles), those at or past key_end or a row's limit
+  // masked. first_tile: the block's first, whose phases are marked.
+  __device__ __forceinline__ void tile(const bf16 (*k_tile)[S::kRowStride],
+                                       const bf16 (*v_tile)[S::kRowStride], int warp_key, int key0,
+                                       int key_end, float q_scale, int lane,
+                                       [[maybe_unused]] bool first_tile) {
+    const int q = lane % 4;
+    // S = Q K^T: n tiles of 8 keys; K's matrices m: keys 8 (m / 2) .., dims 8 (m % 2) .. of a k step.
+    float s[2][4] = {};
+    {
+      const int m = lane / 8, key = warp_key + lane % 8 + (m / 2) * 8, col = (m % 2) * 8;
+#pragma unroll
+      for (int ks = 0; ks < S::kKSteps; ++ks) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, &k_tile[key][ks * 16 + col]);
+        mma_bf16_16816(s[0], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[0], kb[1]);
+        mma_bf16_16816(s[1], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[2], kb[3]);
+      }
+    }
+    if (first_tile) TPS_PHASE_MARK(g_attention_marks, 10);
+    // Scale and mask; s[nt][i]: row g (i < 2) or g + 8, key key0 + 8 nt + 2 q + i % 2.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int j = key0 + nt * 8 + 2 * q + i % 2;
+        s[nt][i] = j < key_end && j < limit[i / 2] ? s[nt][i] * q_scale : -INFINITY;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], s[nt][i]);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+      const float new_max = fmaxf(run_max[h], tile_max[h]);
+      const bool any = new_max != -INFINITY;
+      alpha[h] = any ? exp2f(run_max[h] - new_max) : 1.0f;
+      run_max[h] = new_max;
+      run_sum[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float m = run_max[i / 2];
+        s[nt][i] = m != -INFINITY ? exp2f(s[nt][i] - m) : 0.0f;
+        run_sum[i / 2] += s[nt][i];
+      }
+#pragma unroll
+    for (int n = 0; n < S::kDimTiles; ++n)
+      acc[n][0] *= alpha[0], acc[n][1] *= alpha[0], acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
+    // O += P V: P's A fragment (rows g / g + 8, keys 2q.. and 8 + 2q..) is the scores' layout. P goes in as
+    // two bf16 parts, hi + lo, so that it keeps about 16 bits: a single bf16 P (8 bits) left errors of 1% of
+    // the output's scale where the terms of P V cancel (an H200 test, CUDA-core kernel: fp32 P).
+    if (first_tile) TPS_PHASE_MARK(g_attention_marks, 11);
+    uint32_t ph[4], pl[4];
+    split_bf16x2(s[0][0], s[0][1], ph[0], pl[0]);
+    split_bf16x2(s[0][2], s[0][3], ph[1], pl[1]);
+    split_bf16x2(s[1][0], s[1][1], ph[2], pl[2]);
+    split_bf16x2(s[1][2], s[1][3], ph[3], pl[3]);
+    // V's matrices m (transposed): keys 8 (m % 2) .., dims 8 (m / 2) .. of 16 dims.
+    const int m = lane / 8, key = warp_key + lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
+#pragma unroll
+    for (int dn = 0; dn < S::kDimTiles / 2; ++dn) {
+      uint32_t vb[4];
+      ldmatrix_x4_trans(vb, &v_tile[key][dn * 16 + col]);
+      mma_bf16_16816(acc[2 * dn], ph[0], ph[1], ph[2], ph[3], vb[0], vb[1]);
+      mma_bf16_16816(acc[2 * dn], pl[0], pl[1], pl[2], pl[3], vb[0], vb[1]);
+      mma_bf16_16816(acc[2 * dn + 1], ph[0], ph[1], ph[2], ph[3], vb[2], vb[3]);
+      mma_bf16_16816(acc[2 * dn + 1], pl[0], pl[1], pl[2], pl[3], vb[2], vb[3]);
+    }
+  }
+
+  // The warp's rows for the block's merge of its warps: max and sum of rows 0..15 and its output rows of
+  // warp_out [16][D + 8] (fp32).
+  __device__ __forceinline__ void store(float* warp_max, float* warp_sum, float (*warp_out)[D + 8],
+                                        int lane) {
+    const int g = lane / 4, q = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 1);
+      run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 2);
+    }
+    if (q == 0) {
+      warp_max[g] = run_max[0], warp_max[g + 8] = run_max[1];
+      warp_sum[g] = run_sum[0], warp_sum[g + 8] = run_sum[1];
+    }
+#pragma unroll
+    for (int n = 0; n < S::kDimTiles; ++n) {
+      const int d = n * 8 + 2 * q;
+      *reinterpret_cast<float2*>(&warp_out[g][d]) = make_float2(acc[n][0], acc[n][1]);
+      *reinterpret_cast<float2*>(&warp_out[g + 8][d]) = make_float2(acc[n][2], acc[n][3]);
+    }
+  }
+};
+
 // kKeyRows: the instance of PagedAttentionParams::key_rows.
 template <int D, bool kKeyRows>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const PagedAttentionParams p) {
@@ -87,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   };
 
   TPS_PHASE_MARK(g_attention_marks, 0);
-  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize, g = lane / 4, q = lane % 4;
+  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
   // Folded prologue: one token a tile (decode), at position kv_len - 1. The block whose range holds that key
   // (the holder) computes its k and v; with a slot (not < 0) it appends them and uses them for the key.
   // Without one, as in the two ops, the cache is not written and the key is whatever the cache holds there.
@@ -163,22 +283,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     __syncthreads();
     TPS_PHASE_MARK(g_attention_marks, 4);
   }
-  // Q's A fragments: matrix m of lane t's address is (rows 8 (m % 2) .., dims 8 (m / 2) ..) of a k step.
-  uint32_t qa[S::kKSteps][4];
-  [[maybe_unused]] KeyRowsWarp<D> key_rows;  // kKeyRows: the warp's state instead of qa, acc and the stats
-  if constexpr (kKeyRows) {
-    key_rows.load_q(q_s, lane);
-  } else {
-    const int m = lane / 8, row = lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
-#pragma unroll
-    for (int ks = 0; ks < S::kKSteps; ++ks) ldmatrix_x4(qa[ks], &q_s[row][ks * 16 + col]);
-  }
-
+  // The warp's tiles: q's fragments, its output, its rows' running max and sum.
+  std::conditional_t<kKeyRows, KeyRowsWarp<D>, RowTilesWarp<D>> tiles;
+  tiles.load_q(q_s, limit_s, lane);
   const float q_scale = p.scale * kLog2e;
-  const int limit_lo = limit_s[g], limit_hi = limit_s[g + 8];
-  const int head_limit[2] = {limit_s[2 * q], limit_s[2 * q + 1]};        // kKeyRows: heads 2q, 2q + 1
-  float run_max[2] = {-INFINITY, -INFINITY}, run_sum[2] = {0.0f, 0.0f};  // rows g, g + 8 (sum: this thread's)
-  float acc[S::kDimTiles][4] = {};
 
   int stage = 0;
   for (int kt = b.key_begin; kt < b.key_end; kt += kTileKeys, stage ^= 1) {
@@ -200,80 +308,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
       __syncthreads();
     }
     const int key0 = kt + warp * kWarpKeys;  // this warp's first key
-    if (key0 < b.key_end) {
-      if constexpr (kKeyRows) {
-        key_rows.tile(k_stage(stage), v_stage(stage), warp * kWarpKeys, key0, b.key_end, head_limit, q_scale,
-                      lane);
-      } else {
-        const auto k_tile = k_stage(stage);
-        const auto v_tile = v_stage(stage);
-        // S = Q K^T: n tiles of 8 keys; K's matrices m: keys 8 (m / 2) .., dims 8 (m % 2) .. of a k step.
-        float s[2][4] = {};
-        {
-          const int m = lane / 8, key = warp * kWarpKeys + lane % 8 + (m / 2) * 8, col = (m % 2) * 8;
-#pragma unroll
-          for (int ks = 0; ks < S::kKSteps; ++ks) {
-            uint32_t kb[4];
-            ldmatrix_x4(kb, &k_tile[key][ks * 16 + col]);
-            mma_bf16_16816(s[0], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[0], kb[1]);
-            mma_bf16_16816(s[1], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kb[2], kb[3]);
-          }
-        }
-        if (kt == b.key_begin) TPS_PHASE_MARK(g_attention_marks, 10);
-        // Scale and mask; s[nt][i]: row g (i < 2) or g + 8, key key0 + 8 nt + 2 q + i % 2.
-        float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int j = key0 + nt * 8 + 2 * q + i % 2, limit = i < 2 ? limit_lo : limit_hi;
-            s[nt][i] = j < b.key_end && j < limit ? s[nt][i] * q_scale : -INFINITY;
-            tile_max[i / 2] = fmaxf(tile_max[i / 2], s[nt][i]);
-          }
-        float alpha[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-          const float new_max = fmaxf(run_max[h], tile_max[h]);
-          const bool any = new_max != -INFINITY;
-          alpha[h] = any ? exp2f(run_max[h] - new_max) : 1.0f;
-          run_max[h] = new_max;
-          run_sum[h] *= alpha[h];
-        }
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float m = run_max[i / 2];
-            s[nt][i] = m != -INFINITY ? exp2f(s[nt][i] - m) : 0.0f;
-            run_sum[i / 2] += s[nt][i];
-          }
-#pragma unroll
-        for (int n = 0; n < S::kDimTiles; ++n)
-          acc[n][0] *= alpha[0], acc[n][1] *= alpha[0], acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
-        // O += P V: P's A fragment (rows g / g + 8, keys 2q.. and 8 + 2q..) is the scores' layout. P goes in
-        // as two bf16 parts, hi + lo, so that it keeps about 16 bits: a single bf16 P (8 bits) left errors of
-        // 1% of the output's scale where the terms of P V cancel (an H200 test, CUDA-core kernel: fp32 P).
-        if (kt == b.key_begin) TPS_PHASE_MARK(g_attention_marks, 11);
-        uint32_t ph[4], pl[4];
-        split_bf16x2(s[0][0], s[0][1], ph[0], pl[0]);
-        split_bf16x2(s[0][2], s[0][3], ph[1], pl[1]);
-        split_bf16x2(s[1][0], s[1][1], ph[2], pl[2]);
-        split_bf16x2(s[1][2], s[1][3], ph[3], pl[3]);
-        // V's matrices m (transposed): keys 8 (m % 2) .., dims 8 (m / 2) .. of 16 dims.
-        const int m = lane / 8, key = warp * kWarpKeys + lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
-#pragma unroll
-        for (int dn = 0; dn < S::kDimTiles / 2; ++dn) {
-          uint32_t vb[4];
-          ldmatrix_x4_trans(vb, &v_tile[key][dn * 16 + col]);
-          mma_bf16_16816(acc[2 * dn], ph[0], ph[1], ph[2], ph[3], vb[0], vb[1]);
-          mma_bf16_16816(acc[2 * dn], pl[0], pl[1], pl[2], pl[3], vb[0], vb[1]);
-          mma_bf16_16816(acc[2 * dn + 1], ph[0], ph[1], ph[2], ph[3], vb[2], vb[3]);
-          mma_bf16_16816(acc[2 * dn + 1], pl[0], pl[1], pl[2], pl[3], vb[2], vb[3]);
-        }
-      }
-    }
+    if (key0 < b.key_end)
+      tiles.tile(k_stage(stage), v_stage(stage), warp * kWarpKeys, key0, b.key_end, q_scale, lane,
+                 kt == b.key_begin);
     __syncthreads();  // the next tile's copies overwrite this stage
   }
   if (p.trigger_after_keys) pdl_trigger();  // blocks without keys trigger by exiting
@@ -282,25 +319,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   // Merge the warps: each row's max over warps, the warps' sums and outputs weighted by exp2(max_w - max).
   auto warp_out = reinterpret_cast<float(*)[kRows][S::kOutStride]>(smem);  // the K/V stages are free
   static_assert(S::kOutStride == KeyRowsWarp<D>::kRowStride);
-  if constexpr (kKeyRows) {
-    key_rows.store(warp_max_s[warp], warp_sum_s[warp], warp_out[warp], lane);
-  } else {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 1);
-      run_sum[h] += __shfl_xor_sync(0xffffffffu, run_sum[h], 2);
-    }
-    if (q == 0) {
-      warp_max_s[warp][g] = run_max[0], warp_max_s[warp][g + 8] = run_max[1];
-      warp_sum_s[warp][g] = run_sum[0], warp_sum_s[warp][g + 8] = run_sum[1];
-    }
-#pragma unroll
-    for (int n = 0; n < S::kDimTiles; ++n) {
-      const int d = n * 8 + 2 * q;
-      *reinterpret_cast<float2*>(&warp_out[warp][g][d]) = make_float2(acc[n][0], acc[n][1]);
-      *reinterpret_cast<float2*>(&warp_out[warp][g + 8][d]) = make_float2(acc[n][2], acc[n][3]);
-    }
-  }
+  tiles.store(warp_max_s[warp], warp_sum_s[warp], warp_out[warp], lane);
   __syncthreads();
   TPS_PHASE_MARK(g_attention_marks, 12);
   if (tid < kRows) {
