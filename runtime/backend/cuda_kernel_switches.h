@@ -96,7 +96,7 @@ struct CudaKernelSwitches {
   // One-token steps (groups of up to 8 query heads, head_dim 128): the tensor-core decode attention's tiles
   // with the keys as the mma rows (PagedAttentionParams::key_rows): half the accumulator registers and half
   // the mma of row tiles, whose rows 8-15 are empty at one token. Within rounding of the row tiles; 124
-  // registers a thread against 167. The default since the forty-second session (docs/PERF.md).
+  // registers a thread against the row tiles' 164. The default since the forty-second session (docs/PERF.md).
   bool attention_one_token_key_rows = true;
   // With the folded prologue, the tensor-core decode attention issues its position-free loads (norm weights,
   // inverse frequencies) before reading its place and positions, and the token's slot beside the positions
