@@ -16,7 +16,11 @@
 // the token's own key computes that key's k and v (warps 0 and 1), appends them to the cache and patches them
 // into its last K/V tile, whose copy of that cache row may predate the append.
 // PagedAttentionParams::key_rows (one-token steps, groups of up to 8 heads, head_dim 128): the tiles'
-// products transposed, keys as the mma rows (kernels/paged_attention_key_rows.cuh); the rest alike.
+// products transposed, keys as the mma rows (kernels/paged_attention_key_rows.cuh); the rest alike. With
+// PagedAttentionParams::dim_split as well, the warps split each tile's output dims instead of its keys, and
+// the block's end takes their outputs as they are, with no merge of the warps: each warp computing all the
+// tile's scores, or (PagedAttentionParams::shared_probabilities) its 16 keys' scores, the tile's max and P
+// shared through shared memory.
 #include <type_traits>
 
 #include "kernels/launch.h"
@@ -187,8 +191,12 @@ struct RowTilesWarp {
   }
 };
 
-// kKeyRows: the instance of PagedAttentionParams::key_rows.
-template <int D, bool kKeyRows>
+// The tiles' layout of an instance: rows (queries as the mma rows), keys as the rows (key_rows), and those
+// with the warps splitting dims (key_rows + dim_split), each computing all the tile's scores or sharing the
+// probabilities (+ shared_probabilities).
+enum class TileLayout { kRows, kKeyRows, kKeyRowsDimSplit, kKeyRowsSharedProbabilities };
+
+template <int D, TileLayout kLayout>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const PagedAttentionParams p) {
   using S = MmaShape<D>;
   using T = Tile<D, kRows, kTileKeys>;  // the block's end uses the CUDA-core kernel's P.V layout
@@ -284,7 +292,16 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     TPS_PHASE_MARK(g_attention_marks, 4);
   }
   // The warp's tiles: q's fragments, its output, its rows' running max and sum.
-  std::conditional_t<kKeyRows, KeyRowsWarp<D>, RowTilesWarp<D>> tiles;
+  constexpr bool kDimSplit = kLayout == TileLayout::kKeyRowsDimSplit,
+                 kSharedP = kLayout == TileLayout::kKeyRowsSharedProbabilities;
+  constexpr int kWarpDims = D / kWarps;  // kDimSplit, kSharedP: the output dims a warp owns
+  using SharedPWarp = KeyRowsSharedProbabilitiesWarp<D, kTileKeys, kWarps>;
+  std::conditional_t<
+      kLayout == TileLayout::kRows, RowTilesWarp<D>,
+      std::conditional_t<
+          kLayout == TileLayout::kKeyRows, KeyRowsWarp<D>,
+          std::conditional_t<kDimSplit, KeyRowsDimSplitWarp<D, kTileKeys, kWarps>, SharedPWarp>>>
+      tiles;
   tiles.load_q(q_s, limit_s, lane);
   const float q_scale = p.scale * kLog2e;
 
@@ -308,48 +325,94 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
       __syncthreads();
     }
     const int key0 = kt + warp * kWarpKeys;  // this warp's first key
-    if (key0 < b.key_end)
+    if constexpr (kDimSplit) {
+      tiles.tile(k_stage(stage), v_stage(stage), kt, b.key_end, q_scale, warp * kWarpDims, lane);
+    } else if constexpr (kSharedP) {
+      // q_s is in registers (qb) since before the first tile's barrier: its shared memory holds the tile's
+      // P^T fragments. Every warp passes both barriers, those without keys in the tile too (their P is 0).
+      static_assert(sizeof(typename SharedPWarp::Probabilities) <= sizeof(q_s));
+      auto& p_s = *reinterpret_cast<typename SharedPWarp::Probabilities*>(&q_s[0][0]);
+      tiles.scores(k_stage(stage), warp * kWarpKeys, key0, b.key_end, q_scale, warp_max_s[warp], lane);
+      __syncthreads();
+      tiles.probabilities(warp_max_s, p_s, warp, lane);
+      __syncthreads();
+      tiles.pv(v_stage(stage), p_s, kt, b.key_end, warp * kWarpDims, lane);
+    } else if (key0 < b.key_end) {
       tiles.tile(k_stage(stage), v_stage(stage), warp * kWarpKeys, key0, b.key_end, q_scale, lane,
                  kt == b.key_begin);
+    }
     __syncthreads();  // the next tile's copies overwrite this stage
   }
   if (p.trigger_after_keys) pdl_trigger();  // blocks without keys trigger by exiting
   TPS_PHASE_MARK(g_attention_marks, 5);
 
-  // Merge the warps: each row's max over warps, the warps' sums and outputs weighted by exp2(max_w - max).
-  auto warp_out = reinterpret_cast<float(*)[kRows][S::kOutStride]>(smem);  // the K/V stages are free
-  static_assert(S::kOutStride == KeyRowsWarp<D>::kRowStride);
-  tiles.store(warp_max_s[warp], warp_sum_s[warp], warp_out[warp], lane);
-  __syncthreads();
-  TPS_PHASE_MARK(g_attention_marks, 12);
-  if (tid < kRows) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, warp_max_s[w][tid]);
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      if (warp_max_s[w][tid] != -INFINITY) sum += exp2f(warp_max_s[w][tid] - mx) * warp_sum_s[w][tid];
-    max_s[tid] = mx, sum_s[tid] = sum;
-  }
-  __syncthreads();
-  TPS_PHASE_MARK(g_attention_marks, 13);
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
-  // This thread's rows' max and sum, loaded all at once before the loop that needs the maxima (measured
-  // against loading each row's max inside the loop: docs/PERF.md, thirty-seventh and thirty-eighth sessions).
-  float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread];
-  load_row_stats<T>(max_s, sum_s, pv_row_group, row_max, row_sum);
-  float out[T::kPvRowsPerThread][4] = {};  // the warps' outputs weighed, for this thread's rows
+  // This thread's rows (pv_row_group + i * kPvRowGroups): their max and sum, and the block's unnormalised
+  // output at dims dim_group * 4 .. + 3.
+  float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread], out[T::kPvRowsPerThread][4] = {};
+  if constexpr (kDimSplit || kSharedP) {
+    // No merge: the warps' dims of the block's output and the heads' stats, stored, are the block's (with
+    // kSharedP, the heads' sums are the warps' added).
+    auto out_s = reinterpret_cast<float(*)[S::kOutStride]>(smem);  // the K/V stages are free
+    if constexpr (kDimSplit)
+      tiles.store(max_s, sum_s, out_s, warp * kWarpDims, warp, lane);
+    else
+      tiles.store(max_s, warp_sum_s[warp], out_s, warp * kWarpDims, warp, lane);
+    __syncthreads();
+    TPS_PHASE_MARK(g_attention_marks, 13);
+    if constexpr (kDimSplit) {
+      load_row_stats<T>(max_s, sum_s, pv_row_group, row_max, row_sum);
+    } else {
 #pragma unroll
-  for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-    const int r = pv_row_group + i * T::kPvRowGroups;
+      for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+        const int r = pv_row_group + i * T::kPvRowGroups;
+        row_max[i] = max_s[r], row_sum[i] = 0.0f;
+        if (r < kMmaCols)
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      if (warp_max_s[w][r] == -INFINITY) continue;  // no key of this warp's for the row
-      const float weight = exp2f(warp_max_s[w][r] - row_max[i]);
-      const float4 o = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
-      out[i][0] += weight * o.x, out[i][1] += weight * o.y, out[i][2] += weight * o.z,
-          out[i][3] += weight * o.w;
+          for (int w = 0; w < kWarps; ++w) row_sum[i] += warp_sum_s[w][r];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+      if (r >= kMmaCols) continue;  // rows 8..15: none (zero)
+      const float4 o = *reinterpret_cast<const float4*>(&out_s[r][dim_group * 4]);
+      out[i][0] = o.x, out[i][1] = o.y, out[i][2] = o.z, out[i][3] = o.w;
+    }
+  } else {
+    // Merge the warps: each row's max over warps, the warps' sums and outputs weighted by exp2(max_w - max).
+    auto warp_out = reinterpret_cast<float(*)[kRows][S::kOutStride]>(smem);  // the K/V stages are free
+    static_assert(S::kOutStride == KeyRowsWarp<D>::kRowStride);
+    tiles.store(warp_max_s[warp], warp_sum_s[warp], warp_out[warp], lane);
+    __syncthreads();
+    TPS_PHASE_MARK(g_attention_marks, 12);
+    if (tid < kRows) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, warp_max_s[w][tid]);
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        if (warp_max_s[w][tid] != -INFINITY) sum += exp2f(warp_max_s[w][tid] - mx) * warp_sum_s[w][tid];
+      max_s[tid] = mx, sum_s[tid] = sum;
+    }
+    __syncthreads();
+    TPS_PHASE_MARK(g_attention_marks, 13);
+    // The rows' max and sum, loaded all at once before the loop that needs the maxima (measured against
+    // loading each row's max inside the loop: docs/PERF.md, thirty-seventh and thirty-eighth sessions); the
+    // warps' outputs weighed.
+    load_row_stats<T>(max_s, sum_s, pv_row_group, row_max, row_sum);
+#pragma unroll
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        if (warp_max_s[w][r] == -INFINITY) continue;  // no key of this warp's for the row
+        const float weight = exp2f(warp_max_s[w][r] - row_max[i]);
+        const float4 o = *reinterpret_cast<const float4*>(&warp_out[w][r][dim_group * 4]);
+        out[i][0] += weight * o.x, out[i][1] += weight * o.y, out[i][2] += weight * o.z,
+            out[i][3] += weight * o.w;
+      }
     }
   }
   TPS_PHASE_MARK(g_attention_marks, 6);
@@ -365,7 +428,13 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
   // Keys as the mma rows: one token a tile (its rows the group's heads, at most 8), head_dim 128 only (the
   // shape it is for; one instance more to build).
   const bool key_rows = D == 128 && p.key_rows && p.max_query_len == 1 && group <= kMmaCols;
-  auto kernel = key_rows ? paged_attention_mma_kernel<D, D == 128> : paged_attention_mma_kernel<D, false>;
+  constexpr TileLayout kKeyRows = D == 128 ? TileLayout::kKeyRows : TileLayout::kRows;
+  constexpr TileLayout kDimSplit = D == 128 ? TileLayout::kKeyRowsDimSplit : TileLayout::kRows;
+  constexpr TileLayout kSharedP = D == 128 ? TileLayout::kKeyRowsSharedProbabilities : TileLayout::kRows;
+  auto kernel = !key_rows                               ? paged_attention_mma_kernel<D, TileLayout::kRows>
+                : p.dim_split && p.shared_probabilities ? paged_attention_mma_kernel<D, kSharedP>
+                : p.dim_split                           ? paged_attention_mma_kernel<D, kDimSplit>
+                                                        : paged_attention_mma_kernel<D, kKeyRows>;
   launch(policy, Site::kDecodeAttention, Pdl::kEnrolled, kernel, grid, dim3(kThreads),
          MmaShape<D>::kSmemBytes, stream, p);
 }
@@ -376,9 +445,10 @@ int paged_attention_mma_blocks_per_sm(int head_dim) {
   int blocks = 0;
   with_head_dim(head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    // The row-tile instance's (the key-row one takes fewer registers: at least as many blocks).
-    blocks = resident_blocks_per_sm(reinterpret_cast<const void*>(paged_attention_mma_kernel<D, false>),
-                                    kThreads, MmaShape<D>::kSmemBytes);
+    // The row-tile instance's (the key-row ones take fewer registers: at least as many blocks).
+    blocks = resident_blocks_per_sm(
+        reinterpret_cast<const void*>(paged_attention_mma_kernel<D, TileLayout::kRows>), kThreads,
+        MmaShape<D>::kSmemBytes);
   });
   return blocks;
 }

@@ -98,6 +98,15 @@ struct CudaKernelSwitches {
   // the mma of row tiles, whose rows 8-15 are empty at one token. Within rounding of the row tiles; 124
   // registers a thread against the row tiles' 164. The default since the forty-second session (docs/PERF.md).
   bool attention_one_token_key_rows = true;
+  // With attention_one_token_key_rows: the block's 4 warps split each tile's output dims (32 each at head_dim
+  // 128) instead of its keys, each computing all 64 keys' scores (PagedAttentionParams::dim_split), so that
+  // the block's end needs no merge of its warps' outputs. Within rounding of the row tiles. -0.62% on the
+  // step at c = 1 (H100, forty-second session, docs/PERF.md).
+  bool attention_one_token_dim_split = true;
+  // With attention_one_token_dim_split: each warp computes only its 16 keys' scores of a tile, and the block
+  // shares the heads' max over the tile and the probabilities through shared memory (two block barriers a
+  // tile; PagedAttentionParams::shared_probabilities) instead of every warp computing all 64 keys' scores.
+  bool attention_dim_split_shared_probabilities = false;
   // With the folded prologue, the tensor-core decode attention issues its position-free loads (norm weights,
   // inverse frequencies) before reading its place and positions, and the token's slot beside the positions
   // (PagedAttentionParams::prologue_loads_first): the block with the token's own key made four dependent
@@ -221,6 +230,8 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_kv_before_wait", switches.attention_kv_before_wait);
   visit("attention_trigger_after_keys", switches.attention_trigger_after_keys);
   visit("attention_one_token_key_rows", switches.attention_one_token_key_rows);
+  visit("attention_one_token_dim_split", switches.attention_one_token_dim_split);
+  visit("attention_dim_split_shared_probabilities", switches.attention_dim_split_shared_probabilities);
   visit("attention_prologue_loads_first", switches.attention_prologue_loads_first);
   visit("attention_ranges_outermost_max_tokens", switches.attention_ranges_outermost_max_tokens, 0, 4096);
   visit("moe_one_token_direct", switches.moe_one_token_direct);
