@@ -203,14 +203,13 @@ __device__ __forceinline__ void key_rows_store_stats(const float (&run_max)[2], 
   if (lane < 8) max_s[8 + lane] = -INFINITY, sum_s[8 + lane] = 0.0f;
 }
 
-// A warp's state over its 16 keys of each tile (g = lane / 4, q = lane % 4): head columns 2q, 2q + 1, all
-// D dims; the block merges its warps.
-template <int D>
-struct KeyRowsWarp {
-  static constexpr int kDimTiles = D / 16;    // m tiles of V^T P^T (16 dims each)
+// What every key-row layout's warp holds (g = lane / 4, q = lane % 4): q's fragments, the heads' limits,
+// its output's kDimTiles tiles of 16 dims and the heads' running max and sum.
+template <int D, int kDimTiles>
+struct KeyRowsState {
   static constexpr int kRowStride = D + 8;    // bf16 a shared row (q_s, K and V tiles)
   uint32_t qb[D / 16][2];                     // B fragments of Q^T: head g, dims 16 ks + 2q.., + 8
-  float acc[kDimTiles][4] = {};               // O^T: (dim 16 n + g, heads 2q, 2q + 1), (dim + 8, ..)
+  float acc[kDimTiles][4] = {};               // O^T: (dim dim0 + 16 n + g, heads 2q, 2q + 1), (dim + 8, ..)
   float run_max[2] = {-INFINITY, -INFINITY};  // heads 2q, 2q + 1, log2 units
   float run_sum[2] = {0.0f, 0.0f};            // the same heads, this thread's keys only
   int limit[2];                               // the heads' causal key limits
@@ -221,6 +220,15 @@ struct KeyRowsWarp {
     load_q_columns<D>(qb, q_s, lane);
     load_head_limits(limit, limit_s, lane);
   }
+};
+
+// A warp's state over its 16 keys of each tile (g = lane / 4, q = lane % 4): head columns 2q, 2q + 1, all
+// D dims; the block merges its warps.
+template <int D>
+struct KeyRowsWarp : KeyRowsState<D, D / 16> {
+  using State = KeyRowsState<D, D / 16>;
+  using State::acc, State::kRowStride, State::limit, State::qb, State::run_max, State::run_sum;
+  static constexpr int kDimTiles = D / 16;  // m tiles of V^T P^T (16 dims each)
 
   // Keys key0 .. key0 + 15 (rows warp_key .. + 15 of the tiles), those at or past key_end or a head's limit
   // masked. first_tile: unused (no phase marks inside; the row tiles' interface).
@@ -250,24 +258,13 @@ struct KeyRowsWarp {
 // of them: the block needs no merge of its warps' outputs, only their stores. Costs kTileKeys / 16 times the
 // scores' mma and K's shared-memory reads of KeyRowsWarp; the P V mma are as many.
 template <int D, int kTileKeys, int kWarpCount>
-struct KeyRowsDimSplitWarp {
+struct KeyRowsDimSplitWarp : KeyRowsState<D, D / kWarpCount / 16> {
+  using State = KeyRowsState<D, D / kWarpCount / 16>;
+  using State::acc, State::kRowStride, State::limit, State::qb, State::run_max, State::run_sum;
   static constexpr int kChunks = kTileKeys / 16;    // 16-key chunks of a tile
   static constexpr int kWarpDims = D / kWarpCount;  // output dims a warp owns
   static constexpr int kDimTiles = kWarpDims / 16;  // m tiles of V^T P^T (16 dims each)
-  static constexpr int kRowStride = D + 8;          // bf16 a shared row (q_s, K and V tiles)
   static_assert(kTileKeys % 16 == 0 && kWarpDims % 16 == 0);
-  uint32_t qb[D / 16][2];                     // B fragments of Q^T: head g, dims 16 ks + 2q..
-  float acc[kDimTiles][4] = {};               // O^T: (dim dim0 + 16 n + g, heads 2q, 2q + 1), ..
-  float run_max[2] = {-INFINITY, -INFINITY};  // heads 2q, 2q + 1, log2 units
-  float run_sum[2] = {0.0f, 0.0f};            // the same heads, this thread's keys only
-  int limit[2];                               // the heads' causal key limits
-
-  // q_s [16][D + 8]: rows 0..7 the group's heads (rows past the group zero); limit_s [16]: the rows' causal
-  // key limits.
-  __device__ __forceinline__ void load_q(const bf16 (*q_s)[kRowStride], const int* limit_s, int lane) {
-    load_q_columns<D>(qb, q_s, lane);
-    load_head_limits(limit, limit_s, lane);
-  }
 
   // Keys key0 .. key0 + kTileKeys - 1 (rows 0.. of the tiles), those at or past key_end or a head's limit
   // masked; output dims dim0 .. dim0 + kWarpDims - 1.
@@ -300,27 +297,16 @@ struct KeyRowsDimSplitWarp {
 // barriers a tile instead of KeyRowsDimSplitWarp's fourfold scores; at the end, each warp's sums over its
 // keys are added, and no output is merged. Every warp keeps the same running max (the tile's, shared).
 template <int D, int kTileKeys, int kWarpCount>
-struct KeyRowsSharedProbabilitiesWarp {
+struct KeyRowsSharedProbabilitiesWarp : KeyRowsState<D, D / kWarpCount / 16> {
+  using State = KeyRowsState<D, D / kWarpCount / 16>;
+  using State::acc, State::kRowStride, State::limit, State::qb, State::run_max, State::run_sum;
   static constexpr int kChunks = kTileKeys / 16;    // 16-key chunks of a tile: one a warp
   static constexpr int kWarpDims = D / kWarpCount;  // output dims a warp owns
   static constexpr int kDimTiles = kWarpDims / 16;  // m tiles of V^T P^T (16 dims each)
-  static constexpr int kRowStride = D + 8;          // bf16 a shared row (q_s, K and V tiles)
   static_assert(kChunks == kWarpCount && kWarpDims % 16 == 0);
   // P^T's fragments of chunk c, as key_rows_p_fragments makes them: [c][fragment][lane].
   using Probabilities = uint32_t[kChunks][4][kWarpSize];
-  uint32_t qb[D / 16][2];                     // B fragments of Q^T: head g, dims 16 ks + 2q..
-  float acc[kDimTiles][4] = {};               // O^T: (dim dim0 + 16 n + g, heads 2q, 2q + 1), ..
-  float run_max[2] = {-INFINITY, -INFINITY};  // heads 2q, 2q + 1, log2 units: the same in every warp
-  float run_sum[2] = {0.0f, 0.0f};            // the same heads, this thread's keys only
-  int limit[2];                               // the heads' causal key limits
-  float s[1][4];                              // the warp's chunk of the tile: scores, then probabilities
-
-  // q_s [16][D + 8]: rows 0..7 the group's heads (rows past the group zero); limit_s [16]: the rows' causal
-  // key limits.
-  __device__ __forceinline__ void load_q(const bf16 (*q_s)[kRowStride], const int* limit_s, int lane) {
-    load_q_columns<D>(qb, q_s, lane);
-    load_head_limits(limit, limit_s, lane);
-  }
+  float s[1][4];  // the warp's chunk of the tile: scores, then probabilities
 
   // Step 1 of a tile: the scores of keys key0 .. key0 + 15 (rows warp_key .. + 15 of k_tile), masked as
   // KeyRowsWarp does, and the warp's max of each head into warp_max [8] (heads).
