@@ -106,7 +106,9 @@ struct CudaKernelSwitches {
   // With attention_one_token_dim_split: each warp computes only its 16 keys' scores of a tile, and the block
   // shares the heads' max over the tile and the probabilities through shared memory (two block barriers a
   // tile; PagedAttentionParams::shared_probabilities) instead of every warp computing all 64 keys' scores.
-  bool attention_dim_split_shared_probabilities = false;
+  // Its tiles end 1.6 us sooner and the block 1.35 us sooner than the plain dim split's (phase marks, H100,
+  // forty-third session); c = 1 noise, c = 4 -0.50% (docs/PERF.md).
+  bool attention_dim_split_shared_probabilities = true;
   // With the folded prologue, the tensor-core decode attention issues its position-free loads (norm weights,
   // inverse frequencies) before reading its place and positions, and the token's slot beside the positions
   // (PagedAttentionParams::prologue_loads_first): the block with the token's own key made four dependent
