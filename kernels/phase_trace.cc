@@ -15,6 +15,8 @@ namespace tpserve::kernels {
 namespace phase_trace_detail {
 // Defined by TPS_PHASE_TRACE_DEFINE in the traced kernels' .cu files.
 template <>
+PhaseMark* buffer_address<TracedKernel::kGemvStagedTriggerEarly>();
+template <>
 PhaseMark* buffer_address<TracedKernel::kDecodeAttention>();
 template <>
 PhaseMark* buffer_address<TracedKernel::kGemvStaged>();
@@ -35,6 +37,8 @@ constexpr size_t kBufferBytes = sizeof(PhaseMark) * kPhaseTraceBlocks * kPhaseTr
 PhaseMark* buffer_of(TracedKernel k) {
   using namespace phase_trace_detail;
   switch (k) {
+    case TracedKernel::kGemvStagedTriggerEarly:
+      return buffer_address<TracedKernel::kGemvStagedTriggerEarly>();
     case TracedKernel::kDecodeAttention:
       return buffer_address<TracedKernel::kDecodeAttention>();
     case TracedKernel::kGemvStaged:
@@ -56,15 +60,17 @@ PhaseMark* buffer_of(TracedKernel k) {
 
 const TracedKernelNames& traced_kernel_names(TracedKernel k) {
   // Mark 0 is every kernel's entry, mark 2 the return of its PDL wait. Indexed by TracedKernel.
+  static const std::vector<std::string> gemv_marks = {
+      "entry",         "weight copies issued", "PDL wait returned", "activations in place",
+      "products done", "end (stored)"};
   static const TracedKernelNames names[] = {
+      {"staged GEMV, triggering before its wait (QKV)", gemv_marks},
       {"decode attention (tensor cores)",
        {"entry", "step inputs read (before wait)", "PDL wait returned", "q rows in shared memory",
         "q rows normalised + rotated", "key tiles done", "warps merged", "end (no merge)",
         "end (merged ranges)", "first K/V tile landed", "first tile's scores (warp 0)",
         "first tile's probabilities (warp 0)", "merge: warps' outputs stored", "merge: rows' max and sum"}},
-      {"staged GEMV",
-       {"entry", "weight copies issued", "PDL wait returned", "activations in place", "products done",
-        "end (stored)"}},
+      {"staged GEMV", gemv_marks},
       {"fused router",
        {"entry", "weight copies issued", "PDL wait returned", "v and sums of squares", "rows normalised",
         "logits tile", "first cluster barrier", "second cluster barrier", "end (block 0: gated)"}},

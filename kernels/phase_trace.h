@@ -29,9 +29,12 @@ struct PhaseMark {
   uint32_t grid_blocks = 0;  // the launch's blocks (tells launches of one kernel with other grids apart)
 };
 
-// The kernels that carry marks, in a decode step's layer order from attention on (the QKV projection is the
-// same staged GEMV as the O projection, which a step launches after it).
+// The kernels that carry marks, in a decode step's layer order from the QKV projection on. The staged GEMV
+// marks into one of two buffers: the launches that trigger their dependent before their own wait (after an
+// RMSNorm: the QKV projection, runtime.norm_next_gemv_trigger_early_max_rows) and the others (the O
+// projection, which a layer launches after the QKV projection).
 enum class TracedKernel {
+  kGemvStagedTriggerEarly,
   kDecodeAttention,
   kGemvStaged,
   kRouterFused,
@@ -39,9 +42,13 @@ enum class TracedKernel {
   kMoeDownStaged,
   kRmsNorm
 };
-inline constexpr TracedKernel kTracedKernels[] = {
-    TracedKernel::kDecodeAttention, TracedKernel::kGemvStaged,    TracedKernel::kRouterFused,
-    TracedKernel::kMoeGateUpBulk,   TracedKernel::kMoeDownStaged, TracedKernel::kRmsNorm};
+inline constexpr TracedKernel kTracedKernels[] = {TracedKernel::kGemvStagedTriggerEarly,
+                                                  TracedKernel::kDecodeAttention,
+                                                  TracedKernel::kGemvStaged,
+                                                  TracedKernel::kRouterFused,
+                                                  TracedKernel::kMoeGateUpBulk,
+                                                  TracedKernel::kMoeDownStaged,
+                                                  TracedKernel::kRmsNorm};
 // What a report calls a traced kernel and each of its marks (index = mark).
 struct TracedKernelNames {
   std::string kernel;

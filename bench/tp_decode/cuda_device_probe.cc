@@ -109,8 +109,9 @@ class CudaProbe final : public DeviceProbe {
   }
 
  private:
-  // The traced kernels' last launches in the step just ended: the last layer's attention, O projection (the
-  // step's last staged GEMV), router, gate_up and down, and the RMSNorm summing its combine (the final norm).
+  // The traced kernels' last launches in the step just ended: the last layer's QKV projection (the step's last
+  // staged GEMV triggering before its wait), attention, O projection (the last other staged GEMV), router,
+  // gate_up and down, and the RMSNorm summing its combine (the final norm).
   void add_phase_step() {
     CUDA_CHECK(cudaSetDevice(backend_.device_index()));  // the traced kernels' buffers are per device
     std::vector<PhaseAccumulator::Kernel> step;
