@@ -24,19 +24,13 @@ TPS_PHASE_TRACE_DEFINE(g_gemv_marks, TracedKernel::kGemvStaged)
 TPS_PHASE_TRACE_DEFINE(g_gemv_early_marks, TracedKernel::kGemvStagedTriggerEarly)
 // A launch that triggers before its wait (the QKV projection) marks into its own buffer, so that the O
 // projection after it does not overwrite its marks (kernels/phase_trace.h).
-#define TPS_GEMV_MARK(i)                     \
-  do {                                       \
-    if (trigger_before_wait)                 \
-      TPS_PHASE_MARK(g_gemv_early_marks, i); \
-    else                                     \
-      TPS_PHASE_MARK(g_gemv_marks, i);       \
-  } while (0)
-#define TPS_GEMV_MARK_AFTER_BLOCK(i)                     \
-  do {                                                   \
-    if (trigger_before_wait)                             \
-      TPS_PHASE_MARK_AFTER_BLOCK(g_gemv_early_marks, i); \
-    else                                                 \
-      TPS_PHASE_MARK_AFTER_BLOCK(g_gemv_marks, i);       \
+// MARK: TPS_PHASE_MARK or TPS_PHASE_MARK_AFTER_BLOCK.
+#define TPS_GEMV_MARK(MARK, i)     \
+  do {                             \
+    if (trigger_before_wait)       \
+      MARK(g_gemv_early_marks, i); \
+    else                           \
+      MARK(g_gemv_marks, i);       \
   } while (0)
 namespace {
 
@@ -52,7 +46,7 @@ template <int NT, typename Out, bool kXShared>
 __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
     gemv_staged_kernel(const GemvParams p, int tiles_per_block, int k_splits, int x_offset, int copy_groups,
                        bool weights_evict_first, int groups_in_flight, bool trigger_before_wait) {
-  TPS_GEMV_MARK(0);
+  TPS_GEMV_MARK(TPS_PHASE_MARK, 0);
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, q = lane % 4;
@@ -87,11 +81,11 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   // (the launch before) does not write.
   int merge_ranges = 0;
   if (kXShared && p.x_partials.out != nullptr) merge_ranges = attention_ranges_to_merge(p.x_partials);
-  TPS_GEMV_MARK(1);
+  TPS_GEMV_MARK(TPS_PHASE_MARK, 1);
 
   pdl_wait();  // the activations are predecessors' outputs
   if (!trigger_before_wait) pdl_trigger();
-  TPS_GEMV_MARK(2);
+  TPS_GEMV_MARK(TPS_PHASE_MARK, 2);
   const bf16* b[NT];  // token columns; tokens past the last read as zero
   if constexpr (kXShared) {
     const int vecs = p.k / kBf16PerVec;
@@ -107,7 +101,7 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   } else {
     global_token_columns<NT>(p.x, p.k, p.m, b);
   }
-  TPS_GEMV_MARK(3);
+  TPS_GEMV_MARK(TPS_PHASE_MARK, 3);
   float acc[NT][4] = {};
   for (int i = 0; i < copy_groups; ++i) {
     cp_async_wait_pending(copy_groups - 1 - i);  // this thread's group i; __syncwarp: the warp's, visible
@@ -118,13 +112,12 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   }
 
   __syncthreads();  // every warp is done with the weight rows: their space takes the partial tiles
-  TPS_GEMV_MARK(4);
+  TPS_GEMV_MARK(TPS_PHASE_MARK, 4);
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(smem), k_splits);
   if (split == 0) store_tile<NT, Out>(p, acc, tile_row0 + g, tile_row0 + g + 8, q);
-  TPS_GEMV_MARK_AFTER_BLOCK(5);
+  TPS_GEMV_MARK(TPS_PHASE_MARK_AFTER_BLOCK, 5);
 }
 #undef TPS_GEMV_MARK
-#undef TPS_GEMV_MARK_AFTER_BLOCK
 
 // T = the row tiles a block holds so that the SMs take the grid in one wave of up to blocks_per_sm blocks
 // each; S = k splits, so that each warp has >= 4 k blocks and the block at most 32 / (blocks an SM holds)
