@@ -100,14 +100,11 @@ struct PagedAttentionParams {
   // columns (kernels/paged_attention_key_rows.cuh), so that no accumulator row is empty. Results within
   // rounding of the row tiles' (the tensor cores sum in another order).
   bool key_rows = false;
-  // With key_rows: the block's warps split each tile's output dims (D / 4 each) instead of its keys, each
-  // computing every key's scores, so that the block's end needs no merge of its warps' outputs
-  // (kernels/paged_attention_key_rows.cuh). Results within rounding of the row tiles'.
+  // With key_rows: the block's warps split each tile's output dims (D / 4 each) instead of its keys. Each
+  // warp computes its 16 keys' scores of a tile, and the block shares the heads' max over the tile and the
+  // probabilities through shared memory (two block barriers a tile), so that the block's end needs no merge
+  // of its warps' outputs (kernels/paged_attention_key_rows.cuh). Results within rounding of the row tiles'.
   bool dim_split = false;
-  // With dim_split: each warp computes only its 16 keys' scores of a tile, and the block shares the heads'
-  // max over the tile and the probabilities through shared memory (two block barriers a tile) instead of
-  // every warp computing all the tile's scores.
-  bool shared_probabilities = false;
   // Folded prologue: the position-free loads (norm weights, inverse frequencies) go out first, and the first
   // token's slot beside the positions, so that a block reaches its first K/V copies two trips to memory after
   // its start rather than four (for A/B: the same results).

@@ -252,50 +252,13 @@ struct KeyRowsWarp : KeyRowsState<D, D / 16> {
   }
 };
 
-// PagedAttentionParams::dim_split: kWarpCount warps split a tile's dims instead of its keys. Each warp
-// computes all kTileKeys keys' scores (the same in every warp: the same mma on the same operands), so every
-// warp holds the heads' max and sum over the block's keys, and its D / kWarpCount dims of the output for all
-// of them: the block needs no merge of its warps' outputs, only their stores. Costs kTileKeys / 16 times the
-// scores' mma and K's shared-memory reads of KeyRowsWarp; the P V mma are as many.
-template <int D, int kTileKeys, int kWarpCount>
-struct KeyRowsDimSplitWarp : KeyRowsState<D, D / kWarpCount / 16> {
-  using State = KeyRowsState<D, D / kWarpCount / 16>;
-  using State::acc, State::kRowStride, State::limit, State::qb, State::run_max, State::run_sum;
-  static constexpr int kChunks = kTileKeys / 16;    // 16-key chunks of a tile
-  static constexpr int kWarpDims = D / kWarpCount;  // output dims a warp owns
-  static constexpr int kDimTiles = kWarpDims / 16;  // m tiles of V^T P^T (16 dims each)
-  static_assert(kTileKeys % 16 == 0 && kWarpDims % 16 == 0);
-
-  // Keys key0 .. key0 + kTileKeys - 1 (rows 0.. of the tiles), those at or past key_end or a head's limit
-  // masked; output dims dim0 .. dim0 + kWarpDims - 1.
-  __device__ __forceinline__ void tile(const bf16 (*k_tile)[kRowStride], const bf16 (*v_tile)[kRowStride],
-                                       int key0, int key_end, float q_scale, int dim0, int lane) {
-    float s[kChunks][4];
-    key_rows_scores<D>(s, qb, k_tile, 0, lane);
-    key_rows_mask(s, key0, key_end, limit, q_scale, lane);
-    key_rows_softmax(s, run_max, run_sum, acc);
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c)
-      if (key0 + 16 * c < key_end) key_rows_pv<D>(acc, s[c], v_tile, 16 * c, dim0, lane);
-  }
-
-  // The block's output rows 0..7 (heads), dims dim0.., into out_s [16][D + 8] (fp32); warp 0 also the heads'
-  // max and sum into max_s / sum_s (rows 8..15 none).
-  __device__ __forceinline__ void store(float* max_s, float* sum_s, float (*out_s)[D + 8], int dim0, int warp,
-                                        int lane) {
-    if (warp == 0) {
-      key_rows_sum_over_keys(run_sum);
-      key_rows_store_stats(run_max, run_sum, max_s, sum_s, lane);
-    }
-    key_rows_store_out<D>(acc, out_s, dim0, lane);
-  }
-};
-
-// PagedAttentionParams::dim_split with ::shared_probabilities: each warp computes its 16 keys' scores of a
-// tile (as KeyRowsWarp), the block shares the heads' max over the tile and P^T's fragments through shared
-// memory, and each warp then computes its D / kWarpCount output dims over all the tile's keys. Two block
-// barriers a tile instead of KeyRowsDimSplitWarp's fourfold scores; at the end, each warp's sums over its
-// keys are added, and no output is merged. Every warp keeps the same running max (the tile's, shared).
+// PagedAttentionParams::dim_split: kWarpCount warps split a tile's output dims instead of its keys. Each warp
+// computes its 16 keys' scores of a tile (as KeyRowsWarp), the block shares the heads' max over the tile and
+// P^T's fragments through shared memory, and each warp then computes its D / kWarpCount output dims over all
+// the tile's keys. Two block barriers a tile (every warp computing all the tile's scores instead, with no
+// barrier, measured 0.3% slower on the step and 3-7% slower alone: docs/PERF.md, forty-third session); at
+// the end, each warp's sums over its keys are added, and no output is merged. Every warp keeps the same
+// running max (the tile's, shared).
 template <int D, int kTileKeys, int kWarpCount>
 struct KeyRowsSharedProbabilitiesWarp : KeyRowsState<D, D / kWarpCount / 16> {
   using State = KeyRowsState<D, D / kWarpCount / 16>;

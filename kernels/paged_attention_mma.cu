@@ -18,9 +18,8 @@
 // PagedAttentionParams::key_rows (one-token steps, groups of up to 8 heads, head_dim 128): the tiles'
 // products transposed, keys as the mma rows (kernels/paged_attention_key_rows.cuh); the rest alike. With
 // PagedAttentionParams::dim_split as well, the warps split each tile's output dims instead of its keys, and
-// the block's end takes their outputs as they are, with no merge of the warps: each warp computing all the
-// tile's scores, or (PagedAttentionParams::shared_probabilities) its 16 keys' scores, the tile's max and P
-// shared through shared memory.
+// the block's end takes their outputs as they are, with no merge of the warps: each warp computes its 16
+// keys' scores, and the tile's max and P are shared through shared memory.
 #include <type_traits>
 
 #include "kernels/launch.h"
@@ -192,9 +191,8 @@ struct RowTilesWarp {
 };
 
 // The tiles' layout of an instance: rows (queries as the mma rows), keys as the rows (key_rows), and those
-// with the warps splitting dims (key_rows + dim_split), each computing all the tile's scores or sharing the
-// probabilities (+ shared_probabilities).
-enum class TileLayout { kRows, kKeyRows, kKeyRowsDimSplit, kKeyRowsSharedProbabilities };
+// with the warps splitting dims and sharing the probabilities (key_rows + dim_split).
+enum class TileLayout { kRows, kKeyRows, kKeyRowsSharedProbabilities };
 
 template <int D, TileLayout kLayout>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const PagedAttentionParams p) {
@@ -292,15 +290,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     TPS_PHASE_MARK(g_attention_marks, 4);
   }
   // The warp's tiles: q's fragments, its output, its rows' running max and sum.
-  constexpr bool kDimSplit = kLayout == TileLayout::kKeyRowsDimSplit,
-                 kSharedP = kLayout == TileLayout::kKeyRowsSharedProbabilities;
-  constexpr int kWarpDims = D / kWarps;  // kDimSplit, kSharedP: the output dims a warp owns
+  constexpr bool kSharedP = kLayout == TileLayout::kKeyRowsSharedProbabilities;
+  constexpr int kWarpDims = D / kWarps;  // kSharedP: the output dims a warp owns
   using SharedPWarp = KeyRowsSharedProbabilitiesWarp<D, kTileKeys, kWarps>;
-  std::conditional_t<
-      kLayout == TileLayout::kRows, RowTilesWarp<D>,
-      std::conditional_t<
-          kLayout == TileLayout::kKeyRows, KeyRowsWarp<D>,
-          std::conditional_t<kDimSplit, KeyRowsDimSplitWarp<D, kTileKeys, kWarps>, SharedPWarp>>>
+  std::conditional_t<kLayout == TileLayout::kRows, RowTilesWarp<D>,
+                     std::conditional_t<kLayout == TileLayout::kKeyRows, KeyRowsWarp<D>, SharedPWarp>>
       tiles;
   tiles.load_q(q_s, limit_s, lane);
   const float q_scale = p.scale * kLog2e;
@@ -325,9 +319,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
       __syncthreads();
     }
     const int key0 = kt + warp * kWarpKeys;  // this warp's first key
-    if constexpr (kDimSplit) {
-      tiles.tile(k_stage(stage), v_stage(stage), kt, b.key_end, q_scale, warp * kWarpDims, lane);
-    } else if constexpr (kSharedP) {
+    if constexpr (kSharedP) {
       // q_s is in registers (qb) since before the first tile's barrier: its shared memory holds the tile's
       // P^T fragments. Every warp passes both barriers, those without keys in the tile too (their P is 0).
       static_assert(sizeof(typename SharedPWarp::Probabilities) <= sizeof(q_s));
@@ -350,27 +342,20 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   // This thread's rows (pv_row_group + i * kPvRowGroups): their max and sum, and the block's unnormalised
   // output at dims dim_group * 4 .. + 3.
   float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread], out[T::kPvRowsPerThread][4] = {};
-  if constexpr (kDimSplit || kSharedP) {
-    // No merge: the warps' dims of the block's output and the heads' stats, stored, are the block's (with
-    // kSharedP, the heads' sums are the warps' added).
+  if constexpr (kSharedP) {
+    // No merge: the warps' dims of the block's output and the heads' stats, stored, are the block's (the
+    // heads' sums are the warps' added).
     auto out_s = reinterpret_cast<float(*)[S::kOutStride]>(smem);  // the K/V stages are free
-    if constexpr (kDimSplit)
-      tiles.store(max_s, sum_s, out_s, warp * kWarpDims, warp, lane);
-    else
-      tiles.store(max_s, warp_sum_s[warp], out_s, warp * kWarpDims, warp, lane);
+    tiles.store(max_s, warp_sum_s[warp], out_s, warp * kWarpDims, warp, lane);
     __syncthreads();
     TPS_PHASE_MARK(g_attention_marks, 13);
-    if constexpr (kDimSplit) {
-      load_row_stats<T>(max_s, sum_s, pv_row_group, row_max, row_sum);
-    } else {
 #pragma unroll
-      for (int i = 0; i < T::kPvRowsPerThread; ++i) {
-        const int r = pv_row_group + i * T::kPvRowGroups;
-        row_max[i] = max_s[r], row_sum[i] = 0.0f;
-        if (r < kMmaCols)
+    for (int i = 0; i < T::kPvRowsPerThread; ++i) {
+      const int r = pv_row_group + i * T::kPvRowGroups;
+      row_max[i] = max_s[r], row_sum[i] = 0.0f;
+      if (r < kMmaCols)
 #pragma unroll
-          for (int w = 0; w < kWarps; ++w) row_sum[i] += warp_sum_s[w][r];
-      }
+        for (int w = 0; w < kWarps; ++w) row_sum[i] += warp_sum_s[w][r];
     }
 #pragma unroll
     for (int i = 0; i < T::kPvRowsPerThread; ++i) {
@@ -429,12 +414,10 @@ void launch_for_head_dim(const PagedAttentionParams& p, cudaStream_t stream, con
   // shape it is for; one instance more to build).
   const bool key_rows = D == 128 && p.key_rows && p.max_query_len == 1 && group <= kMmaCols;
   constexpr TileLayout kKeyRows = D == 128 ? TileLayout::kKeyRows : TileLayout::kRows;
-  constexpr TileLayout kDimSplit = D == 128 ? TileLayout::kKeyRowsDimSplit : TileLayout::kRows;
   constexpr TileLayout kSharedP = D == 128 ? TileLayout::kKeyRowsSharedProbabilities : TileLayout::kRows;
-  auto kernel = !key_rows                               ? paged_attention_mma_kernel<D, TileLayout::kRows>
-                : p.dim_split && p.shared_probabilities ? paged_attention_mma_kernel<D, kSharedP>
-                : p.dim_split                           ? paged_attention_mma_kernel<D, kDimSplit>
-                                                        : paged_attention_mma_kernel<D, kKeyRows>;
+  auto kernel = !key_rows     ? paged_attention_mma_kernel<D, TileLayout::kRows>
+                : p.dim_split ? paged_attention_mma_kernel<D, kSharedP>
+                              : paged_attention_mma_kernel<D, kKeyRows>;
   launch(policy, Site::kDecodeAttention, Pdl::kEnrolled, kernel, grid, dim3(kThreads),
          MmaShape<D>::kSmemBytes, stream, p);
 }

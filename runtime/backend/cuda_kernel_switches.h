@@ -99,16 +99,13 @@ struct CudaKernelSwitches {
   // registers a thread against the row tiles' 164. The default since the forty-second session (docs/PERF.md).
   bool attention_one_token_key_rows = true;
   // With attention_one_token_key_rows: the block's 4 warps split each tile's output dims (32 each at head_dim
-  // 128) instead of its keys, each computing all 64 keys' scores (PagedAttentionParams::dim_split), so that
-  // the block's end needs no merge of its warps' outputs. Within rounding of the row tiles. -0.62% on the
-  // step at c = 1 (H100, forty-second session, docs/PERF.md).
+  // 128) instead of its keys (PagedAttentionParams::dim_split): each warp computes its 16 keys' scores, and
+  // the block shares the heads' max over the tile and the probabilities through shared memory (two block
+  // barriers a tile), so that the block's end needs no merge of its warps' outputs. Within rounding of the
+  // row tiles. Against the warps splitting keys, H100: -0.18% at c = 1 and +0.26% at c = 4 for every warp
+  // computing all the scores, which the shared probabilities beat by 0.3% at c = 1 and 4 (forty-second and
+  // forty-third sessions, docs/PERF.md; that form's code is removed).
   bool attention_one_token_dim_split = true;
-  // With attention_one_token_dim_split: each warp computes only its 16 keys' scores of a tile, and the block
-  // shares the heads' max over the tile and the probabilities through shared memory (two block barriers a
-  // tile; PagedAttentionParams::shared_probabilities) instead of every warp computing all 64 keys' scores.
-  // Its tiles end 1.6 us sooner and the block 1.35 us sooner than the plain dim split's (phase marks, H100,
-  // forty-third session); c = 1 noise, c = 4 -0.50% (docs/PERF.md).
-  bool attention_dim_split_shared_probabilities = true;
   // With the folded prologue, the tensor-core decode attention issues its position-free loads (norm weights,
   // inverse frequencies) before reading its place and positions, and the token's slot beside the positions
   // (PagedAttentionParams::prologue_loads_first): the block with the token's own key made four dependent
@@ -233,7 +230,6 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_trigger_after_keys", switches.attention_trigger_after_keys);
   visit("attention_one_token_key_rows", switches.attention_one_token_key_rows);
   visit("attention_one_token_dim_split", switches.attention_one_token_dim_split);
-  visit("attention_dim_split_shared_probabilities", switches.attention_dim_split_shared_probabilities);
   visit("attention_prologue_loads_first", switches.attention_prologue_loads_first);
   visit("attention_ranges_outermost_max_tokens", switches.attention_ranges_outermost_max_tokens, 0, 4096);
   visit("moe_one_token_direct", switches.moe_one_token_direct);

@@ -29,7 +29,6 @@ struct PrologueSwitches {
   bool prologue_loads_first = true;  // runtime.attention_prologue_loads_first
   bool key_rows = false;             // runtime.attention_one_token_key_rows
   bool dim_split = false;            // runtime.attention_one_token_dim_split
-  bool shared_p = false;             // runtime.attention_dim_split_shared_probabilities
 };
 
 // The op on a random cache and random qkv (the same values for every `fused`): eagerly, then captured in a
@@ -46,7 +45,6 @@ PrologueResult run_prologue(const AttentionCase& c, bool fused, int split_keys, 
   options.kernels.attention_prologue_loads_first = sw.prologue_loads_first;
   options.kernels.attention_one_token_key_rows = sw.key_rows;
   options.kernels.attention_one_token_dim_split = sw.dim_split;
-  options.kernels.attention_dim_split_shared_probabilities = sw.shared_p;
   options.kernels.attention_split_keys = split_keys;
   options.kernels.attention_split_min_keys = 0;  // ranges of split_keys, however short
   options.kernels.attention_fused_prologue = fused;
@@ -170,8 +168,7 @@ TEST_P(AttentionPrologueTest, RangesOutermostGiveTheSameBits) {
 }
 
 // Keys as the mma rows (runtime.attention_one_token_key_rows; head_dim 128, groups of up to 8), with the
-// warps splitting keys and splitting dims (runtime.attention_one_token_dim_split, each warp computing all the
-// scores or the probabilities shared: runtime.attention_dim_split_shared_probabilities): the CPU's results
+// warps splitting keys and splitting dims (runtime.attention_one_token_dim_split): the CPU's results
 // within tolerance, and the row tiles' within rounding (the tensor cores sum in another order), at ranges of
 // 16, 32 and 96 keys planned for the step's context and a longer one, with and without a token lacking a slot
 // (the token's own key patched into the last tile either way).
@@ -183,17 +180,13 @@ TEST_P(AttentionPrologueTest, KeyRowsMatchTheRowTiles) {
     for (int planned : {0, 40960})
       for (int no_slot : {-1, last_seq}) {
         const PrologueResult rows = run_prologue(c, true, split_keys, planned, no_slot);
-        // 0: warps splitting keys; 1: dims, each warp all the scores; 2: dims, the probabilities shared.
-        for (int layout : {0, 1, 2}) {
-          const char* layouts[] = {"", ", warps splitting dims",
-                                   ", warps splitting dims, probabilities shared"};
+        for (bool dim_split : {false, true}) {
           const std::string what = describe(c) + ", ranges of " + std::to_string(split_keys) +
                                    " keys, planned for " + std::to_string(planned) +
                                    (no_slot < 0 ? "" : ", last sequence without a slot") + ", key rows" +
-                                   layouts[layout];
+                                   (dim_split ? ", warps splitting dims" : "");
           const PrologueResult keys =
-              run_prologue(c, true, split_keys, planned, no_slot,
-                           {.key_rows = true, .dim_split = layout > 0, .shared_p = layout == 2});
+              run_prologue(c, true, split_keys, planned, no_slot, {.key_rows = true, .dim_split = dim_split});
           expect_matches_cpu(what, keys);
           expect_close(what + ": against the row tiles", rows.out, keys.out, {2e-3f * rms(rows.out), 1e-2f});
           expect_close(what + ": k cache against the row tiles", rows.k_cache, keys.k_cache, {0.0f, 0.0f});

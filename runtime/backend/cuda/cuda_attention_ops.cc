@@ -107,7 +107,6 @@ kernels::PagedAttentionParams CudaBackend::attention_params(int num_q_heads, int
   p.trigger_after_keys = options_.kernels.attention_trigger_after_keys;
   p.key_rows = options_.kernels.attention_one_token_key_rows;
   p.dim_split = options_.kernels.attention_one_token_dim_split;
-  p.shared_probabilities = options_.kernels.attention_dim_split_shared_probabilities;
   p.prologue_loads_first = options_.kernels.attention_prologue_loads_first;
   p.split_keys = options_.kernels.attention_split_keys;
   p.split_growth = options_.kernels.attention_split_growth;
