@@ -44,50 +44,39 @@ __device__ __forceinline__ void load_head_limits(int (&limit)[2], const int* lim
   limit[0] = limit_s[2 * (lane % 4)], limit[1] = limit_s[2 * (lane % 4) + 1];
 }
 
-// S^T for kChunks chunks of 16 keys, rows key_row + 16 c .. + 15 of k_tile: s[c] = (key g, heads 2q,
-// 2q + 1), (key g + 8, ..), unscaled.
-template <int D, int kChunks>
-__device__ __forceinline__ void key_rows_scores(float (&s)[kChunks][4], const uint32_t (&qb)[D / 16][2],
+// S^T for 16 keys, rows key_row .. + 15 of k_tile: s = (key g, heads 2q, 2q + 1), (key g + 8, ..), unscaled.
+template <int D>
+__device__ __forceinline__ void key_rows_scores(float (&s)[4], const uint32_t (&qb)[D / 16][2],
                                                 const bf16 (*k_tile)[D + 8], int key_row, int lane) {
   // K's matrices m: keys 8 (m % 2) .., dims 8 (m / 2) .. of a k step (A fragments a0..a3).
   const int m = lane / 8, key = key_row + lane % 8 + (m % 2) * 8, col = (m / 2) * 8;
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c)
+  for (int i = 0; i < 4; ++i) s[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) s[c][i] = 0.0f;
-#pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks)
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      uint32_t ka[4];
-      ldmatrix_x4(ka, &k_tile[key + 16 * c][ks * 16 + col]);
-      mma_bf16_16816(s[c], ka[0], ka[1], ka[2], ka[3], qb[ks][0], qb[ks][1]);
-    }
+  for (int ks = 0; ks < D / 16; ++ks) {
+    uint32_t ka[4];
+    ldmatrix_x4(ka, &k_tile[key][ks * 16 + col]);
+    mma_bf16_16816(s, ka[0], ka[1], ka[2], ka[3], qb[ks][0], qb[ks][1]);
+  }
 }
 
 // The scores scaled by q_scale (log2 units), those of keys at or past key_end or past a head's causal limit
-// (limit[h]: head 2q + h's) -inf. key0: the key of s[0]'s row 0.
-template <int kChunks>
-__device__ __forceinline__ void key_rows_mask(float (&s)[kChunks][4], int key0, int key_end,
-                                              const int (&limit)[2], float q_scale, int lane) {
+// (limit[h]: head 2q + h's) -inf. key0: the key of s's row 0.
+__device__ __forceinline__ void key_rows_mask(float (&s)[4], int key0, int key_end, const int (&limit)[2],
+                                              float q_scale, int lane) {
   const int g = lane / 4;
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int j = key0 + 16 * c + g + (i / 2) * 8;
-      s[c][i] = j < key_end && j < limit[i % 2] ? s[c][i] * q_scale : -INFINITY;
-    }
+  for (int i = 0; i < 4; ++i) {
+    const int j = key0 + g + (i / 2) * 8;
+    s[i] = j < key_end && j < limit[i % 2] ? s[i] * q_scale : -INFINITY;
+  }
 }
 
 // The max of heads 2q, 2q + 1 over a warp's masked scores s (every lane of one q gets it).
-template <int kChunks>
-__device__ __forceinline__ void key_rows_warp_max(const float (&s)[kChunks][4], float (&tile_max)[2]) {
+__device__ __forceinline__ void key_rows_warp_max(const float (&s)[4], float (&tile_max)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    tile_max[h] = -INFINITY;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) tile_max[h] = fmaxf(tile_max[h], fmaxf(s[c][h], s[c][h + 2]));
+    tile_max[h] = fmaxf(-INFINITY, fmaxf(s[h], s[h + 2]));  // -inf, not NaN, where both are NaN
 #pragma unroll
     for (int step = 4; step < kWarpSize; step *= 2)
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], step));
@@ -97,8 +86,8 @@ __device__ __forceinline__ void key_rows_warp_max(const float (&s)[kChunks][4], 
 // The online softmax's step for heads 2q, 2q + 1 over a tile's masked scores s, whose max is tile_max: the
 // heads' running max and sum (this thread's keys) updated, the scores made exp2(s - max), and the output acc
 // [tiles][4] (O^T fragments: (dim, heads 2q, 2q + 1), (dim + 8, ..)) scaled for the new max.
-template <int kChunks, int kDimTiles>
-__device__ __forceinline__ void key_rows_softmax(float (&s)[kChunks][4], const float (&tile_max)[2],
+template <int kDimTiles>
+__device__ __forceinline__ void key_rows_softmax(float (&s)[4], const float (&tile_max)[2],
                                                  float (&run_max)[2], float (&run_sum)[2],
                                                  float (&acc)[kDimTiles][4]) {
   float alpha[2];
@@ -110,22 +99,20 @@ __device__ __forceinline__ void key_rows_softmax(float (&s)[kChunks][4], const f
     run_sum[h] *= alpha[h];
   }
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float mx = run_max[i % 2];
-      s[c][i] = mx != -INFINITY ? exp2f(s[c][i] - mx) : 0.0f;
-      run_sum[i % 2] += s[c][i];
-    }
+  for (int i = 0; i < 4; ++i) {
+    const float mx = run_max[i % 2];
+    s[i] = mx != -INFINITY ? exp2f(s[i] - mx) : 0.0f;
+    run_sum[i % 2] += s[i];
+  }
 #pragma unroll
   for (int n = 0; n < kDimTiles; ++n)
     acc[n][0] *= alpha[0], acc[n][1] *= alpha[1], acc[n][2] *= alpha[0], acc[n][3] *= alpha[1];
 }
 
 // The same with the max over the warp's own scores.
-template <int kChunks, int kDimTiles>
-__device__ __forceinline__ void key_rows_softmax(float (&s)[kChunks][4], float (&run_max)[2],
-                                                 float (&run_sum)[2], float (&acc)[kDimTiles][4]) {
+template <int kDimTiles>
+__device__ __forceinline__ void key_rows_softmax(float (&s)[4], float (&run_max)[2], float (&run_sum)[2],
+                                                 float (&acc)[kDimTiles][4]) {
   float tile_max[2];
   key_rows_warp_max(s, tile_max);
   key_rows_softmax(s, tile_max, run_max, run_sum, acc);
@@ -235,11 +222,11 @@ struct KeyRowsWarp : KeyRowsState<D, D / 16> {
   __device__ __forceinline__ void tile(const bf16 (*k_tile)[kRowStride], const bf16 (*v_tile)[kRowStride],
                                        int warp_key, int key0, int key_end, float q_scale, int lane,
                                        bool /*first_tile*/) {
-    float s[1][4];
+    float s[4];
     key_rows_scores<D>(s, qb, k_tile, warp_key, lane);
     key_rows_mask(s, key0, key_end, limit, q_scale, lane);
     key_rows_softmax(s, run_max, run_sum, acc);
-    key_rows_pv<D>(acc, s[0], v_tile, warp_key, 0, lane);
+    key_rows_pv<D>(acc, s, v_tile, warp_key, 0, lane);
   }
 
   // The warp's rows for the block's merge of its warps: max and sum of rows (heads) 0..15 (8..15 none) and
@@ -269,7 +256,7 @@ struct KeyRowsSharedProbabilitiesWarp : KeyRowsState<D, D / kWarpCount / 16> {
   static_assert(kChunks == kWarpCount && kWarpDims % 16 == 0);
   // P^T's fragments of chunk c, as key_rows_p_fragments makes them: [c][fragment][lane].
   using Probabilities = uint32_t[kChunks][4][kWarpSize];
-  float s[1][4];  // the warp's chunk of the tile: scores, then probabilities
+  float s[4];  // the warp's chunk of the tile: scores, then probabilities
 
   // Step 1 of a tile: the scores of keys key0 .. key0 + 15 (rows warp_key .. + 15 of k_tile), masked as
   // KeyRowsWarp does, and the warp's max of each head into warp_max [8] (heads).
@@ -295,7 +282,7 @@ struct KeyRowsSharedProbabilitiesWarp : KeyRowsState<D, D / kWarpCount / 16> {
       tile_max[1] = fmaxf(tile_max[1], warp_max_s[w][2 * q + 1]);
     key_rows_softmax(s, tile_max, run_max, run_sum, acc);
     uint32_t p[4];
-    key_rows_p_fragments(s[0], p);
+    key_rows_p_fragments(s, p);
 #pragma unroll
     for (int f = 0; f < 4; ++f) p_s[warp][f][lane] = p[f];
   }
