@@ -97,6 +97,11 @@ LaunchPhases summarize_launch(const std::vector<kernels::PhaseMark>& marks, int 
 
 void PhaseAccumulator::add_step(const std::vector<Kernel>& kernels) {
   ++steps_;
+  if (!kernels.empty() &&
+      std::all_of(kernels.begin(), kernels.end(), [](const Kernel& k) { return k.phases.present; })) {
+    chain_name_ = kernels.front().name + " -> " + kernels.back().name;
+    chain_.push_back(us_between(kernels.front().phases.t0_ns, kernels.back().phases.end_ns));
+  }
   const Kernel* previous = nullptr;
   for (const Kernel& k : kernels) {
     if (!k.phases.present) {
@@ -158,6 +163,12 @@ void PhaseAccumulator::report(std::ostream& out) const {
   for (const std::string& gap : gap_order_) {
     std::snprintf(line, sizeof line, "  gap %s: %.2f us (last block's last mark -> first PDL wait return)\n",
                   gap.c_str(), median_present(gaps_.at(gap)));
+    out << line;
+  }
+  if (!chain_.empty()) {
+    std::snprintf(line, sizeof line,
+                  "  chain %s: %.2f us (first PDL wait return -> last block's last mark; %zu steps)\n",
+                  chain_name_.c_str(), median_present(chain_), chain_.size());
     out << line;
   }
 }

@@ -33,8 +33,10 @@ struct LaunchPhases {
 LaunchPhases summarize_launch(const std::vector<kernels::PhaseMark>& marks, int marks_per_block,
                               int wait_mark);
 
-// Medians over steps of each traced kernel's LaunchPhases, and of the gaps between consecutive kernels of
-// a step (next.t0 - previous.end, in the order add_step receives them).
+// Medians over steps of each traced kernel's LaunchPhases, of the gaps between consecutive kernels of a step
+// (next.t0 - previous.end, in the order add_step receives them), and of the chain: the last kernel's end
+// from the first one's wait return, in steps where every kernel was traced (the traced launches being
+// consecutive, it is their ends after their waits and the gaps added up).
 class PhaseAccumulator {
  public:
   struct Kernel {
@@ -57,6 +59,8 @@ class PhaseAccumulator {
   std::map<std::string, Samples> kernels_;
   std::map<std::string, std::vector<double>> gaps_;  // "a -> b": next first wait return - previous end, us
   std::vector<std::string> gap_order_;
+  std::vector<double> chain_;  // per step with every kernel present: last end - first t0, us
+  std::string chain_name_;     // "first -> last"
 };
 
 }  // namespace tpserve::bench

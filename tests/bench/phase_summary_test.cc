@@ -106,6 +106,8 @@ TEST(PhaseSummary, MediansOverStepsAndTheGapsBetweenKernels) {
   EXPECT_NE(text.find("3.00"), std::string::npos) << text;
   EXPECT_EQ(text.find("5.00"), std::string::npos) << text;  // not the mean
   EXPECT_NE(text.find("gap a -> b: 2.00 us"), std::string::npos) << text;
+  // b's end from a's wait: a's end (2, 3, 10) + the gap (2) + b's end after its wait (2).
+  EXPECT_NE(text.find("chain a -> b: 7.00 us"), std::string::npos) << text;
   EXPECT_EQ(text.find(" x "), std::string::npos) << text;       // a mark no block reached is not listed
   EXPECT_EQ(text.find("recorded"), std::string::npos) << text;  // every block recorded
 }
