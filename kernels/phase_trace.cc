@@ -28,6 +28,20 @@ template <>
 PhaseMark* buffer_address<TracedKernel::kMoeDownStaged>();
 template <>
 PhaseMark* buffer_address<TracedKernel::kRmsNorm>();
+template <>
+PhaseTraceControl* control_address<TracedKernel::kGemvStagedTriggerEarly>();
+template <>
+PhaseTraceControl* control_address<TracedKernel::kDecodeAttention>();
+template <>
+PhaseTraceControl* control_address<TracedKernel::kGemvStaged>();
+template <>
+PhaseTraceControl* control_address<TracedKernel::kRouterFused>();
+template <>
+PhaseTraceControl* control_address<TracedKernel::kMoeGateUpBulk>();
+template <>
+PhaseTraceControl* control_address<TracedKernel::kMoeDownStaged>();
+template <>
+PhaseTraceControl* control_address<TracedKernel::kRmsNorm>();
 }  // namespace phase_trace_detail
 
 namespace {
@@ -51,6 +65,27 @@ PhaseMark* buffer_of(TracedKernel k) {
       return buffer_address<TracedKernel::kMoeDownStaged>();
     case TracedKernel::kRmsNorm:
       return buffer_address<TracedKernel::kRmsNorm>();
+  }
+  return nullptr;
+}
+
+PhaseTraceControl* control_of(TracedKernel k) {
+  using namespace phase_trace_detail;
+  switch (k) {
+    case TracedKernel::kGemvStagedTriggerEarly:
+      return control_address<TracedKernel::kGemvStagedTriggerEarly>();
+    case TracedKernel::kDecodeAttention:
+      return control_address<TracedKernel::kDecodeAttention>();
+    case TracedKernel::kGemvStaged:
+      return control_address<TracedKernel::kGemvStaged>();
+    case TracedKernel::kRouterFused:
+      return control_address<TracedKernel::kRouterFused>();
+    case TracedKernel::kMoeGateUpBulk:
+      return control_address<TracedKernel::kMoeGateUpBulk>();
+    case TracedKernel::kMoeDownStaged:
+      return control_address<TracedKernel::kMoeDownStaged>();
+    case TracedKernel::kRmsNorm:
+      return control_address<TracedKernel::kRmsNorm>();
   }
   return nullptr;
 }
@@ -109,6 +144,15 @@ void clear_phase_traces() {
 #if defined(TPSERVE_PHASE_TRACE)
   for (TracedKernel k : kTracedKernels) CUDA_CHECK(cudaMemset(buffer_of(k), 0, kBufferBytes));
   CUDA_CHECK(cudaDeviceSynchronize());
+#endif
+}
+
+void set_phase_trace_launch([[maybe_unused]] TracedKernel k, [[maybe_unused]] int launch) {
+#if defined(TPSERVE_PHASE_TRACE)
+  const PhaseTraceControl control{.launch = launch < 0 ? -1 : launch, .blocks_entered = 0};
+  CUDA_CHECK(cudaDeviceSynchronize());  // no launch of the previous step still counting
+  CUDA_CHECK(cudaMemcpy(control_of(k), &control, sizeof(control), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaDeviceSynchronize());  // landed before the step's kernels (on the backend's own stream)
 #endif
 }
 

@@ -15,13 +15,22 @@
 
 namespace tpserve::kernels::phase_trace_detail {
 
-__device__ __forceinline__ void mark(PhaseMark* buffer, int i) {
+// Thread 0 of the block records mark i; at mark 0 (the entry) it also decides whether this launch records
+// (PhaseTraceControl) and keeps the answer in shared memory for the block's later marks.
+__device__ __forceinline__ void mark(PhaseMark* buffer, PhaseTraceControl* control, int i) {
   if (threadIdx.x != 0) return;
+  __shared__ bool recording;
+  const uint32_t grid = gridDim.x * gridDim.y * gridDim.z;
+  if (i == 0) {
+    const int launch = control->launch;
+    recording = launch < 0 || atomicAdd(&control->blocks_entered, 1u) / grid == static_cast<uint32_t>(launch);
+  }
+  if (!recording) return;
   const int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   if (block >= kPhaseTraceBlocks) return;
   uint64_t ns;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns)::"memory");
-  buffer[block * kPhaseTraceMarks + i] = PhaseMark{ns, clock64(), gridDim.x * gridDim.y * gridDim.z};
+  buffer[block * kPhaseTraceMarks + i] = PhaseMark{ns, clock64(), grid};
 }
 
 }  // namespace tpserve::kernels::phase_trace_detail
@@ -30,15 +39,23 @@ __device__ __forceinline__ void mark(PhaseMark* buffer, int i) {
 #define TPS_PHASE_TRACE_DEFINE(buffer, K)                                   \
   namespace phase_trace_detail {                                            \
   static __device__ PhaseMark buffer[kPhaseTraceBlocks * kPhaseTraceMarks]; \
+  static __device__ PhaseTraceControl buffer##_control;                     \
   template <>                                                               \
   PhaseMark* buffer_address<K>() {                                          \
     void* address = nullptr;                                                \
     CUDA_CHECK(cudaGetSymbolAddress(&address, buffer));                     \
     return static_cast<PhaseMark*>(address);                                \
   }                                                                         \
+  template <>                                                               \
+  PhaseTraceControl* control_address<K>() {                                 \
+    void* address = nullptr;                                                \
+    CUDA_CHECK(cudaGetSymbolAddress(&address, buffer##_control));           \
+    return static_cast<PhaseTraceControl*>(address);                        \
+  }                                                                         \
   }
-#define TPS_PHASE_MARK(buffer, i) \
-  ::tpserve::kernels::phase_trace_detail::mark(phase_trace_detail::buffer, (i))
+#define TPS_PHASE_MARK(buffer, i)                                          \
+  ::tpserve::kernels::phase_trace_detail::mark(phase_trace_detail::buffer, \
+                                               &phase_trace_detail::buffer##_control, (i))
 #define TPS_PHASE_MARK_AFTER_BLOCK(buffer, i) \
   do {                                        \
     __syncthreads();                          \

@@ -5,7 +5,8 @@
 // Thread 0 of every block of a traced kernel records, at named points of its code, the GPU's global timer
 // (%globaltimer, ns, common to all SMs) and its SM's cycle counter (clock64, for durations within a block).
 // Each traced kernel has one buffer [kPhaseTraceBlocks][kPhaseTraceMarks] that every launch overwrites, so
-// after a run it holds the last launch of that kernel (in a decode step: the last layer's); a mark a block
+// after a run it holds the last launch of that kernel (in a decode step: the last layer's), unless
+// set_phase_trace_launch() chose another launch of the step to record (below); a mark a block
 // did not reach in that launch keeps an older launch's time, which readers drop by taking only marks at or
 // after the block's own entry mark (mark 0), and a block of an earlier launch with a larger grid by its grid
 // size (bench/common/phase_summary.h).
@@ -22,6 +23,14 @@ inline constexpr int kPhaseTraceMarks = 14;     // marks a block
 // Every traced kernel's mark 0 is its entry (bench/common/phase_summary.h relies on it) and mark 2 its
 // return from the PDL wait.
 inline constexpr int kPhaseMarkWaitReturned = 2;
+
+// Which launch a traced kernel records: its blocks count themselves at their entry mark (mark 0, an atomic
+// on blocks_entered), and block b of the step's launch b / grid blocks records where that is `launch`.
+// launch -1: every launch records (the last one's marks remain), no counting.
+struct PhaseTraceControl {
+  int launch = -1;
+  uint32_t blocks_entered = 0;
+};
 
 struct PhaseMark {
   uint64_t global_ns = 0;    // %globaltimer
@@ -62,12 +71,18 @@ bool phase_trace_built();
 std::vector<PhaseMark> read_phase_trace(TracedKernel k);
 // Zeroes every traced kernel's buffer (so that blocks a later launch does not reach read as absent).
 void clear_phase_traces();
+// Before a step: kernel k records its launch `launch` of the step (counted from 0; -1: every launch, the last
+// one's marks remaining) and counts its launches from 0 again. The count is in blocks, so every launch of k
+// in the step must have the same grid (a decode step's launches of each traced kernel do). Synchronizes.
+void set_phase_trace_launch(TracedKernel k, int launch);
 
 namespace phase_trace_detail {
 // The device address of a traced kernel's buffer, which its .cu file defines (TPS_PHASE_TRACE_DEFINE,
 // kernels/phase_trace.cuh) and phase_trace.cc reads and clears.
 template <TracedKernel K>
 PhaseMark* buffer_address();
+template <TracedKernel K>
+PhaseTraceControl* control_address();
 }  // namespace phase_trace_detail
 
 }  // namespace tpserve::kernels

@@ -134,11 +134,10 @@ void PhaseAccumulator::add_step(const std::vector<Kernel>& kernels) {
   }
 }
 
-void PhaseAccumulator::report(std::ostream& out) const {
+void PhaseAccumulator::report(std::ostream& out, const std::string& launches) const {
   char line[256];
-  out << "phase marks: medians over " << steps_
-      << " decode steps of each kernel's last launch in the step; us from the launch's first PDL wait "
-         "return\n";
+  out << "phase marks: medians over " << steps_ << " decode steps of " << launches
+      << "; us from the launch's first PDL wait return\n";
   for (const std::string& name : order_) {
     const Samples& s = kernels_.at(name);
     const double recorded = median_present(s.launch_blocks), grid = median_present(s.grid_blocks);

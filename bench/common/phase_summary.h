@@ -46,7 +46,8 @@ class PhaseAccumulator {
   };
   void add_step(const std::vector<Kernel>& kernels);
   int steps() const { return steps_; }
-  void report(std::ostream& out) const;
+  // launches: which launch of each kernel the marks are from (the report's first line).
+  void report(std::ostream& out, const std::string& launches = "each kernel's last launch in the step") const;
 
  private:
   struct Samples {

@@ -29,11 +29,14 @@ constexpr int kReps = 9;
 
 class CudaProbe final : public DeviceProbe {
  public:
-  CudaProbe(CudaBackend& backend, bool gpu_busy, bool phase_trace)
-      : backend_(backend), gpu_busy_(gpu_busy), phase_trace_(phase_trace) {
+  CudaProbe(CudaBackend& backend, bool gpu_busy, bool phase_trace, int phase_trace_layer)
+      : backend_(backend), gpu_busy_(gpu_busy), phase_trace_(phase_trace), layer_(phase_trace_layer) {
     TPS_CHECK(!phase_trace_ || kernels::phase_trace_built(),
               "--phase-trace needs kernels built with phase marks (cmake -DTPSERVE_PHASE_TRACE=ON)");
-    if (phase_trace_) kernels::clear_phase_traces();
+    if (phase_trace_) {
+      kernels::clear_phase_traces();
+      for (kernels::TracedKernel k : kernels::kTracedKernels) kernels::set_phase_trace_launch(k, -1);
+    }
 #if TPSERVE_HAVE_CUPTI
     if (gpu_busy_) CuptiBusyTracer::instance().start();
 #else
@@ -71,6 +74,11 @@ class CudaProbe final : public DeviceProbe {
   }
 
   void step_begin() override {
+    // Layer L's launches: each traced kernel's L-th of the step, but the RMSNorm's (L + 1)-th, the one that
+    // sums layer L's MoE (a decode step's first RMSNorm is layer 0's input norm).
+    if (phase_trace_ && layer_ >= 0)
+      for (kernels::TracedKernel k : kernels::kTracedKernels)
+        kernels::set_phase_trace_launch(k, k == kernels::TracedKernel::kRmsNorm ? layer_ + 1 : layer_);
 #if TPSERVE_HAVE_CUPTI
     if (gpu_busy_) {
       CUDA_CHECK(cudaStreamSynchronize(backend_.stream()));  // earlier work must not count
@@ -92,7 +100,8 @@ class CudaProbe final : public DeviceProbe {
   std::string take_phase_report() override {
     if (!phase_trace_ || phases_.steps() == 0) return {};
     std::ostringstream out;
-    phases_.report(out);
+    phases_.report(out, layer_ < 0 ? "each kernel's last launch in the step"
+                                   : "layer " + std::to_string(layer_) + "'s launches of each kernel");
     phases_ = PhaseAccumulator{};
     return out.str();
   }
@@ -109,9 +118,10 @@ class CudaProbe final : public DeviceProbe {
   }
 
  private:
-  // The traced kernels' last launches in the step just ended: the last layer's QKV projection (the step's last
-  // staged GEMV triggering before its wait), attention, O projection (the last other staged GEMV), router,
-  // gate_up and down, and the RMSNorm summing its combine (the final norm).
+  // The traced kernels' launches in the step just ended: by default their last ones, the last layer's QKV
+  // projection (the step's last staged GEMV triggering before its wait), attention, O projection (the last
+  // other staged GEMV), router, gate_up and down, and the RMSNorm summing its combine (the final norm); with
+  // --phase-trace-layer, that layer's (step_begin()).
   void add_phase_step() {
     CUDA_CHECK(cudaSetDevice(backend_.device_index()));  // the traced kernels' buffers are per device
     std::vector<PhaseAccumulator::Kernel> step;
@@ -132,6 +142,7 @@ class CudaProbe final : public DeviceProbe {
   CudaBackend& backend_;
   bool gpu_busy_ = false;
   bool phase_trace_ = false;
+  int layer_ = -1;  // the layer traced (--phase-trace-layer); -1: each kernel's last launch
   PhaseAccumulator phases_;
   [[maybe_unused]] uint64_t since_ns_ = 0;
   std::map<std::string, KernelTime> kernels_;  // kept steps since the last take_kernel_times()
@@ -139,9 +150,11 @@ class CudaProbe final : public DeviceProbe {
 
 }  // namespace
 
-std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy, bool phase_trace) {
+std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy, bool phase_trace,
+                                                    int phase_trace_layer) {
   auto* cuda = dynamic_cast<CudaBackend*>(&backend);
-  return cuda == nullptr ? nullptr : std::make_unique<CudaProbe>(*cuda, gpu_busy, phase_trace);
+  return cuda == nullptr ? nullptr
+                         : std::make_unique<CudaProbe>(*cuda, gpu_busy, phase_trace, phase_trace_layer);
 }
 
 }  // namespace tpserve::bench

@@ -90,7 +90,9 @@ std::unique_ptr<ArmRuntime> build_arm(const SweepOptions& o, const ArmSpec& arm,
   rt->engine = rt->setup->make_engine(options, wrap);
   if (!driver) return rt;
   Engine& e = *rt->engine;
-  rt->probe = make_device_probe(e.backend(), o.gpu_busy, o.phase_trace);
+  TPS_CHECK(o.phase_trace_layer < e.spec().num_layers, "--phase-trace-layer ", o.phase_trace_layer,
+            ": the model has ", e.spec().num_layers, " layers");
+  rt->probe = make_device_probe(e.backend(), o.gpu_busy, o.phase_trace, o.phase_trace_layer);
   rt->cost =
       std::make_unique<StepCostModel>(e.spec(), e.model().layout(), dtype_size(e.backend().weight_dtype()),
                                       dtype_size(e.backend().activation_dtype()));

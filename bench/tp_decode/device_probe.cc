@@ -22,10 +22,12 @@ class HostProbe final : public DeviceProbe {
 
 }  // namespace
 
-std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend, bool gpu_busy, bool phase_trace) {
+std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend, bool gpu_busy, bool phase_trace,
+                                               int phase_trace_layer) {
 #if TPSERVE_HAVE_CUDA
-  if (auto probe = make_cuda_device_probe(backend, gpu_busy, phase_trace)) return probe;
+  if (auto probe = make_cuda_device_probe(backend, gpu_busy, phase_trace, phase_trace_layer)) return probe;
 #endif
+  (void)phase_trace_layer;
   (void)gpu_busy;  // host backends: no device to be busy
   TPS_CHECK(!phase_trace, "--phase-trace traces CUDA kernels; backend ", backend.name(), " has none");
   return std::make_unique<HostProbe>(backend.name());

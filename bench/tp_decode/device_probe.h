@@ -45,10 +45,12 @@ class DeviceProbe {
 
 // The probe for the backend an engine runs on (the CPU backend: one that measures nothing).
 // gpu_busy: measure the busy time per step (CUDA with CUPTI; elsewhere n/a). phase_trace: read the kernels'
-// phase marks after each kept step (CUDA builds with TPSERVE_PHASE_TRACE; refused elsewhere).
+// phase marks after each kept step (CUDA builds with TPSERVE_PHASE_TRACE; refused elsewhere), of layer
+// phase_trace_layer's kernels (-1: the last layer's).
 std::unique_ptr<DeviceProbe> make_device_probe(Backend& backend, bool gpu_busy = false,
-                                               bool phase_trace = false);
+                                               bool phase_trace = false, int phase_trace_layer = -1);
 // The CUDA probe, or nullptr when `backend` is not the CUDA backend (CUDA builds only).
-std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy, bool phase_trace);
+std::unique_ptr<DeviceProbe> make_cuda_device_probe(Backend& backend, bool gpu_busy, bool phase_trace,
+                                                    int phase_trace_layer);
 
 }  // namespace tpserve::bench

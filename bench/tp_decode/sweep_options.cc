@@ -144,6 +144,8 @@ void finalize_options(SweepOptions& o) {
   TPS_CHECK(o.output_len >= 1, "--output-len must be >= 1");
   TPS_CHECK(o.rounds >= 1, "--rounds must be >= 1");
   TPS_CHECK(!o.hbm_gbps || *o.hbm_gbps > 0, "--hbm-gbps must be positive");
+  TPS_CHECK(o.phase_trace_layer >= -1, "--phase-trace-layer must be >= 0 (or -1: the last layer)");
+  TPS_CHECK(o.phase_trace_layer < 0 || o.phase_trace, "--phase-trace-layer needs --phase-trace");
   if (o.arms.empty()) o.arms.push_back({"base", {}});
   std::set<std::string> names;
   for (const auto& arm : o.arms) {

@@ -49,6 +49,7 @@ struct SweepOptions {
   bool warmup = true;                 // one unrecorded round per engine before measuring
   bool gpu_busy = false;              // GPU busy time per step (CUPTI on CUDA; adds tracing overhead)
   bool phase_trace = false;           // kernels' phase marks per decode step (a TPSERVE_PHASE_TRACE build)
+  int phase_trace_layer = -1;         // with phase_trace: the layer traced (0-based); -1: the last
   std::string json_path, csv_path, plot_path;
 };
 

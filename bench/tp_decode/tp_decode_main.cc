@@ -94,6 +94,10 @@ int run(int argc, char** argv) {
   app.add_flag("--phase-trace", o.phase_trace,
                "print where the traced kernels' time goes in each round's decode steps (their phase marks; "
                "needs a build with -DTPSERVE_PHASE_TRACE=ON)");
+  app.add_option(
+      "--phase-trace-layer", o.phase_trace_layer,
+      "with --phase-trace: the layer whose kernels are traced, from 0 (default: the last); a layer "
+      "whose MoE down and norm run beside the next layer's QKV weight copies, as the last one's do not");
   app.add_option("--json", o.json_path, "write every sample and the summary as JSON");
   app.add_option("--csv", o.csv_path, "write the summary table as CSV");
   app.add_option("--plot", o.plot_path, "write the plot as SVG");

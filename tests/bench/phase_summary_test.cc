@@ -110,6 +110,11 @@ TEST(PhaseSummary, MediansOverStepsAndTheGapsBetweenKernels) {
   EXPECT_NE(text.find("chain a -> b: 7.00 us"), std::string::npos) << text;
   EXPECT_EQ(text.find(" x "), std::string::npos) << text;       // a mark no block reached is not listed
   EXPECT_EQ(text.find("recorded"), std::string::npos) << text;  // every block recorded
+  EXPECT_NE(text.find("of each kernel's last launch in the step;"), std::string::npos) << text;
+  std::ostringstream layer;  // the launches named by the caller (tp_decode --phase-trace-layer)
+  acc.report(layer, "layer 3's launches of each kernel");
+  EXPECT_NE(layer.str().find("3 decode steps of layer 3's launches of each kernel;"), std::string::npos)
+      << layer.str();
 }
 
 TEST(PhaseSummary, TheReportSaysWhenBlocksWereNotRecorded) {

@@ -92,6 +92,14 @@ TEST(SweepOptions, FinalizeAddsTheDefaultArmAndRejectsDuplicates) {
   EXPECT_THROW(finalize_options(prefix), Error);
   prefix.shared_prefix_len = -1;
   EXPECT_THROW(finalize_options(prefix), Error);
+  SweepOptions layer;
+  layer.config_path = "x";
+  layer.phase_trace_layer = 3;  // without --phase-trace
+  EXPECT_THROW(finalize_options(layer), Error);
+  layer.phase_trace = true;
+  EXPECT_NO_THROW(finalize_options(layer));
+  layer.phase_trace_layer = -2;
+  EXPECT_THROW(finalize_options(layer), Error);
 }
 
 }  // namespace
