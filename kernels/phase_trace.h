@@ -26,7 +26,9 @@ inline constexpr int kPhaseMarkWaitReturned = 2;
 
 // Which launch a traced kernel records: its blocks count themselves at their entry mark (mark 0, an atomic
 // on blocks_entered), and block b of the step's launch b / grid blocks records where that is `launch`.
-// launch -1: every launch records (the last one's marks remain), no counting.
+// launch -1: every launch records (the last one's marks remain), no counting. Either way thread 0 reads
+// `launch` at the entry mark: one load more than the untraced kernel, before its PDL wait in every traced
+// kernel.
 struct PhaseTraceControl {
   int launch = -1;
   uint32_t blocks_entered = 0;
