@@ -15,79 +15,44 @@ namespace tpserve::kernels {
 namespace phase_trace_detail {
 // Defined by TPS_PHASE_TRACE_DEFINE in the traced kernels' .cu files.
 template <>
-PhaseMark* buffer_address<TracedKernel::kGemvStagedTriggerEarly>();
+TraceAddresses trace_addresses<TracedKernel::kGemvStagedTriggerEarly>();
 template <>
-PhaseMark* buffer_address<TracedKernel::kDecodeAttention>();
+TraceAddresses trace_addresses<TracedKernel::kDecodeAttention>();
 template <>
-PhaseMark* buffer_address<TracedKernel::kGemvStaged>();
+TraceAddresses trace_addresses<TracedKernel::kGemvStaged>();
 template <>
-PhaseMark* buffer_address<TracedKernel::kRouterFused>();
+TraceAddresses trace_addresses<TracedKernel::kRouterFused>();
 template <>
-PhaseMark* buffer_address<TracedKernel::kMoeGateUpBulk>();
+TraceAddresses trace_addresses<TracedKernel::kMoeGateUpBulk>();
 template <>
-PhaseMark* buffer_address<TracedKernel::kMoeDownStaged>();
+TraceAddresses trace_addresses<TracedKernel::kMoeDownStaged>();
 template <>
-PhaseMark* buffer_address<TracedKernel::kRmsNorm>();
-template <>
-PhaseTraceControl* control_address<TracedKernel::kGemvStagedTriggerEarly>();
-template <>
-PhaseTraceControl* control_address<TracedKernel::kDecodeAttention>();
-template <>
-PhaseTraceControl* control_address<TracedKernel::kGemvStaged>();
-template <>
-PhaseTraceControl* control_address<TracedKernel::kRouterFused>();
-template <>
-PhaseTraceControl* control_address<TracedKernel::kMoeGateUpBulk>();
-template <>
-PhaseTraceControl* control_address<TracedKernel::kMoeDownStaged>();
-template <>
-PhaseTraceControl* control_address<TracedKernel::kRmsNorm>();
+TraceAddresses trace_addresses<TracedKernel::kRmsNorm>();
 }  // namespace phase_trace_detail
 
 namespace {
 
 constexpr size_t kBufferBytes = sizeof(PhaseMark) * kPhaseTraceBlocks * kPhaseTraceMarks;
 
-PhaseMark* buffer_of(TracedKernel k) {
+phase_trace_detail::TraceAddresses addresses_of(TracedKernel k) {
   using namespace phase_trace_detail;
   switch (k) {
     case TracedKernel::kGemvStagedTriggerEarly:
-      return buffer_address<TracedKernel::kGemvStagedTriggerEarly>();
+      return trace_addresses<TracedKernel::kGemvStagedTriggerEarly>();
     case TracedKernel::kDecodeAttention:
-      return buffer_address<TracedKernel::kDecodeAttention>();
+      return trace_addresses<TracedKernel::kDecodeAttention>();
     case TracedKernel::kGemvStaged:
-      return buffer_address<TracedKernel::kGemvStaged>();
+      return trace_addresses<TracedKernel::kGemvStaged>();
     case TracedKernel::kRouterFused:
-      return buffer_address<TracedKernel::kRouterFused>();
+      return trace_addresses<TracedKernel::kRouterFused>();
     case TracedKernel::kMoeGateUpBulk:
-      return buffer_address<TracedKernel::kMoeGateUpBulk>();
+      return trace_addresses<TracedKernel::kMoeGateUpBulk>();
     case TracedKernel::kMoeDownStaged:
-      return buffer_address<TracedKernel::kMoeDownStaged>();
+      return trace_addresses<TracedKernel::kMoeDownStaged>();
     case TracedKernel::kRmsNorm:
-      return buffer_address<TracedKernel::kRmsNorm>();
+      return trace_addresses<TracedKernel::kRmsNorm>();
   }
-  return nullptr;
-}
-
-PhaseTraceControl* control_of(TracedKernel k) {
-  using namespace phase_trace_detail;
-  switch (k) {
-    case TracedKernel::kGemvStagedTriggerEarly:
-      return control_address<TracedKernel::kGemvStagedTriggerEarly>();
-    case TracedKernel::kDecodeAttention:
-      return control_address<TracedKernel::kDecodeAttention>();
-    case TracedKernel::kGemvStaged:
-      return control_address<TracedKernel::kGemvStaged>();
-    case TracedKernel::kRouterFused:
-      return control_address<TracedKernel::kRouterFused>();
-    case TracedKernel::kMoeGateUpBulk:
-      return control_address<TracedKernel::kMoeGateUpBulk>();
-    case TracedKernel::kMoeDownStaged:
-      return control_address<TracedKernel::kMoeDownStaged>();
-    case TracedKernel::kRmsNorm:
-      return control_address<TracedKernel::kRmsNorm>();
-  }
-  return nullptr;
+  return {};
 }
 
 }  // namespace
@@ -133,7 +98,7 @@ std::vector<PhaseMark> read_phase_trace([[maybe_unused]] TracedKernel k) {
 #if defined(TPSERVE_PHASE_TRACE)
   std::vector<PhaseMark> out(kPhaseTraceBlocks * kPhaseTraceMarks);
   CUDA_CHECK(cudaDeviceSynchronize());
-  CUDA_CHECK(cudaMemcpy(out.data(), buffer_of(k), kBufferBytes, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(out.data(), addresses_of(k).marks, kBufferBytes, cudaMemcpyDeviceToHost));
   return out;
 #else
   return {};
@@ -142,7 +107,7 @@ std::vector<PhaseMark> read_phase_trace([[maybe_unused]] TracedKernel k) {
 
 void clear_phase_traces() {
 #if defined(TPSERVE_PHASE_TRACE)
-  for (TracedKernel k : kTracedKernels) CUDA_CHECK(cudaMemset(buffer_of(k), 0, kBufferBytes));
+  for (TracedKernel k : kTracedKernels) CUDA_CHECK(cudaMemset(addresses_of(k).marks, 0, kBufferBytes));
   CUDA_CHECK(cudaDeviceSynchronize());
 #endif
 }
@@ -151,7 +116,7 @@ void set_phase_trace_launch([[maybe_unused]] TracedKernel k, [[maybe_unused]] in
 #if defined(TPSERVE_PHASE_TRACE)
   const PhaseTraceControl control{.launch = launch < 0 ? -1 : launch, .blocks_entered = 0};
   CUDA_CHECK(cudaDeviceSynchronize());  // no launch of the previous step still counting
-  CUDA_CHECK(cudaMemcpy(control_of(k), &control, sizeof(control), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(addresses_of(k).control, &control, sizeof(control), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaDeviceSynchronize());  // landed before the step's kernels (on the backend's own stream)
 #endif
 }

@@ -36,22 +36,18 @@ __device__ __forceinline__ void mark(PhaseMark* buffer, PhaseTraceControl* contr
 }  // namespace tpserve::kernels::phase_trace_detail
 
 #if defined(TPSERVE_PHASE_TRACE)
-#define TPS_PHASE_TRACE_DEFINE(buffer, K)                                   \
-  namespace phase_trace_detail {                                            \
-  static __device__ PhaseMark buffer[kPhaseTraceBlocks * kPhaseTraceMarks]; \
-  static __device__ PhaseTraceControl buffer##_control;                     \
-  template <>                                                               \
-  PhaseMark* buffer_address<K>() {                                          \
-    void* address = nullptr;                                                \
-    CUDA_CHECK(cudaGetSymbolAddress(&address, buffer));                     \
-    return static_cast<PhaseMark*>(address);                                \
-  }                                                                         \
-  template <>                                                               \
-  PhaseTraceControl* control_address<K>() {                                 \
-    void* address = nullptr;                                                \
-    CUDA_CHECK(cudaGetSymbolAddress(&address, buffer##_control));           \
-    return static_cast<PhaseTraceControl*>(address);                        \
-  }                                                                         \
+#define TPS_PHASE_TRACE_DEFINE(buffer, K)                                              \
+  namespace phase_trace_detail {                                                       \
+  static __device__ PhaseMark buffer[kPhaseTraceBlocks * kPhaseTraceMarks];            \
+  static __device__ PhaseTraceControl buffer##_control;                                \
+  template <>                                                                          \
+  TraceAddresses trace_addresses<K>() {                                                \
+    void* marks = nullptr;                                                             \
+    void* control = nullptr;                                                           \
+    CUDA_CHECK(cudaGetSymbolAddress(&marks, buffer));                                  \
+    CUDA_CHECK(cudaGetSymbolAddress(&control, buffer##_control));                      \
+    return {static_cast<PhaseMark*>(marks), static_cast<PhaseTraceControl*>(control)}; \
+  }                                                                                    \
   }
 #define TPS_PHASE_MARK(buffer, i)                                          \
   ::tpserve::kernels::phase_trace_detail::mark(phase_trace_detail::buffer, \

@@ -79,12 +79,14 @@ void clear_phase_traces();
 void set_phase_trace_launch(TracedKernel k, int launch);
 
 namespace phase_trace_detail {
-// The device address of a traced kernel's buffer, which its .cu file defines (TPS_PHASE_TRACE_DEFINE,
-// kernels/phase_trace.cuh) and phase_trace.cc reads and clears.
+// The device addresses of a traced kernel's buffer and control, which its .cu file defines
+// (TPS_PHASE_TRACE_DEFINE, kernels/phase_trace.cuh) and phase_trace.cc reads, clears and sets.
+struct TraceAddresses {
+  PhaseMark* marks = nullptr;
+  PhaseTraceControl* control = nullptr;
+};
 template <TracedKernel K>
-PhaseMark* buffer_address();
-template <TracedKernel K>
-PhaseTraceControl* control_address();
+TraceAddresses trace_addresses();
 }  // namespace phase_trace_detail
 
 }  // namespace tpserve::kernels
