@@ -96,8 +96,9 @@ int run(int argc, char** argv) {
                "needs a build with -DTPSERVE_PHASE_TRACE=ON)");
   app.add_option(
       "--phase-trace-layer", o.phase_trace_layer,
-      "with --phase-trace: the layer whose kernels are traced, from 0 (default: the last); a layer "
-      "whose MoE down and norm run beside the next layer's QKV weight copies, as the last one's do not");
+      "with --phase-trace: the layer whose kernels are traced, from 0 (default: the last), counted in "
+      "each traced kernel's launches of the step: one a layer where the router is fused (up to "
+      "runtime.router_fused_max_tokens sequences), the RMSNorm one more");
   app.add_option("--json", o.json_path, "write every sample and the summary as JSON");
   app.add_option("--csv", o.csv_path, "write the summary table as CSV");
   app.add_option("--plot", o.plot_path, "write the plot as SVG");
