@@ -112,11 +112,14 @@ void clear_phase_traces() {
 #endif
 }
 
-void set_phase_trace_launch([[maybe_unused]] TracedKernel k, [[maybe_unused]] int launch) {
+void set_phase_trace_launches([[maybe_unused]] const std::function<int(TracedKernel)>& launch_of) {
 #if defined(TPSERVE_PHASE_TRACE)
-  const PhaseTraceControl control{.launch = launch < 0 ? -1 : launch, .blocks_entered = 0};
   CUDA_CHECK(cudaDeviceSynchronize());  // no launch of the previous step still counting
-  CUDA_CHECK(cudaMemcpy(addresses_of(k).control, &control, sizeof(control), cudaMemcpyHostToDevice));
+  for (TracedKernel k : kTracedKernels) {
+    const int launch = launch_of(k);
+    const PhaseTraceControl control{.launch = launch < 0 ? -1 : launch, .blocks_entered = 0};
+    CUDA_CHECK(cudaMemcpy(addresses_of(k).control, &control, sizeof(control), cudaMemcpyHostToDevice));
+  }
   CUDA_CHECK(cudaDeviceSynchronize());  // landed before the step's kernels (on the backend's own stream)
 #endif
 }

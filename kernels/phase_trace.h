@@ -6,13 +6,14 @@
 // (%globaltimer, ns, common to all SMs) and its SM's cycle counter (clock64, for durations within a block).
 // Each traced kernel has one buffer [kPhaseTraceBlocks][kPhaseTraceMarks] that every launch overwrites, so
 // after a run it holds the last launch of that kernel (in a decode step: the last layer's), unless
-// set_phase_trace_launch() chose another launch of the step to record (below); a mark a block
+// set_phase_trace_launches() chose another launch of the step to record (below); a mark a block
 // did not reach in that launch keeps an older launch's time, which readers drop by taking only marks at or
 // after the block's own entry mark (mark 0), and a block of an earlier launch with a larger grid by its grid
 // size (bench/common/phase_summary.h).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,10 +74,11 @@ bool phase_trace_built();
 std::vector<PhaseMark> read_phase_trace(TracedKernel k);
 // Zeroes every traced kernel's buffer (so that blocks a later launch does not reach read as absent).
 void clear_phase_traces();
-// Before a step: kernel k records its launch `launch` of the step (counted from 0; -1: every launch, the last
-// one's marks remaining) and counts its launches from 0 again. The count is in blocks, so every launch of k
-// in the step must have the same grid (a decode step's launches of each traced kernel do). Synchronizes.
-void set_phase_trace_launch(TracedKernel k, int launch);
+// Before a step: each traced kernel k records its launch launch_of(k) of the step (counted from 0; -1: every
+// launch, the last one's marks remaining) and counts its launches from 0 again. The count is in blocks, so
+// every launch of k in the step must have the same grid (a decode step's launches of each traced kernel do).
+// Synchronizes.
+void set_phase_trace_launches(const std::function<int(TracedKernel)>& launch_of);
 
 namespace phase_trace_detail {
 // The device addresses of a traced kernel's buffer and control, which its .cu file defines

@@ -35,7 +35,7 @@ class CudaProbe final : public DeviceProbe {
               "--phase-trace needs kernels built with phase marks (cmake -DTPSERVE_PHASE_TRACE=ON)");
     if (phase_trace_) {
       kernels::clear_phase_traces();
-      for (kernels::TracedKernel k : kernels::kTracedKernels) kernels::set_phase_trace_launch(k, -1);
+      kernels::set_phase_trace_launches([](kernels::TracedKernel) { return -1; });
     }
 #if TPSERVE_HAVE_CUPTI
     if (gpu_busy_) CuptiBusyTracer::instance().start();
@@ -77,8 +77,9 @@ class CudaProbe final : public DeviceProbe {
     // Layer L's launches: each traced kernel's L-th of the step, but the RMSNorm's (L + 1)-th, the one that
     // sums layer L's MoE (a decode step's first RMSNorm is layer 0's input norm).
     if (phase_trace_ && layer_ >= 0)
-      for (kernels::TracedKernel k : kernels::kTracedKernels)
-        kernels::set_phase_trace_launch(k, k == kernels::TracedKernel::kRmsNorm ? layer_ + 1 : layer_);
+      kernels::set_phase_trace_launches([&](kernels::TracedKernel k) {
+        return k == kernels::TracedKernel::kRmsNorm ? layer_ + 1 : layer_;
+      });
 #if TPSERVE_HAVE_CUPTI
     if (gpu_busy_) {
       CUDA_CHECK(cudaStreamSynchronize(backend_.stream()));  // earlier work must not count
@@ -100,8 +101,10 @@ class CudaProbe final : public DeviceProbe {
   std::string take_phase_report() override {
     if (!phase_trace_ || phases_.steps() == 0) return {};
     std::ostringstream out;
-    phases_.report(out, layer_ < 0 ? "each kernel's last launch in the step"
-                                   : "layer " + std::to_string(layer_) + "'s launches of each kernel");
+    if (layer_ < 0)
+      phases_.report(out);  // each kernel's last launch
+    else
+      phases_.report(out, "layer " + std::to_string(layer_) + "'s launches of each kernel");
     phases_ = PhaseAccumulator{};
     return out.str();
   }
