@@ -165,6 +165,33 @@ void bench_projections(Bench& b) {
   }
 }
 
+// The staged GEMV at K = hidden and M = 1 for other row counts N (--gemv-rows): how its time follows the
+// weight bytes each SM holds (ceil(N / 16) row tiles over the SMs) rather than the bytes in all.
+void bench_gemv_rows(Bench& b, const std::vector<int>& rows) {
+  CudaBackend& be = b.backend();
+  for (int n : rows) {
+    const size_t w_bytes = size_t(n) * kHidden * 2;
+    const int copies = b.copies_for(w_bytes);
+    std::vector<Tensor> w;
+    for (int c = 0; c < copies; ++c) w.push_back(b.random_bf16({n, kHidden}, 300 + c));
+    Tensor x = b.random_bf16({1, kHidden}, 8);
+    Tensor out = be.alloc(DType::kBF16, {1, n});
+    kernels::GemvParams gp;
+    gp.x = static_cast<const kernels::bf16*>(x.data);
+    gp.out_bf16 = static_cast<kernels::bf16*>(out.data);
+    gp.m = 1, gp.n = n, gp.k = kHidden;
+    auto run = [&](int i) {
+      kernels::GemvParams q = gp;
+      q.w = static_cast<const kernels::bf16*>(w[i % copies].data);
+      kernels::launch_gemv(q, be.stream(), be.launch_policy(), be.gemv_launch_options());
+    };
+    const double bytes = double(w_bytes) + 2.0 * kHidden + double(out.nbytes());
+    const std::string shape = "linear 2048->" + std::to_string(n) + " M=1 (gemv staged";
+    b.time(shape + ")", bytes, run);
+    b.time(shape + ", x20)", bytes, run, 20);
+  }
+}
+
 void bench_moe(Bench& b) {
   CudaBackend& be = b.backend();
   Tensor gate_up = b.random_bf16({kExperts, 2 * kMoeInter, kHidden}, 11);
@@ -304,6 +331,12 @@ int run(int argc, char** argv) {
          "cache of one copy is S x 8 MB at 4k, S x 64 MB at 32k)")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  std::vector<int> gemv_rows;
+  app.add_option("--gemv-rows", gemv_rows,
+                 "the staged GEMV at K = 2048, M = 1 with each of these row counts N as well (alone and "
+                 "chained 20 in a row)")
+      ->delimiter(',')
+      ->check(CLI::Range(16, 65536));
   std::vector<std::string> sets;
   app.add_option("--set", sets,
                  "runtime.<kernel switch>=<value> for every backend of the run (docs/config.md)");
@@ -336,6 +369,7 @@ int run(int argc, char** argv) {
     return only.empty() || std::find(only.begin(), only.end(), group) != only.end();
   };
   if (wanted("projections")) bench_projections(b);
+  if (!gemv_rows.empty()) bench_gemv_rows(b, gemv_rows);
   if (wanted("moe")) bench_moe(b);
   if (wanted("attention")) bench_decode_attention(b, "tensor cores", attention_seqs);
   std::vector<Result> results = b.results();
