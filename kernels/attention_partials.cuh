@@ -7,19 +7,21 @@
 
 namespace tpserve::kernels {
 
-// The context's ranges if the consumer merges them (2..a.max_ranges), else 0 (attention wrote the rows).
+// The partials the consumer merges (count 0: none, attention wrote the rows; attention_deferred_partials).
 // Reads the token's position: call it before the PDL wait only where the launch before does not write it.
-__device__ __forceinline__ int attention_ranges_to_merge(const AttentionPartials& a) {
+__device__ __forceinline__ DeferredPartials attention_partials_to_merge(const AttentionPartials& a) {
   const int ranges = attention_active_ranges(a.positions[0] + 1, a.num_splits, a.split_keys, a.split_growth,
                                              a.split_min_keys);
-  return ranges >= 2 && ranges <= a.max_ranges ? ranges : 0;
+  return attention_deferred_partials(ranges, a.max_ranges, a.groups);
 }
 
-// dst[0 .. heads * head_dim) = the rows merged from `ranges` ranges (bf16), items of 4 dims over the block's
-// threads, with the arithmetic of the tile's last block (kernels/paged_attention_parts.cuh merge_ranges, one
-// chunk): the max over the ranges, then in range order each range's weight exp2(max_r - max) times its sums
-// and its sum of exp2; the sums scaled by 1 / that sum. The same bits. Partials are read past L1.
-__device__ void merge_attention_partials(const AttentionPartials& a, int ranges, bf16* dst) {
+// dst[0 .. heads * head_dim) = the rows merged from the `m.count` partials m.stride ranges apart (bf16),
+// items of 4 dims over the block's threads, with the arithmetic of the tile's last block
+// (kernels/paged_attention_parts.cuh merge_ranges, one chunk): the max over the partials, then in order each
+// one's weight exp2(max_r - max) times its sums and its sum of exp2; the sums scaled by 1 / that sum. The
+// same bits. Partials are read past L1.
+__device__ void merge_attention_partials(const AttentionPartials& a, DeferredPartials m, bf16* dst) {
+  const int ranges = m.count;
   const int items_per_head = a.head_dim / 4, items = a.heads * items_per_head;
   for (int item = threadIdx.x; item < items; item += blockDim.x) {
     const int h = item / items_per_head, d = (item % items_per_head) * 4;
@@ -30,8 +32,8 @@ __device__ void merge_attention_partials(const AttentionPartials& a, int ranges,
 #pragma unroll
     for (int r = 0; r < kAttentionPartialsMaxRanges; ++r) {
       if (r >= ranges) break;
-      ms[r] = __ldcg(reinterpret_cast<const float2*>(max_sum + r * 2));
-      o[r] = __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(r) * a.head_dim));
+      ms[r] = __ldcg(reinterpret_cast<const float2*>(max_sum + r * m.stride * 2));
+      o[r] = __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(r) * m.stride * a.head_dim));
     }
     float max_all = -INFINITY;
 #pragma unroll

@@ -39,6 +39,26 @@ __host__ __device__ inline int attention_active_ranges(int kv_len, int num_split
 
 // The most ranges a consumer merges (AttentionPartials::max_ranges).
 inline constexpr int kAttentionPartialsMaxRanges = 4;
+// The ranges of a group in the two-level merge (PagedAttentionParams::merge_one_level_max; kernels/
+// paged_attention_parts.cuh finish_block): the group's last block merges them into the group's first range.
+inline constexpr int kAttentionMergeGroup = 8;
+
+// The partials a one-token step's context of `ranges` ranges leaves its consumer (AttentionPartials,
+// PagedAttentionParams::defer_merge_max_ranges): its `count` partials `stride` ranges apart. 2..max_ranges
+// ranges: the ranges themselves. More, with `groups` (PagedAttentionParams::defer_merge_groups): the merged
+// partials of its groups of kAttentionMergeGroup ranges, where it has 2..max_ranges groups. Otherwise count
+// 0: attention merges them all and writes the rows.
+struct DeferredPartials {
+  int count = 0, stride = 1;
+};
+__host__ __device__ inline DeferredPartials attention_deferred_partials(int ranges, int max_ranges,
+                                                                        bool groups) {
+  if (ranges >= 2 && ranges <= max_ranges) return {ranges, 1};
+  const int group_count = (ranges + kAttentionMergeGroup - 1) / kAttentionMergeGroup;
+  if (groups && ranges > max_ranges && group_count >= 2 && group_count <= max_ranges)
+    return {group_count, kAttentionMergeGroup};
+  return {};
+}
 
 // A one-token decode step's attention output left unmerged (PagedAttentionParams::defer_merge_max_ranges):
 // where the token's context has 2..max_ranges ranges, its rows are the ranges' partials, which the consumer
@@ -54,6 +74,7 @@ struct AttentionPartials {
   int head_dim = 0;  // D, a multiple of 4
   int num_splits = 0, split_keys = 0, split_growth = 0, split_min_keys = 0;  // the attention launch's
   int max_ranges = 0;                                                        // 2..kAttentionPartialsMaxRanges
+  bool groups = false;  // PagedAttentionParams::defer_merge_groups: attention_deferred_partials
 };
 
 }  // namespace tpserve::kernels

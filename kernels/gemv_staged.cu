@@ -79,8 +79,8 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   if (trigger_before_wait) pdl_trigger();  // GemvLaunchOptions::staged_trigger_before_wait
   // GemvParams::x_partials: merged here or read from x, decided by the token's position, which attention
   // (the launch before) does not write.
-  int merge_ranges = 0;
-  if (kXShared && p.x_partials.out != nullptr) merge_ranges = attention_ranges_to_merge(p.x_partials);
+  DeferredPartials merge;
+  if (kXShared && p.x_partials.out != nullptr) merge = attention_partials_to_merge(p.x_partials);
   TPS_GEMV_MARK(TPS_PHASE_MARK, 1);
 
   pdl_wait();  // the activations are predecessors' outputs
@@ -89,8 +89,8 @@ __global__ void __launch_bounds__(kMaxStagedWarps* kWarpSize)
   const bf16* b[NT];  // token columns; tokens past the last read as zero
   if constexpr (kXShared) {
     const int vecs = p.k / kBf16PerVec;
-    if (merge_ranges > 0) {
-      merge_attention_partials(p.x_partials, merge_ranges, x_s);  // one row (M = 1)
+    if (merge.count > 0) {
+      merge_attention_partials(p.x_partials, merge, x_s);  // one row (M = 1)
     } else {
       for (int i = threadIdx.x; i < p.m * vecs; i += blockDim.x)
         store_vec(x_s + (i / vecs) * row_elems + (i % vecs) * kBf16PerVec,

@@ -26,11 +26,9 @@ inline constexpr int kAttentionMaxGroup = 16;  // query heads per KV head
 // decode_attention PDL site.
 inline constexpr int kAttentionMaxSplitQueryLen = 8;
 
-// Most context ranges a (token tile, sequence, KV head) is cut into, and the ranges of a group in the
-// two-level merge of tiles with more than PagedAttentionParams::merge_one_level_max ranges
-// (kernels/paged_attention_parts.cuh finish_block).
+// Most context ranges a (token tile, sequence, KV head) is cut into (its groups in the two-level merge:
+// kAttentionMergeGroup, kernels/attention_partials.h).
 inline constexpr int kAttentionMaxSplits = 128;
-inline constexpr int kAttentionMergeGroup = 8;
 inline constexpr int kAttentionMaxMergeGroups = kAttentionMaxSplits / kAttentionMergeGroup;
 
 struct PagedAttentionParams {
@@ -66,6 +64,11 @@ struct PagedAttentionParams {
   // count no arrival, and the launch after this one merges them (AttentionPartials; kernels/
   // attention_partials.h). 0: every tile merged here. One-token decode steps only (the caller's duty).
   int defer_merge_max_ranges = 0;
+  // With defer_merge_max_ranges: a tile of more ranges than that merges them by groups of
+  // kAttentionMergeGroup (each group's last block) and leaves the groups' partials to the next launch
+  // where it has 2..defer_merge_max_ranges groups (attention_deferred_partials), instead of its last block
+  // merging the groups (or, at up to merge_one_level_max ranges, all the ranges).
+  bool defer_merge_groups = false;
   // A tile of up to this many ranges is merged by its last block alone; more in two levels (groups of
   // kAttentionMergeGroup ranges, then the groups). At least kAttentionMergeGroup.
   int merge_one_level_max = 2 * kAttentionMergeGroup;

@@ -402,7 +402,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   }
   TPS_PHASE_MARK(g_attention_marks, 6);
   finish_block<T, true>(p, b, out, row_max, row_sum, last_s);
-  TPS_PHASE_MARK(g_attention_marks, b.active_splits > max(1, p.defer_merge_max_ranges) && last_s ? 8 : 7);
+  TPS_PHASE_MARK(
+      g_attention_marks,
+      b.active_splits > 1 && last_s &&
+              attention_deferred_partials(b.active_splits, p.defer_merge_max_ranges, p.defer_merge_groups)
+                      .count == 0
+          ? 8
+          : 7);
 }
 
 template <int D>

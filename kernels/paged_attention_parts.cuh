@@ -277,7 +277,8 @@ __device__ __forceinline__ void load_row_stats(const float* max_s, const float* 
 // next launch (kernels/attention_partials.h). More than p.merge_one_level_max ranges
 // (runtime.attention_merge_one_level_max, default 16): in two levels, so that no one block reads them all:
 // the last block of each group of kAttentionMergeGroup consecutive ranges merges the group into the group's
-// first range, and the last of those merges the groups.
+// first range, and the last of those merges the groups (or, with p.defer_merge_groups, the next launch
+// does, at any count of ranges above p.defer_merge_max_ranges that makes 2..that many groups).
 template <typename T, bool kSplit>
 __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
                              const float (&acc)[T::kPvRowsPerThread][4],
@@ -311,10 +312,15 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
     }
     static_assert(T::kPvRowGroups * T::kPvRowsPerThread <= kAttentionMaxGroup,
                   "merge_ranges takes at most kAttentionMaxGroup rows a tile");
-    if (b.active_splits <= p.defer_merge_max_ranges) return;  // the next launch merges the partials
+    // The next launch merges the ranges (stride 1) or the groups this launch merges
+    // (attention_deferred_partials).
+    const DeferredPartials deferred =
+        attention_deferred_partials(b.active_splits, p.defer_merge_max_ranges, p.defer_merge_groups);
+    if (deferred.count > 0 && deferred.stride == 1) return;
+    const bool defer_groups = deferred.count > 0;
     const int64_t tile_index =
         (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
-    const int groups = b.active_splits <= p.merge_one_level_max
+    const int groups = b.active_splits <= p.merge_one_level_max && !defer_groups
                            ? 1
                            : (b.active_splits + kAttentionMergeGroup - 1) / kAttentionMergeGroup;
     if (groups == 1) {
@@ -330,6 +336,7 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
       if (!arrive_last(group_counter, count, last_s, p.arrival_acq_rel)) return;
       merge_ranges<D>(p, b, first, count, 1, false);
     }
+    if (defer_groups) return;  // the next launch merges the groups' partials
     if (arrive_last(p.split_counters + tile_index, groups, last_s, p.arrival_acq_rel))
       merge_ranges<D>(p, b, 0, groups, kAttentionMergeGroup, true);
   }

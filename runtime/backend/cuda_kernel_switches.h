@@ -144,6 +144,12 @@ struct CudaKernelSwitches {
   // 1): attention always merges. At most kernels::kAttentionPartialsMaxRanges; each O block reads every
   // range's partials (16 KB a range for 32 heads of 128).
   int attention_merge_in_o_max_ranges = 4;
+  // With attention_merge_in_o_max_ranges: a one-token step whose context has more ranges than that merges
+  // them in groups of 8 (each group's last block, as the two-level merge does) and, where that makes 2..max
+  // groups (up to 32 ranges: contexts of about 300-4000 keys at the default split), leaves the groups'
+  // partials to the O projection instead of a last block merging them (PagedAttentionParams::
+  // defer_merge_groups). Tiles of 9-16 ranges then merge in two levels instead of one.
+  bool attention_merge_in_o_groups = false;
   // Decode attention's blocks count their arrival for the merge with one acquire-release atomic instead of
   // a sequentially consistent fence on each side of a relaxed one (PagedAttentionParams::arrival_acq_rel):
   // the merge path is 4 us at c = 1, a few dependent trips to L2 behind the O projection's weight stream.
@@ -239,6 +245,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("attention_merge_one_level_max", switches.attention_merge_one_level_max, 8, 128);
   visit("attention_split_min_keys", switches.attention_split_min_keys, 0, 4096);
   visit("attention_merge_in_o_max_ranges", switches.attention_merge_in_o_max_ranges, 0, 4);
+  visit("attention_merge_in_o_groups", switches.attention_merge_in_o_groups);
   visit("attention_arrival_acq_rel", switches.attention_arrival_acq_rel);
   visit("weights_l2_evict_first", switches.weights_l2_evict_first);
   visit("gemv_l2_evict_first", switches.gemv_l2_evict_first);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/attention_partials.h"
 #include "tests/cuda/op_test_util.h"
@@ -22,14 +23,23 @@ struct MergeInOResult {
   uint64_t merge_launches = 0;
 };
 
+// The merge's switches of a run: runtime.attention_merge_in_o_groups and attention_merge_one_level_max.
+struct MergeSwitches {
+  bool groups = false;
+  int one_level_max = 16;
+};
+
 // One sequence of `context` keys (its one token last), 32 query heads over 4 KV heads of 128 (K = 4096), an
 // O projection to 384 outputs. max_ranges 0: attention merges (the switch off).
-MergeInOResult run_block(int context, int max_ranges, int min_keys, int planned_context) {
+MergeInOResult run_block(int context, int max_ranges, int min_keys, int planned_context,
+                         MergeSwitches merge = {}) {
   const AttentionCase c{32, 4, 128, 16, {1}, {context}};
   CudaBackendOptions options = test_backend_options();
   options.kernels.attention_split_keys = 32;
   options.kernels.attention_split_min_keys = min_keys;
   options.kernels.attention_merge_in_o_max_ranges = max_ranges;
+  options.kernels.attention_merge_in_o_groups = merge.groups;
+  options.kernels.attention_merge_one_level_max = merge.one_level_max;
   Backends b(options);
   std::mt19937 rng(static_cast<uint32_t>(context * 131 + min_keys * 7 + planned_context));  // same per case
   PagedSetup s = make_paged(b, rng, c);
@@ -99,6 +109,63 @@ TEST(AttentionMergeInO, SameBitsAsAttentionMerging) {
         }
 }
 
+// What a one-token step leaves its consumer, by the context's range count (host arithmetic: no GPU).
+TEST(AttentionMergeInO, DeferredPartialsByRangeCount) {
+  using kernels::attention_deferred_partials;
+  for (int ranges = 1; ranges <= 64; ++ranges)
+    for (int max_ranges : {0, 1, 2, 4})
+      for (bool groups : {false, true}) {
+        const kernels::DeferredPartials d = attention_deferred_partials(ranges, max_ranges, groups);
+        const int group_count = (ranges + 7) / 8;
+        const std::string what = std::to_string(ranges) + " ranges, up to " + std::to_string(max_ranges) +
+                                 (groups ? ", groups" : "");
+        if (ranges >= 2 && ranges <= max_ranges) {
+          EXPECT_EQ(d.count, ranges) << what;
+          EXPECT_EQ(d.stride, 1) << what;
+        } else if (groups && ranges > max_ranges && group_count >= 2 && group_count <= max_ranges) {
+          EXPECT_EQ(d.count, group_count) << what;
+          EXPECT_EQ(d.stride, kernels::kAttentionMergeGroup) << what;
+        } else {
+          EXPECT_EQ(d.count, 0) << what;
+        }
+      }
+  // The default bound of 4: groups from 9 ranges (2 groups) to 32 (4), none from 33.
+  EXPECT_EQ(attention_deferred_partials(8, 4, true).count, 0);
+  EXPECT_EQ(attention_deferred_partials(9, 4, true).count, 2);
+  EXPECT_EQ(attention_deferred_partials(32, 4, true).count, 4);
+  EXPECT_EQ(attention_deferred_partials(33, 4, true).count, 0);
+}
+
+// runtime.attention_merge_in_o_groups: contexts of 5-42 ranges (ranges of at least 64 keys), planned for
+// the context and for a longer one. Where the ranges make 2-4 groups of 8 (9-32 ranges), attention merges
+// each group and the O projection the groups: the same bits as attention merging in two levels (groups of
+// 8, then the groups: one-level merges up to 8 ranges on both sides), within tolerance of the CPU; other
+// contexts take the usual path.
+TEST(AttentionMergeInO, GroupsSameBitsAsTwoLevelMerge) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  const MergeSwitches two_level{false, kernels::kAttentionMergeGroup},
+      groups{true, kernels::kAttentionMergeGroup};
+  for (int context : {300, 600, 1000, 2000, 4000, 8000})
+    for (int planned : {0, 8192}) {
+      const int ranges = kernels::attention_active_ranges(context, kernels::kAttentionMaxSplits, 32, 4, 64);
+      const kernels::DeferredPartials deferred = kernels::attention_deferred_partials(ranges, 4, true);
+      const std::string what = std::to_string(context) + " keys (" + std::to_string(ranges) +
+                               " ranges), planned for " + std::to_string(planned) + ", " +
+                               std::to_string(deferred.count) + " partials merged in O, " +
+                               std::to_string(deferred.stride) + " ranges apart";
+      const MergeInOResult base = run_block(context, 0, 64, planned, two_level);
+      const MergeInOResult got = run_block(context, 4, 64, planned, groups);
+      EXPECT_EQ(deferred.count > 0, ranges > 8 && ranges <= 32) << what;
+      EXPECT_EQ(got.merge_launches, 1u) << what << ": partials given to the projection";
+      EXPECT_TRUE(base.attn_written) << what;
+      EXPECT_EQ(got.attn_written, deferred.count == 0) << what << ": attention's rows written or not";
+      expect_close(what + ": against attention merging", base.out, got.out, {0.0f, 0.0f});
+      expect_close(what + ": against the CPU", got.ref_out, got.out,
+                   {2e-2f * rms(got.ref_out) + 1e-5f, 2e-2f});
+      expect_close(what + ": graph replay", got.out, got.replay_out, {0.0f, 0.0f});
+    }
+}
+
 // Steps that do not take it: two sequences (two rows), and the switch at 1 (no range count is 2..1).
 TEST(AttentionMergeInO, OtherStepsMergeInAttention) {
   TPS_REQUIRE_CUDA_DEVICE();
@@ -129,12 +196,12 @@ TEST(AttentionMergeInO, OtherStepsMergeInAttention) {
   expect_close("two sequences against the CPU", ref, b.floats(out.gpu), {2e-2f * rms(ref) + 1e-5f, 2e-2f});
 }
 
-// One graph, captured at 250 keys (4 ranges of at least 64), replayed with the token moved to 20, 100, 190
-// and 250 keys (1, 2, 3, 4 ranges): each replay decides from the position whether the O projection merges,
-// and its output is the bits of a graph whose attention always merges, fed the same positions and slots.
-TEST(AttentionMergeInO, ReplaysDecideFromThePosition) {
-  TPS_REQUIRE_CUDA_DEVICE();
-  const AttentionCase c{32, 4, 128, 16, {1}, {250}};
+// One graph, captured at `captured` keys, replayed with the token moved to each of `contexts`: each replay
+// decides from the position whether the O projection merges (and what), and its output is the bits of a
+// graph whose attention always merges (with the same one-level bound), fed the same positions and slots.
+void expect_replays_decide_from_the_position(int captured, const std::vector<int>& contexts,
+                                             MergeSwitches merge) {
+  const AttentionCase c{32, 4, 128, 16, {1}, {captured}};
   const int d = c.head_dim, width = (c.q_heads + 2 * c.kv_heads) * d, k = c.q_heads * d, n = 256;
   struct Side {
     std::unique_ptr<Backends> b;
@@ -147,6 +214,8 @@ TEST(AttentionMergeInO, ReplaysDecideFromThePosition) {
     CudaBackendOptions options = test_backend_options();
     options.kernels.attention_split_min_keys = 64;
     options.kernels.attention_merge_in_o_max_ranges = i == 0 ? 0 : 4;
+    options.kernels.attention_merge_in_o_groups = merge.groups;
+    options.kernels.attention_merge_one_level_max = merge.one_level_max;
     Side& x = sides[i];
     x.b = std::make_unique<Backends>(options);
     std::mt19937 rng(77);  // the same inputs on both sides
@@ -164,9 +233,10 @@ TEST(AttentionMergeInO, ReplaysDecideFromThePosition) {
     if (x.graph == nullptr) GTEST_SKIP() << "the CUDA backend captured no graph";
   }
   const std::vector<int32_t> table = sides[0].b->ints(sides[0].s.tables.gpu);
-  for (int context : {20, 100, 190, 250}) {
+  for (int context : contexts) {
     const int32_t pos = context - 1, slot = table[pos / c.block_size] * c.block_size + pos % c.block_size;
     const int ranges = kernels::attention_active_ranges(context, kernels::kAttentionMaxSplits, 32, 4, 64);
+    const bool merged_in_o = kernels::attention_deferred_partials(ranges, 4, merge.groups).count > 0;
     std::vector<float> outs[2];
     bool attn_written[2] = {false, false};
     for (int i = 0; i < 2; ++i) {
@@ -182,9 +252,23 @@ TEST(AttentionMergeInO, ReplaysDecideFromThePosition) {
     const std::string what =
         "replay at " + std::to_string(context) + " keys (" + std::to_string(ranges) + " ranges)";
     EXPECT_TRUE(attn_written[0]) << what;
-    EXPECT_EQ(attn_written[1], ranges < 2) << what << ": attention's rows written or not";
+    EXPECT_EQ(attn_written[1], !merged_in_o) << what << ": attention's rows written or not";
     expect_close(what + ": merged in O against in attention", outs[0], outs[1], {0.0f, 0.0f});
   }
+}
+
+// Captured at 250 keys (4 ranges of at least 64), replayed at 20, 100, 190 and 250 keys (1, 2, 3, 4 ranges).
+TEST(AttentionMergeInO, ReplaysDecideFromThePosition) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  expect_replays_decide_from_the_position(250, {20, 100, 190, 250}, {});
+}
+
+// With runtime.attention_merge_in_o_groups: captured at 4000 keys (32 ranges, 4 groups), replayed at 100,
+// 300, 600, 2000 and 4000 keys (2, 5, 10, 21, 32 ranges): ranges, no partials, then groups merged in O.
+TEST(AttentionMergeInO, GroupReplaysDecideFromThePosition) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  expect_replays_decide_from_the_position(4000, {100, 300, 600, 2000, 4000},
+                                          {true, kernels::kAttentionMergeGroup});
 }
 
 }  // namespace

@@ -136,6 +136,7 @@ kernels::AttentionPartials CudaBackend::launch_attention(kernels::PagedAttention
     p.split_counters = attention_split_counters_;
     p.split_counter_capacity = attention_split_counter_capacity_;
     p.defer_merge_max_ranges = defer_merge_max_ranges;
+    p.defer_merge_groups = defer_merge_max_ranges > 0 && options_.kernels.attention_merge_in_o_groups;
     if (defer_merge_max_ranges > 0)
       partials = {.out = p.partial_out,
                   .max_sum = p.partial_max_sum,
@@ -146,7 +147,8 @@ kernels::AttentionPartials CudaBackend::launch_attention(kernels::PagedAttention
                   .split_keys = p.split_keys,
                   .split_growth = p.split_growth,
                   .split_min_keys = p.split_min_keys,
-                  .max_ranges = defer_merge_max_ranges};
+                  .max_ranges = defer_merge_max_ranges,
+                  .groups = p.defer_merge_groups};
   }
   kernels::launch_paged_attention(p, stream_, *policy_);
   gemv_follows_attention_ = true;
