@@ -148,8 +148,11 @@ struct CudaKernelSwitches {
   // them in groups of 8 (each group's last block, as the two-level merge does) and, where that makes 2..max
   // groups (up to 32 ranges: contexts of about 300-4000 keys at the default split), leaves the groups'
   // partials to the O projection instead of a last block merging them (PagedAttentionParams::
-  // defer_merge_groups). Tiles of 9-16 ranges then merge in two levels instead of one.
-  bool attention_merge_in_o_groups = false;
+  // defer_merge_groups). Tiles of 9-16 ranges then merge in two levels instead of one. H100, c = 1, against
+  // false: -0.73% on the step with 768-token prompts (13 ranges), -1.78% with 2048 (22), -1.68% with 4096
+  // (27), 6/6 each; at 4096 attention's chain ends 2.5 us sooner and the O projection 1.4 us later
+  // (docs/PERF.md, forty-sixth session).
+  bool attention_merge_in_o_groups = true;
   // Decode attention's blocks count their arrival for the merge with one acquire-release atomic instead of
   // a sequentially consistent fence on each side of a relaxed one (PagedAttentionParams::arrival_acq_rel):
   // the merge path is 4 us at c = 1, a few dependent trips to L2 behind the O projection's weight stream.

@@ -301,9 +301,9 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
                 .runtime.kernels.attention_merge_in_o_max_ranges,
             0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.attention_merge_in_o_max_ranges=5"}), ConfigError);
-  EXPECT_FALSE(c.runtime.kernels.attention_merge_in_o_groups);
-  EXPECT_TRUE(parse_config(M, "x", {"runtime.attention_merge_in_o_groups=true"})
-                  .runtime.kernels.attention_merge_in_o_groups);
+  EXPECT_TRUE(c.runtime.kernels.attention_merge_in_o_groups);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_merge_in_o_groups=false"})
+                   .runtime.kernels.attention_merge_in_o_groups);
   EXPECT_EQ(c.runtime.kernels.norm_next_gemv_trigger_early_max_rows, 16);
   EXPECT_EQ(parse_config(M, "x", {"runtime.norm_next_gemv_trigger_early_max_rows=0"})
                 .runtime.kernels.norm_next_gemv_trigger_early_max_rows,
