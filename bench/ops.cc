@@ -295,6 +295,12 @@ void write_json(const std::string& path, double bandwidth_gbps, const std::vecto
   f << "  ]\n}\n";
 }
 
+// A comma-separated list of ints, each within [lo, hi].
+void add_int_list(CLI::App& app, const std::string& name, std::vector<int>& values, const std::string& help,
+                  int lo, int hi) {
+  app.add_option(name, values, help)->delimiter(',')->check(CLI::Range(lo, hi));
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"CUDA op benchmark on Qwen3-30B-A3B shapes"};
   int reps = 100, device = 0;
@@ -307,36 +313,31 @@ int run(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"projections", "moe", "attention"}));
   std::vector<int> one_level_maxes;
-  app.add_option(
-         "--attention-merge-one-level-max", one_level_maxes,
-         "decode attention on tensor cores again with each of these runtime.attention_merge_one_level_max "
-         "values (a backend each)")
-      ->delimiter(',')
-      ->check(CLI::Range(8, 128));
+  add_int_list(app, "--attention-merge-one-level-max", one_level_maxes,
+               "decode attention on tensor cores again with each of these "
+               "runtime.attention_merge_one_level_max values (a backend each)",
+               8, 128);
   std::vector<int> split_growths;
-  app.add_option("--attention-split-growth", split_growths,
-                 "decode attention on tensor cores again with each of these runtime.attention_split_growth "
-                 "values (a backend each)")
-      ->delimiter(',')
-      ->check(CLI::Range(0, 4096));
+  add_int_list(app, "--attention-split-growth", split_growths,
+               "decode attention on tensor cores again with each of these runtime.attention_split_growth "
+               "values (a backend each)",
+               0, 4096);
   std::vector<std::string> variants;
   app.add_option(
       "--attention-variant", variants,
       "decode attention on tensor cores again on a backend with these switches set on top of --set: "
       "runtime.<kernel switch>=<value>, several joined by '+' (repeatable: a backend each)");
   std::vector<int> attention_seqs{1, 8};
-  app.add_option(
-         "--attention-seqs", attention_seqs,
-         "decode attention with this many sequences of one token each (every context: 4k-32k; the K/V "
-         "cache of one copy is S x 8 MB at 4k, S x 64 MB at 32k)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 64));
+  add_int_list(app, "--attention-seqs", attention_seqs,
+               "decode attention with this many sequences of one token each (every context: 4k-32k; the K/V "
+               "cache of one copy is S x 8 MB at 4k, S x 64 MB at 32k)",
+               1, 64);
   std::vector<int> gemv_rows;
-  app.add_option("--gemv-rows", gemv_rows,
-                 "the staged GEMV at K = 2048, M = 1 with each of these row counts N as well (alone and "
-                 "chained 20 in a row)")
-      ->delimiter(',')
-      ->check(CLI::Range(16, 65536));
+  add_int_list(
+      app, "--gemv-rows", gemv_rows,
+      "the staged GEMV at K = 2048, M = 1 with each of these row counts N as well (alone and chained "
+      "20 in a row)",
+      16, 65536);
   std::vector<std::string> sets;
   app.add_option("--set", sets,
                  "runtime.<kernel switch>=<value> for every backend of the run (docs/config.md)");
