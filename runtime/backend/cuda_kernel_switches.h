@@ -146,7 +146,7 @@ struct CudaKernelSwitches {
   int attention_merge_in_o_max_ranges = 4;
   // With attention_merge_in_o_max_ranges: a one-token step whose context has more ranges than that merges
   // them in groups of 8 (each group's last block, as the two-level merge does) and, where that makes 2..max
-  // groups (up to 32 ranges: contexts of about 300-4000 keys at the default split), leaves the groups'
+  // groups (up to 32 ranges: contexts of about 520-5000 keys at the default split), leaves the groups'
   // partials to the O projection instead of a last block merging them (PagedAttentionParams::
   // defer_merge_groups). Tiles of 9-16 ranges then merge in two levels instead of one. H100, c = 1, against
   // false: -0.73% on the step with 768-token prompts (13 ranges), -1.78% with 2048 (22), -1.68% with 4096
