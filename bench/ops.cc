@@ -186,7 +186,11 @@ void bench_gemv_rows(Bench& b, const std::vector<int>& rows) {
       kernels::launch_gemv(q, be.stream(), be.launch_policy(), be.gemv_launch_options());
     };
     const double bytes = double(w_bytes) + 2.0 * kHidden + double(out.nbytes());
-    const std::string shape = "linear 2048->" + std::to_string(n) + " M=1 (gemv staged";
+    // launch_gemv takes the register kernel where the staged one cannot hold the shape: named as it runs.
+    kernels::GemvStagedPlan plan;
+    const bool staged = kernels::plan_gemv_staged(gp, be.gemv_launch_options(), plan);
+    const std::string shape =
+        "linear 2048->" + std::to_string(n) + " M=1 (" + (staged ? "gemv staged" : "gemv, not staged");
     b.time(shape + ")", bytes, run);
     b.time(shape + ", x20)", bytes, run, 20);
   }

@@ -404,9 +404,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   finish_block<T, true>(p, b, out, row_max, row_sum, last_s);
   TPS_PHASE_MARK(
       g_attention_marks,
-      b.active_splits > 1 && last_s &&
+      b.active_splits > 1 &&
               attention_deferred_partials(b.active_splits, p.defer_merge_max_ranges, p.defer_merge_groups)
-                      .count == 0
+                      .count == 0 &&
+              last_s  // set only where the block counted an arrival
           ? 8
           : 7);
 }

@@ -146,11 +146,11 @@ struct CudaKernelSwitches {
   int attention_merge_in_o_max_ranges = 4;
   // With attention_merge_in_o_max_ranges: a one-token step whose context has more ranges than that merges
   // them in groups of 8 (each group's last block, as the two-level merge does) and, where that makes 2..max
-  // groups (up to 32 ranges: contexts of about 520-5000 keys at the default split), leaves the groups'
+  // groups (up to 32 ranges: contexts of 513-5120 keys at the default split), leaves the groups'
   // partials to the O projection instead of a last block merging them (PagedAttentionParams::
   // defer_merge_groups). Tiles of 9-16 ranges then merge in two levels instead of one. H100, c = 1, against
   // false: -0.73% on the step with 768-token prompts (13 ranges), -1.78% with 2048 (22), -1.68% with 4096
-  // (27), 6/6 each; at 4096 attention's chain ends 2.5 us sooner and the O projection 1.4 us later
+  // (26-27), 6/6 each; at 4096 attention's chain ends 2.5 us sooner and the O projection 1.4 us later
   // (docs/PERF.md, forty-sixth session).
   bool attention_merge_in_o_groups = true;
   // Decode attention's blocks count their arrival for the merge with one acquire-release atomic instead of

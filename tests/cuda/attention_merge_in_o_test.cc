@@ -145,7 +145,8 @@ TEST(AttentionMergeInO, GroupsSameBitsAsTwoLevelMerge) {
   TPS_REQUIRE_CUDA_DEVICE();
   const MergeSwitches two_level{false, kernels::kAttentionMergeGroup},
       groups{true, kernels::kAttentionMergeGroup};
-  for (int context : {300, 600, 1000, 2000, 4000, 8000})
+  // 576 and 1600 keys: 9 and 17 ranges, whose last group holds one range (its own partial, no merge).
+  for (int context : {300, 576, 600, 1000, 1600, 2000, 4000, 8000})
     for (int planned : {0, 8192}) {
       const int ranges = kernels::attention_active_ranges(context, kernels::kAttentionMaxSplits, 32, 4, 64);
       const kernels::DeferredPartials deferred = kernels::attention_deferred_partials(ranges, 4, true);
@@ -264,10 +265,12 @@ TEST(AttentionMergeInO, ReplaysDecideFromThePosition) {
 }
 
 // With runtime.attention_merge_in_o_groups: captured at 4000 keys (32 ranges, 4 groups), replayed at 100,
-// 300, 600, 2000 and 4000 keys (2, 5, 10, 21, 32 ranges): ranges, no partials, then groups merged in O.
+// 300, 600, 2000 and 4000 keys (2, 5, 10, 21, 32 ranges: ranges merged in O, attention merging alone, then
+// groups merged in O), then at 576 keys (9 ranges: a last group of one range) and at 300 again (a tile
+// counter used after steps that left it alone).
 TEST(AttentionMergeInO, GroupReplaysDecideFromThePosition) {
   TPS_REQUIRE_CUDA_DEVICE();
-  expect_replays_decide_from_the_position(4000, {100, 300, 600, 2000, 4000},
+  expect_replays_decide_from_the_position(4000, {100, 300, 600, 2000, 4000, 576, 300},
                                           {true, kernels::kAttentionMergeGroup});
 }
 
