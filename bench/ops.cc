@@ -117,6 +117,21 @@ double measure_bandwidth(Bench& b) {
   return r.gbps();
 }
 
+// The GEMV `gp` (its weights rotating over the copies `w`) with `options`, alone and chained 20 in a row:
+// "linear <shape> (<kernel>)" and "linear <shape> (<kernel>, x20)".
+void time_gemv(Bench& b, const std::string& shape, const std::string& kernel, double bytes,
+               const kernels::GemvParams& gp, const std::vector<Tensor>& w,
+               const kernels::GemvLaunchOptions& options) {
+  CudaBackend& be = b.backend();
+  auto run = [&](int i) {
+    kernels::GemvParams q = gp;
+    q.w = static_cast<const kernels::bf16*>(w[i % w.size()].data);
+    kernels::launch_gemv(q, be.stream(), be.launch_policy(), options);
+  };
+  b.time("linear " + shape + " (" + kernel + ")", bytes, run);
+  b.time("linear " + shape + " (" + kernel + ", x20)", bytes, run, 20);
+}
+
 void bench_projections(Bench& b) {
   CudaBackend& be = b.backend();
   Tensor gemm_ws = be.alloc(DType::kU8, {int64_t(32) << 20});
@@ -149,15 +164,8 @@ void bench_projections(Bench& b) {
       // The two GEMV kernels: staged (weights in shared memory, where they fit; else it is the other) and
       // register-pipelined; each alone and chained 20 in a row. Staged as the backend stages (its options).
       for (const auto& [label, options] : {std::pair{"gemv staged", be.gemv_launch_options()},
-                                           std::pair{"gemv", kernels::GemvLaunchOptions{}}}) {
-        auto run = [&, options = options](int i) {
-          kernels::GemvParams q = gp;
-          q.w = static_cast<const kernels::bf16*>(w[i % copies].data);
-          kernels::launch_gemv(q, be.stream(), be.launch_policy(), options);
-        };
-        b.time("linear " + shape + " (" + label + ")", bytes, run);
-        b.time("linear " + shape + " (" + label + ", x20)", bytes, run, 20);
-      }
+                                           std::pair{"gemv", kernels::GemvLaunchOptions{}}})
+        time_gemv(b, shape, label, bytes, gp, w, options);
       b.time("linear " + shape + " (cublasLt)", bytes, [&](int i) {
         cublas.run(x.data, w[i % copies].data, out.data, p.f32_out, m, p.n, p.k, be.stream());
       });
@@ -180,19 +188,12 @@ void bench_gemv_rows(Bench& b, const std::vector<int>& rows) {
     gp.x = static_cast<const kernels::bf16*>(x.data);
     gp.out_bf16 = static_cast<kernels::bf16*>(out.data);
     gp.m = 1, gp.n = n, gp.k = kHidden;
-    auto run = [&](int i) {
-      kernels::GemvParams q = gp;
-      q.w = static_cast<const kernels::bf16*>(w[i % copies].data);
-      kernels::launch_gemv(q, be.stream(), be.launch_policy(), be.gemv_launch_options());
-    };
     const double bytes = double(w_bytes) + 2.0 * kHidden + double(out.nbytes());
     // launch_gemv takes the register kernel where the staged one cannot hold the shape: named as it runs.
     kernels::GemvStagedPlan plan;
     const bool staged = kernels::plan_gemv_staged(gp, be.gemv_launch_options(), plan);
-    const std::string shape =
-        "linear 2048->" + std::to_string(n) + " M=1 (" + (staged ? "gemv staged" : "gemv, not staged");
-    b.time(shape + ")", bytes, run);
-    b.time(shape + ", x20)", bytes, run, 20);
+    time_gemv(b, "2048->" + std::to_string(n) + " M=1", staged ? "gemv staged" : "gemv, not staged", bytes,
+              gp, w, be.gemv_launch_options());
   }
 }
 

@@ -43,7 +43,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   __shared__ float s_s[kRows][kKeys];
   __shared__ float alpha_s[kRows], max_s[kRows], sum_s[kRows];
   __shared__ int limit_s[kRows];
-  __shared__ bool last_s;  // this block merges the tile's splits
 
   pdl_wait_then_trigger();
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
@@ -181,7 +180,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   // uses: it stops at the first such row).
   float row_max[T::kPvRowsPerThread], row_sum[T::kPvRowsPerThread];
   load_row_stats<T>(max_s, sum_s, tid / T::kDimGroups, row_max, row_sum);
-  finish_block<T, kSplit>(p, b, acc, row_max, row_sum, last_s);
+  finish_block<T, kSplit>(p, b, acc, row_max, row_sum);
 }
 
 template <int D, int kRows, int kKeys, int kStages, bool kSplit>

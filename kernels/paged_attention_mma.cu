@@ -203,7 +203,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
   __shared__ float warp_max_s[kWarps][kRows], warp_sum_s[kWarps][kRows];
   __shared__ float max_s[kRows], sum_s[kRows];
   __shared__ int limit_s[kRows];
-  __shared__ bool last_s;
   __shared__ __align__(16) bf16 new_kv_s[2][D];  // folded prologue: the token's own k and v
   auto k_stage = [&](int stage) {
     return reinterpret_cast<bf16(*)[S::kRowStride]>(smem + stage * S::kStageBytes);
@@ -401,15 +400,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Pag
     }
   }
   TPS_PHASE_MARK(g_attention_marks, 6);
-  finish_block<T, true>(p, b, out, row_max, row_sum, last_s);
-  TPS_PHASE_MARK(
-      g_attention_marks,
-      b.active_splits > 1 &&
-              attention_deferred_partials(b.active_splits, p.defer_merge_max_ranges, p.defer_merge_groups)
-                      .count == 0 &&
-              last_s  // set only where the block counted an arrival
-          ? 8
-          : 7);
+  [[maybe_unused]] const bool merged_tile = finish_block<T, true>(p, b, out, row_max, row_sum);
+  TPS_PHASE_MARK(g_attention_marks, merged_tile ? 8 : 7);
 }
 
 template <int D>

@@ -279,12 +279,14 @@ __device__ __forceinline__ void load_row_stats(const float* max_s, const float* 
 // the last block of each group of kAttentionMergeGroup consecutive ranges merges the group into the group's
 // first range, and the last of those merges the groups (or, with p.defer_merge_groups, the next launch
 // does, at any count of ranges above p.defer_merge_max_ranges that makes 2..that many groups).
+// Returns true in the block that merged the tile's ranges into its rows (every thread of it).
 template <typename T, bool kSplit>
-__device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
+__device__ bool finish_block(const PagedAttentionParams& p, const BlockTile& b,
                              const float (&acc)[T::kPvRowsPerThread][4],
                              const float (&row_max)[T::kPvRowsPerThread],
-                             const float (&row_sum)[T::kPvRowsPerThread], bool& last_s) {
+                             const float (&row_sum)[T::kPvRowsPerThread]) {
   constexpr int D = T::kDim;
+  __shared__ bool last_s;  // arrive_last's answer, for every thread of the block
   const int tid = threadIdx.x;
   const int dim_group = tid % T::kDimGroups, pv_row_group = tid / T::kDimGroups;
   const int d0 = dim_group * 4;
@@ -297,7 +299,7 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
       *reinterpret_cast<uint2*>(p.out + b.row_index(p, r) * D + d0) = make_uint2(
           pack_bf16x2(acc[i][0] * inv, acc[i][1] * inv), pack_bf16x2(acc[i][2] * inv, acc[i][3] * inv));
     }
-    return;
+    return false;
   }
   if constexpr (kSplit) {
 #pragma unroll
@@ -316,7 +318,7 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
     // (attention_deferred_partials).
     const DeferredPartials deferred =
         attention_deferred_partials(b.active_splits, p.defer_merge_max_ranges, p.defer_merge_groups);
-    if (deferred.count > 0 && deferred.stride == 1) return;
+    if (deferred.count > 0 && deferred.stride == 1) return false;
     const bool defer_groups = deferred.count > 0;
     const int64_t tile_index =
         (static_cast<int64_t>(b.tile) * p.num_seqs + b.seq) * p.num_kv_heads + b.kv_head;
@@ -324,22 +326,25 @@ __device__ void finish_block(const PagedAttentionParams& p, const BlockTile& b,
                            ? 1
                            : (b.active_splits + kAttentionMergeGroup - 1) / kAttentionMergeGroup;
     if (groups == 1) {
-      if (arrive_last(p.split_counters + tile_index, b.active_splits, last_s, p.arrival_acq_rel))
-        merge_ranges<D>(p, b, 0, b.active_splits, 1, true);
-      return;
+      if (!arrive_last(p.split_counters + tile_index, b.active_splits, last_s, p.arrival_acq_rel))
+        return false;
+      merge_ranges<D>(p, b, 0, b.active_splits, 1, true);
+      return true;
     }
     const int group = b.split / kAttentionMergeGroup, first = group * kAttentionMergeGroup;
     const int count = min(kAttentionMergeGroup, b.active_splits - first);
     if (count > 1) {  // else the group's one range is its partial
       int* group_counter =
           p.split_counters + p.split_counter_capacity + tile_index * kAttentionMaxMergeGroups + group;
-      if (!arrive_last(group_counter, count, last_s, p.arrival_acq_rel)) return;
+      if (!arrive_last(group_counter, count, last_s, p.arrival_acq_rel)) return false;
       merge_ranges<D>(p, b, first, count, 1, false);
     }
-    if (defer_groups) return;  // the next launch merges the groups' partials
-    if (arrive_last(p.split_counters + tile_index, groups, last_s, p.arrival_acq_rel))
-      merge_ranges<D>(p, b, 0, groups, kAttentionMergeGroup, true);
+    if (defer_groups) return false;  // the next launch merges the groups' partials
+    if (!arrive_last(p.split_counters + tile_index, groups, last_s, p.arrival_acq_rel)) return false;
+    merge_ranges<D>(p, b, 0, groups, kAttentionMergeGroup, true);
+    return true;
   }
+  return false;
 }
 
 }  // namespace tpserve::kernels::attention
