@@ -173,8 +173,8 @@ void bench_projections(Bench& b) {
   }
 }
 
-// The staged GEMV at K = hidden and M = 1 for other row counts N (--gemv-rows): how its time follows the
-// weight bytes each SM holds (ceil(N / 16) row tiles over the SMs) rather than the bytes in all.
+// The staged GEMV at K = hidden and M = 1 for other row counts N (--gemv-rows): whether its time follows
+// the weight bytes in all or the most each SM holds (ceil(N / 16) row tiles over the SMs).
 void bench_gemv_rows(Bench& b, const std::vector<int>& rows) {
   CudaBackend& be = b.backend();
   for (int n : rows) {

@@ -27,6 +27,10 @@ struct MergeInOResult {
 struct MergeSwitches {
   bool groups = false;
   int one_level_max = 16;
+  void apply(CudaKernelSwitches& k) const {
+    k.attention_merge_in_o_groups = groups;
+    k.attention_merge_one_level_max = one_level_max;
+  }
 };
 
 // One sequence of `context` keys (its one token last), 32 query heads over 4 KV heads of 128 (K = 4096), an
@@ -38,8 +42,7 @@ MergeInOResult run_block(int context, int max_ranges, int min_keys, int planned_
   options.kernels.attention_split_keys = 32;
   options.kernels.attention_split_min_keys = min_keys;
   options.kernels.attention_merge_in_o_max_ranges = max_ranges;
-  options.kernels.attention_merge_in_o_groups = merge.groups;
-  options.kernels.attention_merge_one_level_max = merge.one_level_max;
+  merge.apply(options.kernels);
   Backends b(options);
   std::mt19937 rng(static_cast<uint32_t>(context * 131 + min_keys * 7 + planned_context));  // same per case
   PagedSetup s = make_paged(b, rng, c);
@@ -215,8 +218,7 @@ void expect_replays_decide_from_the_position(int captured, const std::vector<int
     CudaBackendOptions options = test_backend_options();
     options.kernels.attention_split_min_keys = 64;
     options.kernels.attention_merge_in_o_max_ranges = i == 0 ? 0 : 4;
-    options.kernels.attention_merge_in_o_groups = merge.groups;
-    options.kernels.attention_merge_one_level_max = merge.one_level_max;
+    merge.apply(options.kernels);
     Side& x = sides[i];
     x.b = std::make_unique<Backends>(options);
     std::mt19937 rng(77);  // the same inputs on both sides
