@@ -37,7 +37,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAt
   static_assert(kThreads % kKeys == 0 && kRows % T::kQkRowGroups == 0);
   static_assert(kKeys % kWarpSize == 0 && kAttentionCudaCoreSplitKeys % kKeys == 0);
   static_assert(kStages == 1 || kStages == 2);
-  __shared__ float q_s[kRows][D];
+  // Read as float4: 16-byte aligned whatever static shared memory the compiler places before it
+  // (finish_block's flag).
+  __shared__ __align__(16) float q_s[kRows][D];
   __shared__ __align__(16) bf16 k_s[kStages][kKeys][T::kRowStride];
   __shared__ __align__(16) bf16 v_s[kStages][kKeys][T::kRowStride];
   __shared__ float s_s[kRows][kKeys];
