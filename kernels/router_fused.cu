@@ -11,6 +11,10 @@
 //   cluster barrier (block 0 is done reading the others' shared memory); block 0 gates (one warp a token)
 //   and stores the logits. With p.stores_after_gather blocks 1..7 store a seventh of the columns each
 //   after the second barrier instead, while block 0 gates.
+//   With p.push_logits each block's warp 0 stores its logits straight into block 0's gathered array instead
+//   (distributed shared memory), so one barrier does: block 0 gates right after it, while blocks 1..7 store
+//   a seventh of the columns each. The cluster's blocks arrive at a barrier on entry and wait for it before
+//   the first remote store, so that block 0's shared memory exists when they write it.
 #include <cooperative_groups.h>
 
 #include "common/error.h"
@@ -35,6 +39,17 @@ constexpr int kRowsAtOnce = 4;                                // rows whose load
 __host__ __device__ constexpr size_t align16(size_t n) {
   return (n + 15) / 16 * 16;
 }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The two halves of a cluster barrier (every thread of every block of the cluster): an arrival that orders
+// no memory, and the wait for every thread's arrival.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+}
+#endif
 
 // Byte offsets of a block's shared memory.
 struct RouterSmem {
@@ -79,6 +94,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize, g = lane / 4, q = lane % 4;
   const int rank = static_cast<int>(cluster.block_rank()), row0 = rank * kMmaRows;
   const int row_elems = p.hidden + kStagedRowPad, vecs = p.hidden / kBf16PerVec;
+  if (p.push_logits) cluster_arrive_relaxed();  // this block has started (waited for before the push)
 
   // Before the wait: the norm weights (group 1), the block's router rows in the warp's k range (group 2).
   for (int i = tid; i < vecs; i += kThreads)
@@ -146,7 +162,19 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   mma_staged<NT, 1>(acc, w_tile, row_elems, b, kb0, kb1);
   __syncthreads();  // every warp is done with the router rows: their space takes the partial tiles
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(w_tile), kWarps);
-  if (warp == 0) {
+  if (p.push_logits) {
+    cluster_wait();  // every block of the cluster has started
+    if (warp == 0) {
+      float* all_0 = cluster.map_shared_rank(all_s, 0);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int token = nt * kMmaCols + 2 * q + (i & 1), e = row0 + g + (i < 2 ? 0 : 8);
+          if (token < p.tokens && e < p.experts) all_0[token * p.experts + e] = acc[nt][i];
+        }
+    }
+  } else if (warp == 0) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -156,10 +184,11 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
       }
   }
   TPS_PHASE_MARK(g_router_marks, 5);
-  cluster.sync();  // every block's logits are in its shared memory; no block reads residual any more
+  // Every block's logits are in its shared memory (pushed: in block 0's); no block reads residual any more.
+  cluster.sync();
   TPS_PHASE_MARK(g_router_marks, 6);
 
-  if (rank == 0)
+  if (rank == 0 && !p.push_logits)
     for (int i = tid; i < p.tokens * p.experts; i += kThreads) {
       const int token = i / p.experts, e = i % p.experts;
       const float* src = cluster.map_shared_rank(logits_s, e / kMmaRows);
@@ -180,11 +209,14 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
       store_vec(p.normed + off, load_vec(x_s + m * row_elems + vec * kBf16PerVec));
     }
   };
-  if (!p.stores_after_gather) store_columns(rank, kRouterClusterBlocks);
-  cluster.sync();  // block 0 is done with the other blocks' shared memory
+  const bool stores_late = p.push_logits || p.stores_after_gather;
+  if (!p.push_logits) {
+    if (!stores_late) store_columns(rank, kRouterClusterBlocks);
+    cluster.sync();  // block 0 is done with the other blocks' shared memory
+  }
   TPS_PHASE_MARK(g_router_marks, 7);
   if (rank != 0) {
-    if (p.stores_after_gather) store_columns(rank - 1, kRouterClusterBlocks - 1);
+    if (stores_late) store_columns(rank - 1, kRouterClusterBlocks - 1);
     return;
   }
   for (int i = tid; i < p.tokens * p.experts; i += kThreads) p.logits[i] = all_s[i];

@@ -34,6 +34,10 @@ struct RouterFusedParams {
   // (block 0 stores none); false: every block stores an eighth between the two cluster barriers, alongside
   // block 0's gather, so block 0 gates after the slowest block's stores (the same results).
   bool stores_after_gather = false;
+  // Each block stores its logits into block 0's shared memory itself (distributed shared memory), so that
+  // one cluster barrier replaces the second barrier and block 0's gather; blocks 1..7 then store the columns
+  // as with stores_after_gather (which it overrides). The same results.
+  bool push_logits = false;
   // The gating's arg-max rounds reduce with redux.sync (TopkGatingParams::redux).
   bool redux_gating = false;
   // Weight copies into shared memory under the L2 evict_first hint (kernels/device_common.cuh StreamHint;

@@ -186,6 +186,10 @@ struct CudaKernelSwitches {
   // logits, while it gates (kernels/router_fused.h); false: every block stores an eighth between the two
   // cluster barriers, before block 0 gates.
   bool router_fused_stores_after_gather = true;
+  // The fused router's blocks store their logits straight into block 0's shared memory, so that one cluster
+  // barrier replaces block 0's gather and the second barrier (RouterFusedParams::push_logits); the same
+  // results.
+  bool router_fused_push_logits = false;
   // Top-k gating (the gating kernel and the fused router's) finds each round's arg-max with two warp
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
@@ -257,6 +261,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("moe_combine_early_routing", switches.moe_combine_early_routing);
   visit("router_fused_max_tokens", switches.router_fused_max_tokens, 0, 16);
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
+  visit("router_fused_push_logits", switches.router_fused_push_logits);
   visit("topk_gating_redux", switches.topk_gating_redux);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);

@@ -85,6 +85,7 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   p.k = k;
   p.renormalize = renormalize;
   p.stores_after_gather = options_.kernels.router_fused_stores_after_gather;
+  p.push_logits = options_.kernels.router_fused_push_logits;
   p.redux_gating = gating.redux;
   p.weights_evict_first = options_.kernels.weights_l2_evict_first;
   const bool shape_fits = kernels::router_fused_fits(p);
