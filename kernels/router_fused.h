@@ -2,9 +2,10 @@
 // up to kRouterFusedMaxTokens tokens, E <= kRouterFusedMaxExperts): one thread-block cluster of
 // kRouterClusterBlocks blocks, each owning 16 experts' router rows, staged in shared memory before the PDL
 // wait. After the wait every block computes the norm of all rows itself (same code, same bits in every
-// block), its experts' logits on tensor cores; block 0 gathers the logits over the cluster's shared memory,
-// runs the gating (one warp a token) and stores the logits, and the blocks store the columns of the residual
-// and the norm (RouterFusedParams::stores_after_gather says which blocks, and when).
+// block), its experts' logits on tensor cores; the logits meet in block 0's shared memory (pushed there by
+// each block, or gathered by block 0: RouterFusedParams::push_logits), block 0 runs the gating (one warp a
+// token) and stores the logits, and the blocks store the columns of the residual and the norm
+// (push_logits and stores_after_gather say which blocks, and when).
 #pragma once
 
 #include "kernels/kernel_api.h"

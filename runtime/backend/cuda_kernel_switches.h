@@ -188,8 +188,8 @@ struct CudaKernelSwitches {
   bool router_fused_stores_after_gather = true;
   // The fused router's blocks store their logits straight into block 0's shared memory, so that one cluster
   // barrier replaces block 0's gather and the second barrier (RouterFusedParams::push_logits); the same
-  // results.
-  bool router_fused_push_logits = false;
+  // results. Measured -1.04% on the step at c = 1, -0.69% at c = 4 (docs/PERF.md, forty-ninth session).
+  bool router_fused_push_logits = true;
   // Top-k gating (the gating kernel and the fused router's) finds each round's arg-max with two warp
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).

@@ -353,8 +353,8 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
   EXPECT_TRUE(c.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_stores_after_gather=false"})
                    .runtime.kernels.router_fused_stores_after_gather);
-  EXPECT_FALSE(c.runtime.kernels.router_fused_push_logits);
-  EXPECT_TRUE(parse_config(M, "x", {"runtime.router_fused_push_logits=true"})
+  EXPECT_TRUE(c.runtime.kernels.router_fused_push_logits);
+  EXPECT_FALSE(parse_config(M, "x", {"runtime.router_fused_push_logits=false"})
                   .runtime.kernels.router_fused_push_logits);
   EXPECT_TRUE(c.runtime.kernels.attention_kv_before_wait);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.attention_kv_before_wait=false"})
