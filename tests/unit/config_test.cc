@@ -374,7 +374,7 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
                    .runtime.kernels.moe_combine_batched_loads);
   EXPECT_TRUE(c.runtime.kernels.norm_loads_before_wait);
   EXPECT_TRUE(c.runtime.kernels.moe_combine_early_routing);
-  EXPECT_EQ(c.runtime.kernels.router_fused_max_tokens, 4);
+  EXPECT_EQ(c.runtime.kernels.router_fused_max_tokens, 8);
   EXPECT_EQ(
       parse_config(M, "x", {"runtime.router_fused_max_tokens=0"}).runtime.kernels.router_fused_max_tokens, 0);
   EXPECT_THROW(parse_config(M, "x", {"runtime.router_fused_max_tokens=17"}), ConfigError);
