@@ -180,8 +180,8 @@ struct CudaKernelSwitches {
   // SM90+, one rank: steps of up to this many tokens (0..16) run the residual add + RMSNorm before each MoE
   // block, the router and the top-k gating as one launch of one thread-block cluster
   // (Backend::add_rmsnorm_route, kernels/router_fused.h); larger steps, and 0, run them as three launches.
-  // 8: with the logits pushed into block 0 (router_fused_push_logits), -0.67% at 8 tokens against 4, 16
-  // +0.48% (docs/PERF.md, forty-ninth session).
+  // 8: with the logits pushed into block 0 (router_fused_push_logits), -0.67% on the step at c = 8 against
+  // 4; 16 was +0.48% at c = 16 (H100, docs/PERF.md, forty-ninth session).
   int router_fused_max_tokens = 8;
   // The fused router's blocks 1..7 store the residual and normed columns after block 0 has gathered the
   // logits, while it gates (kernels/router_fused.h); false: every block stores an eighth between the two
