@@ -145,6 +145,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     if (lane == 0) inv_s[m] = 1.0f / sqrtf(sum_sq / static_cast<float>(p.hidden) + p.eps);
   }
   cp_async_wait_pending(1);  // the norm weights (the router rows may still fly)
+  TPS_PHASE_MARK(g_router_marks, 9);
   __syncthreads();
   for (int i = tid; i < p.tokens * vecs; i += kThreads) {
     bf16* piece = x_s + (i / vecs) * row_elems + (i % vecs) * kBf16PerVec;
@@ -153,6 +154,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     store_normed_piece(norm_w_s + (i % vecs) * kBf16PerVec, v, inv_s[i / vecs], piece);
   }
   cp_async_wait_all();
+  TPS_PHASE_MARK(g_router_marks, 10);
   __syncthreads();
   TPS_PHASE_MARK(g_router_marks, 4);
 
@@ -220,6 +222,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     return;
   }
   for (int i = tid; i < p.tokens * p.experts; i += kThreads) p.logits[i] = all_s[i];
+  TPS_PHASE_MARK(g_router_marks, 11);
   for (int m = warp; m < p.tokens; m += kWarps)
     warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
                                p.weights + static_cast<int64_t>(m) * p.k,
