@@ -40,17 +40,6 @@ __host__ __device__ constexpr size_t align16(size_t n) {
   return (n + 15) / 16 * 16;
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// The two halves of a cluster barrier (every thread of every block of the cluster): an arrival that orders
-// no memory, and the wait for every thread's arrival.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-}
-#endif
-
 // Byte offsets of a block's shared memory.
 struct RouterSmem {
   size_t w = 0, x = 0, norm_w = 0, part = 0, inv = 0, logits = 0, all = 0, total = 0;
@@ -94,7 +83,7 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize, g = lane / 4, q = lane % 4;
   const int rank = static_cast<int>(cluster.block_rank()), row0 = rank * kMmaRows;
   const int row_elems = p.hidden + kStagedRowPad, vecs = p.hidden / kBf16PerVec;
-  if (p.push_logits) cluster_arrive_relaxed();  // this block has started (waited for before the push)
+  if (p.push_logits) __cluster_barrier_arrive_relaxed();  // started (waited for before the push)
 
   // Before the wait: the norm weights (group 1), the block's router rows in the warp's k range (group 2).
   for (int i = tid; i < vecs; i += kThreads)
@@ -164,25 +153,17 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   mma_staged<NT, 1>(acc, w_tile, row_elems, b, kb0, kb1);
   __syncthreads();  // every warp is done with the router rows: their space takes the partial tiles
   reduce_warp_tiles<NT>(acc, reinterpret_cast<float*>(w_tile), kWarps);
-  if (p.push_logits) {
-    cluster_wait();  // every block of the cluster has started
-    if (warp == 0) {
-      float* all_0 = cluster.map_shared_rank(all_s, 0);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int token = nt * kMmaCols + 2 * q + (i & 1), e = row0 + g + (i < 2 ? 0 : 8);
-          if (token < p.tokens && e < p.experts) all_0[token * p.experts + e] = acc[nt][i];
-        }
-    }
-  } else if (warp == 0) {
+  if (p.push_logits) __cluster_barrier_wait();  // every block of the cluster has started
+  if (warp == 0) {
+    // Pushed: block 0's [T][E] array at this block's experts; else this block's own [T][16] tile.
+    float* dst = p.push_logits ? cluster.map_shared_rank(all_s, 0) + row0 : logits_s;
+    const int stride = p.push_logits ? p.experts : kMmaRows;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int token = nt * kMmaCols + 2 * q + (i & 1), r = g + (i < 2 ? 0 : 8);
-        if (token < p.tokens) logits_s[token * kMmaRows + r] = acc[nt][i];
+        if (token < p.tokens && row0 + r < p.experts) dst[token * stride + r] = acc[nt][i];
       }
   }
   TPS_PHASE_MARK(g_router_marks, 5);
@@ -212,10 +193,8 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
     }
   };
   const bool stores_late = p.push_logits || p.stores_after_gather;
-  if (!p.push_logits) {
-    if (!stores_late) store_columns(rank, kRouterClusterBlocks);
-    cluster.sync();  // block 0 is done with the other blocks' shared memory
-  }
+  if (!stores_late) store_columns(rank, kRouterClusterBlocks);
+  if (!p.push_logits) cluster.sync();  // block 0 is done with the other blocks' shared memory
   TPS_PHASE_MARK(g_router_marks, 7);
   if (rank != 0) {
     if (stores_late) store_columns(rank - 1, kRouterClusterBlocks - 1);
