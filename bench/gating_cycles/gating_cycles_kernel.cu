@@ -1,0 +1,103 @@
+// bench/gating_cycles/gating_cycles_kernel.h. Launched as Pdl::kNever under the top-k site: a measurement,
+// not part of any op chain.
+#include "bench/gating_cycles/gating_cycles_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/counter_hash.h"
+#include "common/cuda_check.h"
+#include "common/error.h"
+#include "kernels/launch.h"
+#include "kernels/topk_gating.cuh"
+
+namespace tpserve::bench {
+namespace {
+
+constexpr int kPerLane = 4;  // 128 experts: the fused router's shape
+constexpr int kMaxExperts = kPerLane * kernels::kWarpSize;
+constexpr int kThreads = 256;
+
+// logits: [E]; cycles: [gridDim.x][reps]; weights, ids: [gridDim.x][reps][k] (every pass's picks, checked).
+__global__ void gating_cycles_kernel(const float* logits, int experts, int k, bool redux, int reps,
+                                     long long* cycles, float* weights, int32_t* ids) {
+  __shared__ float logits_s[kMaxExperts];
+  for (int i = threadIdx.x; i < experts; i += blockDim.x) logits_s[i] = logits[i];
+  __syncthreads();
+  if (threadIdx.x >= kernels::kWarpSize) return;
+  for (int r = 0; r < reps; ++r) {
+    const int64_t pass = static_cast<int64_t>(blockIdx.x) * reps + r;
+    __syncwarp();
+    const long long start = clock64();
+    kernels::warp_topk_gating<kPerLane>(logits_s, experts, k, true, weights + pass * k, ids + pass * k,
+                                        redux);
+    __syncwarp();
+    const long long end = clock64();
+    if (threadIdx.x == 0) cycles[pass] = end - start;
+  }
+}
+
+// The CPU's picks (runtime/backend/cpu/cpu_moe.cc topk_gating's order: probability desc, index asc).
+std::vector<int32_t> reference_ids(const std::vector<float>& logits, int k) {
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  std::vector<float> probs(logits.size());
+  for (size_t e = 0; e < logits.size(); ++e) probs[e] = std::exp(logits[e] - max_logit);
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+  order.resize(k);
+  return order;
+}
+
+template <class T>
+struct DeviceArray {
+  T* p = nullptr;
+  explicit DeviceArray(size_t n) { CUDA_CHECK(cudaMalloc(&p, n * sizeof(T))); }
+  ~DeviceArray() { cudaFree(p); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
+}  // namespace
+
+std::vector<std::vector<long long>> run_gating_cycles(const GatingCyclesCase& c, int launches,
+                                                      uint64_t seed) {
+  TPS_CHECK(c.experts >= 1 && c.experts <= kMaxExperts, "gating_cycles: experts must be in [1, ", kMaxExperts,
+            "], got ", c.experts);
+  TPS_CHECK(c.k >= 1 && c.k <= std::min(c.experts, kernels::kGatingMaxK), "gating_cycles: k=", c.k,
+            " outside [1, min(experts, ", kernels::kGatingMaxK, ")]");
+  TPS_CHECK(c.reps >= 1 && launches >= 1, "gating_cycles: reps and launches must be positive");
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+
+  std::vector<float> logits(c.experts);
+  for (int e = 0; e < c.experts; ++e) logits[e] = static_cast<float>(8.0 * uniform_open01(seed, 0, e) - 4.0);
+  const std::vector<int32_t> expected = reference_ids(logits, c.k);
+
+  const size_t passes = static_cast<size_t>(sms) * c.reps;
+  DeviceArray<float> logits_d(c.experts), weights_d(passes * c.k);
+  DeviceArray<long long> cycles_d(passes);
+  DeviceArray<int32_t> ids_d(passes * c.k);
+  CUDA_CHECK(cudaMemcpy(logits_d.p, logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
+  kernels::LaunchPolicy policy;
+  std::vector<std::vector<long long>> out;
+  std::vector<int32_t> ids(passes * c.k);
+  for (int l = 0; l < launches; ++l) {
+    kernels::launch(policy, kernels::Site::kTopkGating, kernels::Pdl::kNever, gating_cycles_kernel, dim3(sms),
+                    dim3(kThreads), 0, nullptr, logits_d.p, c.experts, c.k, c.redux, c.reps, cycles_d.p,
+                    weights_d.p, ids_d.p);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<long long>& cycles = out.emplace_back(passes);
+    CUDA_CHECK(cudaMemcpy(cycles.data(), cycles_d.p, passes * sizeof(long long), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(ids.data(), ids_d.p, ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    for (size_t pass = 0; pass < passes; ++pass)
+      TPS_CHECK(std::equal(expected.begin(), expected.end(), ids.begin() + pass * c.k),
+                "gating_cycles: pass ", pass, " of launch ", l, " picked other experts than the CPU's sort");
+  }
+  return out;
+}
+
+}  // namespace tpserve::bench
