@@ -1,5 +1,5 @@
-// Router gating: softmax over the experts' logits in fp32, the k most probable experts (ties to the smaller
-// index), their probabilities renormalised to sum to one when asked.
+// Router gating: softmax over the experts' logits in fp32, the k most probable experts (the k largest logits,
+// ties to the smaller index, a NaN logit as -inf), their probabilities renormalised to sum to one when asked.
 #pragma once
 
 #include "kernels/kernel_api.h"
@@ -20,6 +20,9 @@ struct TopkGatingParams {
   // The arg-max rounds reduce over the warp with redux.sync on SM80+ (kernels/topk_gating.cuh
   // warp_argmax_round); false: shuffle steps (the same picks).
   bool redux = false;
+  // The arg-max rounds on the logits' order, the softmax's sum beside them (kernels/topk_gating.cuh
+  // warp_topk_gating_by_logits); false: the softmax first, the rounds on the probabilities.
+  bool by_logits = false;
 };
 
 void launch_topk_gating(const TopkGatingParams& p, cudaStream_t stream, const LaunchPolicy& policy);

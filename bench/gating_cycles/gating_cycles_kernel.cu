@@ -20,8 +20,8 @@ constexpr int kMaxExperts = kPerLane * kernels::kWarpSize;
 constexpr int kThreads = 256;
 
 // logits: [E]; cycles: [gridDim.x][reps]; weights, ids: [gridDim.x][reps][k] (every pass's picks, checked).
-__global__ void gating_cycles_kernel(const float* logits, int experts, int k, bool redux, int reps,
-                                     long long* cycles, float* weights, int32_t* ids) {
+__global__ void gating_cycles_kernel(const float* logits, int experts, int k, bool redux, bool by_logits,
+                                     int reps, long long* cycles, float* weights, int32_t* ids) {
   __shared__ float logits_s[kMaxExperts];
   for (int i = threadIdx.x; i < experts; i += blockDim.x) logits_s[i] = logits[i];
   __syncthreads();
@@ -30,8 +30,12 @@ __global__ void gating_cycles_kernel(const float* logits, int experts, int k, bo
     const int64_t pass = static_cast<int64_t>(blockIdx.x) * reps + r;
     __syncwarp();
     const long long start = clock64();
-    kernels::warp_topk_gating<kPerLane>(logits_s, experts, k, true, weights + pass * k, ids + pass * k,
-                                        redux);
+    if (by_logits)
+      kernels::warp_topk_gating_by_logits<kPerLane>(logits_s, experts, k, true, weights + pass * k,
+                                                    ids + pass * k, redux);
+    else
+      kernels::warp_topk_gating<kPerLane>(logits_s, experts, k, true, weights + pass * k, ids + pass * k,
+                                          redux);
     __syncwarp();
     const long long end = clock64();
     if (threadIdx.x == 0) cycles[pass] = end - start;
@@ -87,8 +91,8 @@ std::vector<std::vector<long long>> run_gating_cycles(const GatingCyclesCase& c,
   std::vector<int32_t> ids(passes * c.k);
   for (int l = 0; l < launches; ++l) {
     kernels::launch(policy, kernels::Site::kTopkGating, kernels::Pdl::kNever, gating_cycles_kernel, dim3(sms),
-                    dim3(kThreads), 0, nullptr, logits_d.p, c.experts, c.k, c.redux, c.reps, cycles_d.p,
-                    weights_d.p, ids_d.p);
+                    dim3(kThreads), 0, nullptr, logits_d.p, c.experts, c.k, c.redux, c.by_logits, c.reps,
+                    cycles_d.p, weights_d.p, ids_d.p);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<long long>& cycles = out.emplace_back(passes);
     CUDA_CHECK(cudaMemcpy(cycles.data(), cycles_d.p, passes * sizeof(long long), cudaMemcpyDeviceToHost));

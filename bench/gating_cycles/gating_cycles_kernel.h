@@ -1,5 +1,5 @@
-// The top-k gating's own cost in SM clock cycles (kernels/topk_gating.cuh warp_topk_gating, the code the
-// fused router's block 0 runs), apart from the router around it: one block on every SM gates one token's
+// The top-k gating's own cost in SM clock cycles (kernels/topk_gating.cuh, the code the fused router's
+// block 0 runs), apart from the router around it: one block on every SM gates one token's
 // logits from shared memory `reps` times in a row with warp 0, thread 0 reading clock64 before and after each
 // pass.
 #pragma once
@@ -13,7 +13,8 @@ struct GatingCyclesCase {
   int experts = 128;  // E, a multiple of 32 up to kernels::kGatingMaxExperts
   int k = 8;
   bool redux = true;
-  int reps = 8;  // passes a launch
+  bool by_logits = true;  // warp_topk_gating_by_logits; false: warp_topk_gating (the probabilities' order)
+  int reps = 8;           // passes a launch
 };
 
 // cycles[launch][sm * reps + pass] for `launches` launches in a row on one stream (the first finds the code

@@ -29,7 +29,7 @@ int run(int argc, char** argv) {
   std::vector<int> ks = {1, 2, 8};
   int launches = 3, device = 0;
   uint64_t seed = 5;
-  bool no_redux = false;
+  bool no_redux = false, by_probabilities = false;
   CLI::App app{"gating_cycles: SM clock cycles of the top-k gating alone, first and later passes"};
   app.add_option("--k", ks, "experts picked, comma-separated")->delimiter(',')->capture_default_str();
   app.add_option("--experts", c.experts, "experts (logits a token)")
@@ -40,6 +40,8 @@ int run(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   app.add_flag("--no-redux", no_redux, "arg-max rounds by shuffles instead of redux.sync");
+  app.add_flag("--by-probabilities", by_probabilities,
+               "the softmax first and the rounds on the probabilities (runtime.topk_gating_by_logits=false)");
   app.add_option("--device", device, "CUDA device index")->capture_default_str();
   app.add_option("--seed", seed, "seed of the logits")->capture_default_str()->check(non_negative_integer());
   try {
@@ -48,11 +50,15 @@ int run(int argc, char** argv) {
     return app.exit(e);
   }
   c.redux = !no_redux;
+  c.by_logits = !by_probabilities;
   CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  std::printf("%s, %d SMs; %d experts, redux %s, %d passes a launch; cycles: median over the SMs\n",
-              prop.name, prop.multiProcessorCount, c.experts, c.redux ? "on" : "off", c.reps);
+  std::printf(
+      "%s, %d SMs; %d experts, rounds on the %s, redux %s, %d passes a launch; cycles: median over "
+      "the SMs\n",
+      prop.name, prop.multiProcessorCount, c.experts, c.by_logits ? "logits" : "probabilities",
+      c.redux ? "on" : "off", c.reps);
   std::printf("%-4s %-7s %12s %12s %12s\n", "k", "launch", "first pass", "later passes", "later max");
   for (int k : ks) {
     c.k = k;

@@ -178,7 +178,8 @@ class Backend {
                            q, attn);
     linear(attn, o_proj_w, out);
   }
-  // Softmax over logits in f32, top-k (ties to the smaller index), renormalised when asked.
+  // Softmax over logits in f32, top-k (the k largest logits, ties to the smaller index, NaN as -inf),
+  // renormalised when asked.
   virtual void topk_gating(Tensor router_logits /*[T, E_all] f32*/, int k, bool renormalize,
                            Tensor weights /*[T, k] f32*/, Tensor ids /*[T, k] i32*/) = 0;
   // The residual add + RMSNorm before an MoE block and its router: add_rmsnorm(residual, x, norm_w, eps,

@@ -195,6 +195,13 @@ struct CudaKernelSwitches {
   // reductions (redux.sync, SM80+) instead of five shuffle steps (kernels/topk_gating.cuh); the same picks.
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
   bool topk_gating_redux = true;
+  // Top-k gating runs its arg-max rounds on the logits' order (the softmax is monotone): the first round's
+  // pick is the softmax's max, and the exponentials' sum runs beside the later rounds; a round needs a
+  // second reduction only where logits tie (kernels/topk_gating.cuh warp_topk_gating_by_logits). The same
+  // picks and bits but where two logits' probabilities round equal; NaN logits count as -inf.
+  // bench/gating_cycles (H100): 2775 cycles a k = 8 gating before it. false: the softmax first, the rounds on
+  // the probabilities.
+  bool topk_gating_by_logits = true;
   // SM90+: MoE launches of at least this many tokens (0: none) run gate_up streaming its weight rows through
   // shared memory by bulk copies (one instruction a row piece of 256 columns) instead of 16-byte loads of
   // every mma fragment (MoeExpertsParams::gate_up_bulk). 1: with weights_l2_evict_first, one token too
@@ -264,6 +271,7 @@ void for_each_kernel_switch(Switches& switches, Visit&& visit) {
   visit("router_fused_stores_after_gather", switches.router_fused_stores_after_gather);
   visit("router_fused_push_logits", switches.router_fused_push_logits);
   visit("topk_gating_redux", switches.topk_gating_redux);
+  visit("topk_gating_by_logits", switches.topk_gating_by_logits);
   visit("moe_gate_up_bulk_min_tokens", switches.moe_gate_up_bulk_min_tokens, 0, 1 << 20);
   visit("moe_gate_up_bulk_stages", switches.moe_gate_up_bulk_stages, 2, 6);
   visit("moe_gate_up_bulk_stages_one_token", switches.moe_gate_up_bulk_stages_one_token, 2, 6);

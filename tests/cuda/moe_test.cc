@@ -2,9 +2,11 @@
 // experts too), and the expert-parallel pack / expert rows / combine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "tests/cuda/op_test_util.h"
 
@@ -47,40 +49,102 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TopkGatingTest,
                                            GatingCase{5, 40, 16, true}, GatingCase{7, 200, 8, true},
                                            GatingCase{2, 256, 16, false}, GatingCase{4, 129, 8, true}));
 
-// The gating's arg-max rounds through warp reductions (runtime.topk_gating_redux) or through shuffle steps:
-// the same ids and weights, bit for bit, on logits with exact ties, a row of all-equal logits, a row with
-// a NaN logit (whose probabilities are all NaN, so that no expert is picked) and a row whose probabilities
-// are exactly 0 but for expert 0 (ties at 0, the key the reductions must tell from "no candidate").
+// Logits of c.tokens rows (at least 6) seeded by c: random with exact ties in row 0, all equal in row 1, a
+// NaN in row 2, probabilities exactly 0 but for expert 0 in row 3 (ties at 0), -0 and +0 as the largest in
+// row 4, random in row 5 on.
+std::vector<float> gating_edge_rows(const GatingCase& c) {
+  std::mt19937 rng(c.experts * 17 + c.k);
+  auto logits = uniform(rng, size_t(c.tokens) * c.experts, -4.0f, 4.0f);
+  std::uniform_int_distribution<int> pick(0, c.experts - 1);
+  for (int i = 0; i < 8; ++i) logits[pick(rng)] = logits[pick(rng)];
+  for (int e = 0; e < c.experts; ++e) logits[size_t(1) * c.experts + e] = 0.5f;
+  logits[size_t(2) * c.experts + pick(rng)] = std::nanf("");
+  for (int e = 1; e < c.experts; ++e) logits[size_t(3) * c.experts + e] = -200.0f;
+  for (int e = 0; e < c.experts; ++e)
+    logits[size_t(4) * c.experts + e] = -std::abs(logits[size_t(4) * c.experts + e]);
+  logits[size_t(4) * c.experts + pick(rng)] = -0.0f;
+  logits[size_t(4) * c.experts + pick(rng)] = 0.0f;
+  return logits;
+}
+
+// The gating's ids and weights on `logits` with runtime.topk_gating_redux and runtime.topk_gating_by_logits
+// as given.
+std::pair<std::vector<int32_t>, std::vector<float>> gpu_gating(const GatingCase& c,
+                                                               const std::vector<float>& logits, bool redux,
+                                                               bool by_logits) {
+  CudaBackendOptions options = test_backend_options();
+  options.kernels.topk_gating_redux = redux;
+  options.kernels.topk_gating_by_logits = by_logits;
+  Backends b(options);
+  Pair l = b.f32({c.tokens, c.experts}, logits);
+  Pair w = b.output(DType::kF32, {c.tokens, c.k}), id = b.output(DType::kI32, {c.tokens, c.k});
+  b.gpu().topk_gating(l.gpu, c.k, c.renormalize, w.gpu, id.gpu);
+  return {b.ints(id.gpu), b.floats(w.gpu)};
+}
+
+const GatingCase kEdgeCases[] = {GatingCase{6, 8, 2, true},    GatingCase{6, 128, 8, true},
+                                 GatingCase{6, 129, 8, false}, GatingCase{6, 512, 16, true},
+                                 GatingCase{6, 40, 16, false}, GatingCase{6, 128, 1, true}};
+
+// The arg-max rounds through warp reductions (runtime.topk_gating_redux) or through shuffle steps, in either
+// order (runtime.topk_gating_by_logits): the same ids and weights, bit for bit, on every edge row (in the
+// order of the probabilities a NaN makes every probability NaN, so that no expert is picked; by the logits it
+// counts as -inf), and ties at 0, the key the reductions must tell from "no candidate".
 TEST(TopkGating, ReduxAndShufflesPickTheSame) {
   TPS_REQUIRE_CUDA_DEVICE();
-  for (const GatingCase& c :
-       {GatingCase{6, 8, 2, true}, GatingCase{6, 128, 8, true}, GatingCase{6, 129, 8, false},
-        GatingCase{6, 512, 16, true}, GatingCase{6, 40, 16, false}}) {
-    std::mt19937 rng(c.experts * 17 + c.k);
-    auto logits = uniform(rng, size_t(c.tokens) * c.experts, -4.0f, 4.0f);
-    std::uniform_int_distribution<int> pick(0, c.experts - 1);
-    for (int i = 0; i < 8; ++i)  // exact ties in row 0
-      logits[pick(rng)] = logits[pick(rng)];
-    for (int e = 0; e < c.experts; ++e) logits[size_t(1) * c.experts + e] = 0.5f;  // row 1: all equal
-    logits[size_t(2) * c.experts + pick(rng)] = std::nanf("");                     // row 2: a NaN
-    for (int e = 1; e < c.experts; ++e)
-      logits[size_t(3) * c.experts + e] = -200.0f;  // row 3: probabilities 0
-    std::vector<std::vector<float>> weights;
-    std::vector<std::vector<int32_t>> ids;
-    for (bool redux : {true, false}) {
-      CudaBackendOptions options = test_backend_options();
-      options.kernels.topk_gating_redux = redux;
-      Backends b(options);
-      Pair l = b.f32({c.tokens, c.experts}, logits);
-      Pair w = b.output(DType::kF32, {c.tokens, c.k}), id = b.output(DType::kI32, {c.tokens, c.k});
-      b.gpu().topk_gating(l.gpu, c.k, c.renormalize, w.gpu, id.gpu);
-      weights.push_back(b.floats(w.gpu));
-      ids.push_back(b.ints(id.gpu));
+  for (const GatingCase& c : kEdgeCases) {
+    const std::vector<float> logits = gating_edge_rows(c);
+    for (bool by_logits : {true, false}) {
+      const auto redux = gpu_gating(c, logits, true, by_logits),
+                 shuffles = gpu_gating(c, logits, false, by_logits);
+      std::ostringstream what;
+      PrintTo(c, &what);
+      what << (by_logits ? ", by the logits" : ", by the probabilities");
+      expect_equal(what.str() + ": ids, redux against shuffles", redux.first, shuffles.first);
+      expect_close(what.str() + ": weights, redux against shuffles", redux.second, shuffles.second,
+                   {0.0f, 0.0f});
     }
+  }
+}
+
+// The rounds on the logits' order against the rounds on the probabilities: the same ids and weights, bit
+// for bit, on every edge row but the NaN's (row 2), where the logits' order matches the CPU reference
+// (a NaN as -inf) instead: ids equal, weights close, every id a distinct expert.
+TEST(TopkGating, ByLogitsPicksAsByProbabilities) {
+  TPS_REQUIRE_CUDA_DEVICE();
+  for (const GatingCase& c : kEdgeCases) {
+    const std::vector<float> logits = gating_edge_rows(c);
+    const auto by_logits = gpu_gating(c, logits, true, true), by_probs = gpu_gating(c, logits, true, false);
     std::ostringstream what;
     PrintTo(c, &what);
-    expect_equal(what.str() + ": ids, redux against shuffles", ids[1], ids[0]);
-    expect_close(what.str() + ": weights, redux against shuffles", weights[1], weights[0], {0.0f, 0.0f});
+    for (int t = 0; t < c.tokens; ++t) {
+      if (t == 2) continue;
+      const auto row = [&](const auto& v) {
+        return std::vector(v.begin() + t * c.k, v.begin() + (t + 1) * c.k);
+      };
+      const std::string at = what.str() + " row " + std::to_string(t);
+      expect_equal(at + ": ids", row(by_probs.first), row(by_logits.first));
+      expect_close(at + ": weights", row(by_probs.second), row(by_logits.second), {0.0f, 0.0f});
+    }
+    Backends b;
+    Pair l = b.f32({c.tokens, c.experts}, logits);
+    Pair w = b.output(DType::kF32, {c.tokens, c.k}), id = b.output(DType::kI32, {c.tokens, c.k});
+    b.cpu().topk_gating(l.cpu, c.k, c.renormalize, w.cpu, id.cpu);
+    const std::vector<int32_t> cpu_ids = cpu_ints(id.cpu);
+    const std::vector<float> cpu_weights = cpu_floats(w.cpu);
+    const size_t nan_row = size_t(2) * c.k;
+    expect_equal(what.str() + " NaN row: ids against the CPU",
+                 std::vector(cpu_ids.begin() + nan_row, cpu_ids.begin() + nan_row + c.k),
+                 std::vector(by_logits.first.begin() + nan_row, by_logits.first.begin() + nan_row + c.k));
+    expect_close(what.str() + " NaN row: weights against the CPU",
+                 std::vector(cpu_weights.begin() + nan_row, cpu_weights.begin() + nan_row + c.k),
+                 std::vector(by_logits.second.begin() + nan_row, by_logits.second.begin() + nan_row + c.k),
+                 {1e-6f, 1e-4f});
+    std::vector<int32_t> nan_ids(by_logits.first.begin() + nan_row, by_logits.first.begin() + nan_row + c.k);
+    std::sort(nan_ids.begin(), nan_ids.end());
+    EXPECT_TRUE(std::adjacent_find(nan_ids.begin(), nan_ids.end()) == nan_ids.end() && nan_ids.front() >= 0 &&
+                nan_ids.back() < c.experts)
+        << what.str() << ": the NaN row's ids are not distinct experts";
   }
 }
 

@@ -119,12 +119,14 @@ TEST(AddRmsNormRoute, FusedIsOneLaunch) {
 
 // The fused op's outputs (residual, normed, logits, weights, ids as floats) on random data seeded by `c`,
 // with runtime.router_fused_stores_after_gather (and runtime.weights_l2_evict_first the same),
-// runtime.topk_gating_redux and runtime.router_fused_push_logits as given.
+// runtime.topk_gating_redux, runtime.router_fused_push_logits and runtime.topk_gating_by_logits as given.
 std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool stores_after_gather,
-                                                    bool redux = false, bool push_logits = false) {
+                                                    bool redux = false, bool push_logits = false,
+                                                    bool by_logits = false) {
   CudaBackendOptions options = route_options(true);
   options.kernels.router_fused_stores_after_gather = stores_after_gather;
   options.kernels.topk_gating_redux = redux;
+  options.kernels.topk_gating_by_logits = by_logits;
   options.kernels.router_fused_push_logits = push_logits;
   options.kernels.weights_l2_evict_first = stores_after_gather;
   Backends b(options);
@@ -141,8 +143,9 @@ std::vector<std::vector<float>> fused_route_outputs(const RouteCase& c, bool sto
 // bits in every output, including hidden sizes whose columns do not cover all seven blocks. Every shape here
 // takes the fused kernel (one launch), so the two orders are both exercised. Likewise the gating's arg-max
 // rounds through warp reductions (runtime.topk_gating_redux) against the shuffle steps, with tied logits
-// too (the smaller index first); and the logits pushed into block 0's shared memory (one barrier, no
-// gather: runtime.router_fused_push_logits), with expert counts that leave block rows empty (60, 100, 33).
+// too (the smaller index first); the logits pushed into block 0's shared memory (one barrier, no
+// gather: runtime.router_fused_push_logits), with expert counts that leave block rows empty (60, 100, 33);
+// and the gating's rounds on the logits' order (runtime.topk_gating_by_logits) against the probabilities'.
 TEST(AddRmsNormRoute, StoresAfterTheGatherAndReduxGatingGiveTheSameBits) {
   TPS_REQUIRE_CUDA_DEVICE();
   if (!device_has_clusters()) GTEST_SKIP() << "the fused router needs thread-block clusters (SM90+)";
@@ -155,6 +158,7 @@ TEST(AddRmsNormRoute, StoresAfterTheGatherAndReduxGatingGiveTheSameBits) {
     const auto late = fused_route_outputs(c, true), early = fused_route_outputs(c, false);
     const auto redux = fused_route_outputs(c, true, true);
     const auto pushed = fused_route_outputs(c, true, true, true);
+    const auto by_logits = fused_route_outputs(c, true, true, true, true);
     std::ostringstream shape;
     PrintTo(c, &shape);
     for (size_t i = 0; i < late.size(); ++i) {
@@ -162,6 +166,7 @@ TEST(AddRmsNormRoute, StoresAfterTheGatherAndReduxGatingGiveTheSameBits) {
       expect_close(what + ", stores after the gather and the L2 hint", early[i], late[i], {0.0f, 0.0f});
       expect_close(what + ", redux gating", late[i], redux[i], {0.0f, 0.0f});
       expect_close(what + ", logits pushed to block 0", redux[i], pushed[i], {0.0f, 0.0f});
+      expect_close(what + ", gating by the logits", pushed[i], by_logits[i], {0.0f, 0.0f});
     }
   }
 }

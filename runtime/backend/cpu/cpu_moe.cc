@@ -11,18 +11,22 @@ namespace tpserve::cpu {
 void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
   const int64_t tokens = router_logits.dim(0), experts = router_logits.dim(1);
   TPS_CHECK(k >= 1 && k <= experts, "topk_gating: k=", k, " with ", experts, " experts");
-  std::vector<float> probs(experts);
+  std::vector<float> logits(experts), probs(experts);
   std::vector<int> order(experts);
   for (int64_t t = 0; t < tokens; ++t) {
-    const float* logits = router_logits.ptr<float>() + t * experts;
-    const float max_logit = *std::max_element(logits, logits + experts);
+    const float* row = router_logits.ptr<float>() + t * experts;
+    // A NaN logit counts as -inf (never picked before a number, no NaN in the others' probabilities).
+    for (int64_t e = 0; e < experts; ++e) logits[e] = std::isnan(row[e]) ? -INFINITY : row[e];
+    const float max_logit = *std::max_element(logits.begin(), logits.end());
     float sum = 0.0f;
     for (int64_t e = 0; e < experts; ++e) sum += (probs[e] = std::exp(logits[e] - max_logit));
     for (int64_t e = 0; e < experts; ++e) probs[e] /= sum;
     std::iota(order.begin(), order.end(), 0);
-    // Larger probability first; ties go to the smaller expert index.
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int a, int b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+    // The k most probable are the k largest logits (the softmax is monotone); ordering by the logits keeps
+    // two different logits whose probabilities round equal in their order. Ties go to the smaller index.
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
     float picked = 0.0f;
     for (int j = 0; j < k; ++j) picked += probs[order[j]];
     for (int j = 0; j < k; ++j) {

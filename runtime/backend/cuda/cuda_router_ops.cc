@@ -18,7 +18,7 @@ using cuda_ops::to_int;
 namespace {
 
 kernels::TopkGatingParams gating_params(Tensor logits, int k, bool renormalize, Tensor weights, Tensor ids,
-                                        bool redux, const char* op) {
+                                        bool redux, bool by_logits, const char* op) {
   expect(logits, DType::kF32, op, "router logits");
   expect(weights, DType::kF32, op, "weights");
   expect(ids, DType::kI32, op, "ids");
@@ -38,15 +38,17 @@ kernels::TopkGatingParams gating_params(Tensor logits, int k, bool renormalize, 
   p.k = k;
   p.renormalize = renormalize;
   p.redux = redux;
+  p.by_logits = by_logits;
   return p;
 }
 
 }  // namespace
 
 void CudaBackend::topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, Tensor ids) {
-  kernels::launch_topk_gating(gating_params(router_logits, k, renormalize, weights, ids,
-                                            options_.kernels.topk_gating_redux, "topk_gating"),
-                              stream_, *policy_);
+  kernels::launch_topk_gating(
+      gating_params(router_logits, k, renormalize, weights, ids, options_.kernels.topk_gating_redux,
+                    options_.kernels.topk_gating_by_logits, "topk_gating"),
+      stream_, *policy_);
 }
 
 // Fused (kernels/router_fused.h): one launch of one thread-block cluster for the three ops, where the device
@@ -66,7 +68,8 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
             op, ": router weight ", router_w.shape_string(), " logits ", logits.shape_string(), " for x ",
             x.shape_string());
   const kernels::TopkGatingParams gating =
-      gating_params(logits, k, renormalize, weights, ids, options_.kernels.topk_gating_redux, op);
+      gating_params(logits, k, renormalize, weights, ids, options_.kernels.topk_gating_redux,
+                    options_.kernels.topk_gating_by_logits, op);
   if (norm.tokens == 0) return;
 
   kernels::RouterFusedParams p;
@@ -87,6 +90,7 @@ void CudaBackend::add_rmsnorm_route(Tensor residual, Tensor x, Tensor norm_w, fl
   p.stores_after_gather = options_.kernels.router_fused_stores_after_gather;
   p.push_logits = options_.kernels.router_fused_push_logits;
   p.redux_gating = gating.redux;
+  p.gating_by_logits = gating.by_logits;
   p.weights_evict_first = options_.kernels.weights_l2_evict_first;
   const bool shape_fits = kernels::router_fused_fits(p);
   const size_t smem = shape_fits ? kernels::router_fused_smem_bytes(p) : 0;
