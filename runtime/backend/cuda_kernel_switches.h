@@ -200,8 +200,8 @@ struct CudaKernelSwitches {
   // second reduction only where logits tie (kernels/topk_gating.cuh warp_topk_gating_by_logits). The same
   // picks and bits but where two logits' probabilities round equal; NaN logits count as -inf.
   // bench/gating_cycles (H100): 2775 cycles a k = 8 gating before it. false: the softmax first, the rounds on
-  // the probabilities.
-  bool topk_gating_by_logits = true;
+  // the probabilities (the default until it is measured on a GPU).
+  bool topk_gating_by_logits = false;
   // SM90+: MoE launches of at least this many tokens (0: none) run gate_up streaming its weight rows through
   // shared memory by bulk copies (one instruction a row piece of 256 columns) instead of 16-byte loads of
   // every mma fragment (MoeExpertsParams::gate_up_bulk). 1: with weights_l2_evict_first, one token too
