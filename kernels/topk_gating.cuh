@@ -113,23 +113,18 @@ __device__ __forceinline__ float logit_of_order_key(uint32_t key) {
   return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
 }
 
-// The warp's largest / smallest value: redux.sync on SM80+ where `redux`, else five shuffle steps.
-__device__ __forceinline__ uint32_t warp_max_u32(uint32_t v, bool redux) {
+// The warp's largest (kLargest) or smallest value: redux.sync on SM80+ where `redux`, else five shuffle
+// steps.
+template <bool kLargest>
+__device__ __forceinline__ uint32_t warp_extreme_u32(uint32_t v, bool redux) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if (redux) return __reduce_max_sync(0xffffffffu, v);
+  if (redux) return kLargest ? __reduce_max_sync(0xffffffffu, v) : __reduce_min_sync(0xffffffffu, v);
 #endif
 #pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-__device__ __forceinline__ uint32_t warp_min_u32(uint32_t v, bool redux) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if (redux) return __reduce_min_sync(0xffffffffu, v);
-#endif
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    v = min(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    const uint32_t other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = kLargest ? max(v, other) : min(v, other);
+  }
   return v;
 }
 
@@ -149,12 +144,13 @@ template <int kPerLane>
 __device__ __forceinline__ uint32_t logit_round(uint32_t (&key)[kPerLane], uint32_t& head_key, int& head_slot,
                                                 int j, bool redux, uint32_t& my_key, int& my_id) {
   const int lane = threadIdx.x % kWarpSize;
-  const uint32_t top = warp_max_u32(head_key, redux);
+  const uint32_t top = warp_extreme_u32<true>(head_key, redux);
   const int head_id = lane + kWarpSize * head_slot;
   const uint32_t holders = __ballot_sync(0xffffffffu, head_key == top);
   int winner = __ffs(static_cast<int>(holders)) - 1;
   if ((holders & (holders - 1u)) != 0u)  // equal logits: the smallest index (the same branch in every lane)
-    winner = static_cast<int>(warp_min_u32(head_key == top ? head_id : UINT_MAX, redux) % kWarpSize);
+    winner =
+        static_cast<int>(warp_extreme_u32<false>(head_key == top ? head_id : UINT_MAX, redux) % kWarpSize);
   const int id = __shfl_sync(0xffffffffu, head_id, winner);
   if (lane == j) my_key = top, my_id = id;
   const bool won = lane == winner;
