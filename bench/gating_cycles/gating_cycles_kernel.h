@@ -10,7 +10,7 @@
 namespace tpserve::bench {
 
 struct GatingCyclesCase {
-  int experts = 128;  // E, a multiple of 32 up to kernels::kGatingMaxExperts
+  int experts = 128;  // E, 1..128 (the fused router's limit: 4 experts a lane)
   int k = 8;
   bool redux = true;
   bool by_logits = true;  // warp_topk_gating_by_logits; false: warp_topk_gating (the probabilities' order)
