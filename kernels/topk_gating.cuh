@@ -99,8 +99,10 @@ __device__ __forceinline__ void warp_topk_gating(const float* logits, int num_ex
 // the logits, the first round's pick is the softmax's max, and the exponentials and their sum run beside
 // the later rounds instead of before the first. Ties (equal logits) go to the smaller index; a NaN logit
 // counts as -inf. The same picks, weights and bits as warp_topk_gating but where two different logits'
-// probabilities round equal (there the larger logit comes first) and for NaN logits (there every expert is
-// NaN and none is picked).
+// probabilities round equal (there the larger logit comes first; both are among the top k either way, or
+// both are 0), and in rows where the probabilities are NaN (a NaN logit, a +inf logit, every logit -inf):
+// warp_topk_gating then picks no expert (ids INT_MAX), this gating picks the k largest logits (weights NaN
+// where inf - inf made the sum NaN).
 
 // An order key of a logit: unsigned integers ordered as the logits (NaN as -inf, -0 as +0). Every logit's
 // key is at least 0x007fffff (that of -inf), so that 0 stands for no candidate.

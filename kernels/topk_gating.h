@@ -1,5 +1,7 @@
 // Router gating: softmax over the experts' logits in fp32, the k most probable experts (the k largest logits,
-// ties to the smaller index, a NaN logit as -inf), their probabilities renormalised to sum to one when asked.
+// ties to the smaller index), their probabilities renormalised to sum to one when asked. By the logits' order
+// (by_logits) a NaN logit counts as -inf; by the probabilities' order a row whose probabilities are NaN (a
+// NaN or +inf logit) picks no expert (ids INT_MAX).
 #pragma once
 
 #include "kernels/kernel_api.h"

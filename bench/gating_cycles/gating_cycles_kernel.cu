@@ -3,7 +3,6 @@
 #include "bench/gating_cycles/gating_cycles_kernel.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 
 #include "common/counter_hash.h"
@@ -42,15 +41,13 @@ __global__ void gating_cycles_kernel(const float* logits, int experts, int k, bo
   }
 }
 
-// The CPU's picks (runtime/backend/cpu/cpu_moe.cc topk_gating's order: probability desc, index asc).
+// The CPU's picks (runtime/backend/cpu/cpu_moe.cc topk_gating's order: logit desc, index asc; the logits
+// here are finite).
 std::vector<int32_t> reference_ids(const std::vector<float>& logits, int k) {
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
-  std::vector<float> probs(logits.size());
-  for (size_t e = 0; e < logits.size(); ++e) probs[e] = std::exp(logits[e] - max_logit);
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   order.resize(k);
   return order;
 }

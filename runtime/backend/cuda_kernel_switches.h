@@ -198,7 +198,8 @@ struct CudaKernelSwitches {
   // Top-k gating runs its arg-max rounds on the logits' order (the softmax is monotone): the first round's
   // pick is the softmax's max, and the exponentials' sum runs beside the later rounds; a round needs a
   // second reduction only where logits tie (kernels/topk_gating.cuh warp_topk_gating_by_logits). The same
-  // picks and bits but where two logits' probabilities round equal; NaN logits count as -inf.
+  // picks and bits but where two logits' probabilities round equal; NaN logits count as -inf, and a row whose
+  // probabilities are NaN (+inf logits) still picks valid experts.
   // bench/gating_cycles (H100): 2775 cycles a k = 8 gating before it. false: the softmax first, the rounds on
   // the probabilities (the default until it is measured on a GPU).
   bool topk_gating_by_logits = false;

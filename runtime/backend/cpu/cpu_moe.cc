@@ -15,7 +15,7 @@ void topk_gating(Tensor router_logits, int k, bool renormalize, Tensor weights, 
   std::vector<int> order(experts);
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = router_logits.ptr<float>() + t * experts;
-    // A NaN logit counts as -inf (never picked before a number, no NaN in the others' probabilities).
+    // A NaN logit counts as -inf: picked after every number, adding nothing to the softmax's sum.
     for (int64_t e = 0; e < experts; ++e) logits[e] = std::isnan(row[e]) ? -INFINITY : row[e];
     const float max_logit = *std::max_element(logits.begin(), logits.end());
     float sum = 0.0f;
