@@ -202,16 +202,10 @@ __global__ void __launch_bounds__(kThreads) router_fused_kernel(const RouterFuse
   }
   for (int i = tid; i < p.tokens * p.experts; i += kThreads) p.logits[i] = all_s[i];
   TPS_PHASE_MARK(g_router_marks, 11);
-  for (int m = warp; m < p.tokens; m += kWarps) {
-    float* weights = p.weights + static_cast<int64_t>(m) * p.k;
-    int32_t* ids = p.ids + static_cast<int64_t>(m) * p.k;
-    if (p.gating_by_logits)
-      warp_topk_gating_by_logits<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize, weights, ids,
-                                           p.redux_gating);
-    else
-      warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize, weights, ids,
-                                 p.redux_gating);
-  }
+  for (int m = warp; m < p.tokens; m += kWarps)
+    warp_topk_gating<kPerLane>(all_s + m * p.experts, p.experts, p.k, p.renormalize,
+                               p.weights + static_cast<int64_t>(m) * p.k,
+                               p.ids + static_cast<int64_t>(m) * p.k, p.redux_gating, p.gating_by_logits);
   TPS_PHASE_MARK_AFTER_BLOCK(g_router_marks, 8);
 #else
   __trap();  // launched only on SM90+ (clusters)

@@ -14,13 +14,9 @@ __global__ void topk_gating_kernel(const TopkGatingParams p) {
   pdl_wait_then_trigger();
   const int token = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (token >= p.tokens) return;
-  const float* logits = p.logits + static_cast<int64_t>(token) * p.num_experts;
-  float* weights = p.weights + static_cast<int64_t>(token) * p.k;
-  int32_t* ids = p.ids + static_cast<int64_t>(token) * p.k;
-  if (p.by_logits)
-    warp_topk_gating_by_logits<kPerLane>(logits, p.num_experts, p.k, p.renormalize, weights, ids, p.redux);
-  else
-    warp_topk_gating<kPerLane>(logits, p.num_experts, p.k, p.renormalize, weights, ids, p.redux);
+  warp_topk_gating<kPerLane>(p.logits + static_cast<int64_t>(token) * p.num_experts, p.num_experts, p.k,
+                             p.renormalize, p.weights + static_cast<int64_t>(token) * p.k,
+                             p.ids + static_cast<int64_t>(token) * p.k, p.redux, p.by_logits);
 }
 
 }  // namespace

@@ -46,12 +46,14 @@ __device__ __forceinline__ void warp_argmax_round(const float (&prob)[kPerLane],
 
 static_assert(kGatingMaxK <= kWarpSize, "lane j keeps pick j");
 
+// The softmax first, then the rounds on the probabilities (warp_topk_gating with by_logits false).
 // logits: the token's [E] (global or shared memory); weights, ids: its [k]. Every lane of the warp calls it.
 // kPerLane experts per lane: sized to the model (128 experts: 4), so that the softmax and each of the k
 // arg-max rounds touch only the registers that hold experts. redux: warp_argmax_round.
 template <int kPerLane>
-__device__ __forceinline__ void warp_topk_gating(const float* logits, int num_experts, int k,
-                                                 bool renormalize, float* weights, int32_t* ids, bool redux) {
+__device__ __forceinline__ void warp_topk_gating_by_probabilities(const float* logits, int num_experts, int k,
+                                                                  bool renormalize, float* weights,
+                                                                  int32_t* ids, bool redux) {
   const int lane = threadIdx.x % kWarpSize;
   float prob[kPerLane];
   float max_logit = -INFINITY;
@@ -98,11 +100,11 @@ __device__ __forceinline__ void warp_topk_gating(const float* logits, int num_ex
 // The softmax is monotone, so the k most probable experts are the k largest logits: the arg-max rounds run on
 // the logits, the first round's pick is the softmax's max, and the exponentials and their sum run beside
 // the later rounds instead of before the first. Ties (equal logits) go to the smaller index; a NaN logit
-// counts as -inf. The same picks, weights and bits as warp_topk_gating but where two different logits'
-// probabilities round equal (there the larger logit comes first; both are among the top k either way, or
-// both are 0), and in rows where the probabilities are NaN (a NaN logit, a +inf logit, every logit -inf):
-// warp_topk_gating then picks no expert (ids INT_MAX), this gating picks the k largest logits (weights NaN
-// where inf - inf made the sum NaN).
+// counts as -inf. The same picks, weights and bits as warp_topk_gating_by_probabilities but where two
+// different logits' probabilities round equal (there the larger logit comes first; both are among the top k
+// either way, or both are 0), and in rows where the probabilities are NaN (a NaN logit, a +inf logit, every
+// logit -inf): the probabilities' order then picks no expert (ids INT_MAX), this gating picks the k largest
+// logits (weights NaN where inf - inf made the sum NaN).
 
 // An order key of a logit: unsigned integers ordered as the logits (NaN as -inf, -0 as +0). Every logit's
 // key is at least 0x007fffff (that of -inf), so that 0 stands for no candidate.
@@ -163,12 +165,12 @@ __device__ __forceinline__ uint32_t logit_round(uint32_t (&key)[kPerLane], uint3
   return top;
 }
 
-// As warp_topk_gating (the same arguments), by the logits' order. Each round: the warp's largest head key
-// (one reduction), the lanes holding it by a ballot, and only where several do (equal logits) a second
-// reduction for the smallest index; the winning lane drops its head and finds its next. The sum of the
-// exponentials takes one butterfly step a round from the second round on, so its shuffles wait beside the
-// rounds' reductions. Lane j keeps pick j; every lane sums the picks' probabilities in pick order, as the
-// CPU reference does.
+// As warp_topk_gating_by_probabilities (the same arguments), by the logits' order. Each round: the warp's
+// largest head key (one reduction), the lanes holding it by a ballot, and only where several do (equal
+// logits) a second reduction for the smallest index; the winning lane drops its head and finds its next. The
+// sum of the exponentials takes one butterfly step a round from the second round on, so its shuffles wait
+// beside the rounds' reductions. Lane j keeps pick j; every lane sums the picks' probabilities in pick order,
+// as the CPU reference does.
 template <int kPerLane>
 __device__ __forceinline__ void warp_topk_gating_by_logits(const float* logits, int num_experts, int k,
                                                            bool renormalize, float* weights, int32_t* ids,
@@ -210,6 +212,17 @@ __device__ __forceinline__ void warp_topk_gating_by_logits(const float* logits, 
     weights[lane] = renormalize ? prob / picked_sum : prob;
     ids[lane] = my_id;
   }
+}
+
+// Top-k gating of one token by one warp (TopkGatingParams): by the logits' order or by the probabilities'.
+template <int kPerLane>
+__device__ __forceinline__ void warp_topk_gating(const float* logits, int num_experts, int k,
+                                                 bool renormalize, float* weights, int32_t* ids, bool redux,
+                                                 bool by_logits) {
+  if (by_logits)
+    warp_topk_gating_by_logits<kPerLane>(logits, num_experts, k, renormalize, weights, ids, redux);
+  else
+    warp_topk_gating_by_probabilities<kPerLane>(logits, num_experts, k, renormalize, weights, ids, redux);
 }
 
 }  // namespace tpserve::kernels
