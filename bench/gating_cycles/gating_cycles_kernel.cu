@@ -3,13 +3,14 @@
 #include "bench/gating_cycles/gating_cycles_kernel.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "common/counter_hash.h"
 #include "common/cuda_check.h"
 #include "common/error.h"
 #include "kernels/launch.h"
 #include "kernels/topk_gating.cuh"
+#include "runtime/backend/cpu/cpu_ops.h"
+#include "runtime/backend/cuda/device_memory.h"
 
 namespace tpserve::bench {
 namespace {
@@ -29,37 +30,13 @@ __global__ void gating_cycles_kernel(const float* logits, int experts, int k, bo
     const int64_t pass = static_cast<int64_t>(blockIdx.x) * reps + r;
     __syncwarp();
     const long long start = clock64();
-    if (by_logits)
-      kernels::warp_topk_gating_by_logits<kPerLane>(logits_s, experts, k, true, weights + pass * k,
-                                                    ids + pass * k, redux);
-    else
-      kernels::warp_topk_gating<kPerLane>(logits_s, experts, k, true, weights + pass * k, ids + pass * k,
-                                          redux);
+    kernels::warp_topk_gating<kPerLane>(logits_s, experts, k, true, weights + pass * k, ids + pass * k, redux,
+                                        by_logits);
     __syncwarp();
     const long long end = clock64();
     if (threadIdx.x == 0) cycles[pass] = end - start;
   }
 }
-
-// The CPU's picks (runtime/backend/cpu/cpu_moe.cc topk_gating's order: logit desc, index asc; the logits
-// here are finite).
-std::vector<int32_t> reference_ids(const std::vector<float>& logits, int k) {
-  std::vector<int32_t> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-  order.resize(k);
-  return order;
-}
-
-template <class T>
-struct DeviceArray {
-  T* p = nullptr;
-  explicit DeviceArray(size_t n) { CUDA_CHECK(cudaMalloc(&p, n * sizeof(T))); }
-  ~DeviceArray() { cudaFree(p); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-};
 
 }  // namespace
 
@@ -76,27 +53,35 @@ std::vector<std::vector<long long>> run_gating_cycles(const GatingCyclesCase& c,
 
   std::vector<float> logits(c.experts);
   for (int e = 0; e < c.experts; ++e) logits[e] = static_cast<float>(8.0 * uniform_open01(seed, 0, e) - 4.0);
-  const std::vector<int32_t> expected = reference_ids(logits, c.k);
+  std::vector<int32_t> expected(c.k);  // the CPU reference's picks
+  std::vector<float> expected_weights(c.k);
+  cpu::topk_gating(Tensor(logits.data(), DType::kF32, Device::kCpu, {1, c.experts}), c.k, true,
+                   Tensor(expected_weights.data(), DType::kF32, Device::kCpu, {1, c.k}),
+                   Tensor(expected.data(), DType::kI32, Device::kCpu, {1, c.k}));
 
   const size_t passes = static_cast<size_t>(sms) * c.reps;
-  DeviceArray<float> logits_d(c.experts), weights_d(passes * c.k);
-  DeviceArray<long long> cycles_d(passes);
-  DeviceArray<int32_t> ids_d(passes * c.k);
-  CUDA_CHECK(cudaMemcpy(logits_d.p, logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
+  DeviceArena arena(DeviceArena::kAlignment * 4 + c.experts * sizeof(float) +
+                    passes * (sizeof(long long) + c.k * (sizeof(float) + sizeof(int32_t))));
+  auto* logits_d = static_cast<float*>(arena.allocate(c.experts * sizeof(float), "logits"));
+  auto* weights_d = static_cast<float*>(arena.allocate(passes * c.k * sizeof(float), "weights"));
+  auto* cycles_d = static_cast<long long*>(arena.allocate(passes * sizeof(long long), "cycles"));
+  auto* ids_d = static_cast<int32_t*>(arena.allocate(passes * c.k * sizeof(int32_t), "ids"));
+  CUDA_CHECK(cudaMemcpy(logits_d, logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
   kernels::LaunchPolicy policy;
   std::vector<std::vector<long long>> out;
   std::vector<int32_t> ids(passes * c.k);
   for (int l = 0; l < launches; ++l) {
     kernels::launch(policy, kernels::Site::kTopkGating, kernels::Pdl::kNever, gating_cycles_kernel, dim3(sms),
-                    dim3(kThreads), 0, nullptr, logits_d.p, c.experts, c.k, c.redux, c.by_logits, c.reps,
-                    cycles_d.p, weights_d.p, ids_d.p);
+                    dim3(kThreads), 0, nullptr, logits_d, c.experts, c.k, c.redux, c.by_logits, c.reps,
+                    cycles_d, weights_d, ids_d);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<long long>& cycles = out.emplace_back(passes);
-    CUDA_CHECK(cudaMemcpy(cycles.data(), cycles_d.p, passes * sizeof(long long), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(ids.data(), ids_d.p, ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(cycles.data(), cycles_d, passes * sizeof(long long), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(ids.data(), ids_d, ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
     for (size_t pass = 0; pass < passes; ++pass)
       TPS_CHECK(std::equal(expected.begin(), expected.end(), ids.begin() + pass * c.k),
-                "gating_cycles: pass ", pass, " of launch ", l, " picked other experts than the CPU's sort");
+                "gating_cycles: pass ", pass, " of launch ", l,
+                " picked other experts than the CPU reference");
   }
   return out;
 }

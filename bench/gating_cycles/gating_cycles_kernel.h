@@ -13,14 +13,14 @@ struct GatingCyclesCase {
   int experts = 128;  // E, 1..128 (the fused router's limit: 4 experts a lane)
   int k = 8;
   bool redux = true;
-  bool by_logits = true;  // warp_topk_gating_by_logits; false: warp_topk_gating (the probabilities' order)
+  bool by_logits = true;  // TopkGatingParams::by_logits; false: the probabilities' order
   int reps = 8;           // passes a launch
 };
 
 // cycles[launch][sm * reps + pass] for `launches` launches in a row on one stream (the first finds the code
 // in no cache; later ones find it where the previous launch left it). Logits: a hash of (seed, expert) in
-// [-4, 4). Checks the picks of every pass against a CPU sort of the same probabilities (exits through an
-// exception on a mismatch).
+// [-4, 4). Checks the picks of every pass against the CPU reference (cpu::topk_gating; throws on a
+// mismatch).
 std::vector<std::vector<long long>> run_gating_cycles(const GatingCyclesCase& c, int launches, uint64_t seed);
 
 }  // namespace tpserve::bench

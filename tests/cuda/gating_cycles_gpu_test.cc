@@ -1,6 +1,6 @@
 // bench/gating_cycles (GPU; skips without one, except the argument checks): every timed pass of the gating,
 // in either order (by the logits, by the probabilities) and with either warp reduction, picks the experts of
-// the CPU's sort (run_gating_cycles throws on a mismatch), and each pass reports a positive cycle count.
+// the CPU reference (run_gating_cycles throws on a mismatch), and each pass reports a positive cycle count.
 #include <gtest/gtest.h>
 
 #include "bench/gating_cycles/gating_cycles_kernel.h"
