@@ -42,7 +42,7 @@ struct RouterFusedParams {
   // The gating's arg-max rounds reduce with redux.sync (TopkGatingParams::redux).
   bool redux_gating = false;
   // The gating's rounds on the logits' order (TopkGatingParams::by_logits).
-  bool gating_by_logits = false;
+  bool gating_by_logits = true;
   // Weight copies into shared memory under the L2 evict_first hint (kernels/device_common.cuh StreamHint;
   // runtime.weights_l2_evict_first); register loads stay plain.
   bool weights_evict_first = false;

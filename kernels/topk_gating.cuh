@@ -132,75 +132,117 @@ __device__ __forceinline__ uint32_t warp_extreme_u32(uint32_t v, bool redux) {
   return v;
 }
 
-// The lane's largest key left and the first slot holding it (the smaller expert index on ties).
+// The lane's keys in slot order (expert lane + 32 i in slot i; 0 past the experts), loaded from the token's
+// [E] logits without a branch: every lane reads a valid address.
 template <int kPerLane>
-__device__ __forceinline__ void lane_head(const uint32_t (&key)[kPerLane], uint32_t& head_key,
-                                          int& head_slot) {
-  head_key = key[0], head_slot = 0;
-#pragma unroll
-  for (int i = 1; i < kPerLane; ++i)
-    if (key[i] > head_key) head_key = key[i], head_slot = i;
-}
-
-// One arg-max round on the lanes' heads: returns the largest key; lane j keeps it and its expert; the lane
-// that held it drops that slot and finds its next head.
-template <int kPerLane>
-__device__ __forceinline__ uint32_t logit_round(uint32_t (&key)[kPerLane], uint32_t& head_key, int& head_slot,
-                                                int j, bool redux, uint32_t& my_key, int& my_id) {
+__device__ __forceinline__ void load_lane_keys(const float* logits, int num_experts,
+                                               uint32_t (&key)[kPerLane]) {
   const int lane = threadIdx.x % kWarpSize;
-  const uint32_t top = warp_extreme_u32<true>(head_key, redux);
-  const int head_id = lane + kWarpSize * head_slot;
-  const uint32_t holders = __ballot_sync(0xffffffffu, head_key == top);
-  int winner = __ffs(static_cast<int>(holders)) - 1;
-  if ((holders & (holders - 1u)) != 0u)  // equal logits: the smallest index (the same branch in every lane)
-    winner =
-        static_cast<int>(warp_extreme_u32<false>(head_key == top ? head_id : UINT_MAX, redux) % kWarpSize);
-  const int id = __shfl_sync(0xffffffffu, head_id, winner);
-  if (lane == j) my_key = top, my_id = id;
-  const bool won = lane == winner;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i)
-    if (won && i == head_slot) key[i] = 0u;
-  lane_head(key, head_key, head_slot);
-  return top;
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + i * kWarpSize;
+    const float x = logits[e < num_experts ? e : 0];
+    key[i] = e < num_experts ? logit_order_key(x) : 0u;
+  }
 }
 
-// As warp_topk_gating_by_probabilities (the same arguments), by the logits' order. Each round: the warp's
-// largest head key (one reduction), the lanes holding it by a ballot, and only where several do (equal
-// logits) a second reduction for the smallest index; the winning lane drops its head and finds its next. The
-// sum of the exponentials takes one butterfly step a round from the second round on, so its shuffles wait
-// beside the rounds' reductions. Lane j keeps pick j; every lane sums the picks' probabilities in pick order,
-// as the CPU reference does.
+// The lane's experts as a queue, largest key first: key[0] is the lane's head, id[0] its expert. Sorted by
+// adjacent swaps of strictly smaller keys, which keep equal keys in index order.
+template <int kPerLane>
+__device__ __forceinline__ void make_lane_queue(const uint32_t (&slot_key)[kPerLane],
+                                                uint32_t (&key)[kPerLane], int (&id)[kPerLane]) {
+  const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) key[i] = slot_key[i], id[i] = lane + i * kWarpSize;
+#pragma unroll
+  for (int pass = 0; pass < kPerLane; ++pass)
+#pragma unroll
+    for (int i = pass % 2; i + 1 < kPerLane; i += 2)
+      if (key[i + 1] > key[i]) {
+        const uint32_t k = key[i];
+        const int d = id[i];
+        key[i] = key[i + 1], id[i] = id[i + 1];
+        key[i + 1] = k, id[i + 1] = d;
+      }
+}
+
+// Drops the lane's head where `drop`.
+template <int kPerLane>
+__device__ __forceinline__ void pop_lane_queue(uint32_t (&key)[kPerLane], int (&id)[kPerLane], bool drop) {
+#pragma unroll
+  for (int i = 0; i + 1 < kPerLane; ++i)
+    if (drop) key[i] = key[i + 1], id[i] = id[i + 1];
+  if (drop) key[kPerLane - 1] = 0u;
+}
+
+// The k rounds, exact on every row: a round's largest head key (one reduction), the lanes holding it by a
+// ballot, and where several do (equal logits) a second reduction for the smallest index. Lane j keeps pick
+// j's key and expert.
+template <int kPerLane>
+__device__ __forceinline__ void logit_rounds_exact(const float* logits, int num_experts, int k, bool redux,
+                                                   uint32_t& my_key, int& my_id) {
+  const int lane = threadIdx.x % kWarpSize;
+  uint32_t slot_key[kPerLane], key[kPerLane];
+  int id[kPerLane];
+  load_lane_keys(logits, num_experts, slot_key);
+  make_lane_queue(slot_key, key, id);
+#pragma unroll 1
+  for (int j = 0; j < k; ++j) {
+    const uint32_t top = warp_extreme_u32<true>(key[0], redux);
+    const uint32_t holders = __ballot_sync(0xffffffffu, key[0] == top);
+    int winner = __ffs(static_cast<int>(holders)) - 1;
+    if ((holders & (holders - 1u)) != 0u)  // the same branch in every lane
+      winner = static_cast<int>(warp_extreme_u32<false>(key[0] == top ? id[0] : UINT_MAX, redux) % kWarpSize);
+    const int pick = __shfl_sync(0xffffffffu, id[0], winner);
+    if (lane == j) my_key = top, my_id = pick;
+    pop_lane_queue(key, id, lane == winner);
+  }
+}
+
+// As warp_topk_gating_by_probabilities (the same arguments), by the logits' order. Each lane's experts wait
+// in a queue sorted by key (make_lane_queue), so that the warp's largest key is the largest of the lanes'
+// heads. A round: that largest head by one reduction; the lane whose head it is drops it. Its holders' ballot
+// runs beside the next round: where a round's key had several holders (equal logits), whose dropping raced,
+// the rounds run again, exactly (logit_rounds_exact). The sum of the exponentials takes one butterfly step a
+// round from the second round on, so its shuffles wait beside the rounds' reductions. Lane j keeps pick j;
+// every lane sums the picks' probabilities in pick order, as the CPU reference does.
 template <int kPerLane>
 __device__ __forceinline__ void warp_topk_gating_by_logits(const float* logits, int num_experts, int k,
                                                            bool renormalize, float* weights, int32_t* ids,
                                                            bool redux) {
   const int lane = threadIdx.x % kWarpSize;
-  float x[kPerLane];       // expert lane + 32 i's logit (NaN as -inf, -0 as +0); -inf past the experts
-  uint32_t key[kPerLane];  // its order key; 0: past the experts or already picked
+  uint32_t slot_key[kPerLane], key[kPerLane];
+  int id[kPerLane];
+  load_lane_keys(logits, num_experts, slot_key);
+  make_lane_queue(slot_key, key, id);
+  uint32_t my_key = 0, tied = 0;  // my_key, my_id: lane j's pick j; tied: a round had several holders
+  int my_id = 0;
+  const uint32_t top = warp_extreme_u32<true>(key[0], redux);
+  const float max_logit = logit_of_order_key(top);
+  float sum = 0.0f;  // the lane's exponentials in slot order, then the warp's butterfly steps (as warp_sum)
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
-    const bool valid = lane + i * kWarpSize < num_experts;
-    key[i] = valid ? logit_order_key(logits[lane + i * kWarpSize]) : 0u;
-    x[i] = valid ? logit_of_order_key(key[i]) : -INFINITY;
+    const float v = expf(logit_of_order_key(slot_key[i]) - max_logit);
+    sum += slot_key[i] != 0u ? v : 0.0f;
   }
-  uint32_t head_key, my_key = 0;  // my_key, my_id: lane j's pick j
-  int head_slot, my_id = 0;
-  lane_head(key, head_key, head_slot);
-  const float max_logit = logit_of_order_key(logit_round(key, head_key, head_slot, 0, redux, my_key, my_id));
-  float sum = 0.0f;  // the lane's exponentials, then the warp's butterfly steps (as warp_sum)
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const float v = expf(x[i] - max_logit);
-    sum += lane + i * kWarpSize < num_experts ? v : 0.0f;
-  }
-#pragma unroll 1
-  for (int j = 1; j < k; ++j) {
+  bool mine = key[0] == top;
+  for (int j = 0;;) {
+    const uint32_t holders = __ballot_sync(0xffffffffu, mine);
+    tied |= holders & (holders - 1u);
+    const int pick = __shfl_sync(0xffffffffu, id[0], __ffs(static_cast<int>(holders)) - 1);
+    if (lane == j) my_id = pick;
+    pop_lane_queue(key, id, mine);
+    if (++j == k) break;
     const float other = j <= 5 ? __shfl_xor_sync(0xffffffffu, sum, kWarpSize >> j) : 0.0f;
-    logit_round(key, head_key, head_slot, j, redux, my_key, my_id);
+    const uint32_t next = warp_extreme_u32<true>(key[0], redux);
+    if (lane == j) my_key = next;
+    mine = key[0] == next;
     if (j <= 5) sum += other;
   }
+  if (lane == 0) my_key = top;
   for (int j = k; j <= 5; ++j) sum += __shfl_xor_sync(0xffffffffu, sum, kWarpSize >> j);
+  if (tied != 0u)  // the same in every lane (ballots)
+    logit_rounds_exact<kPerLane>(logits, num_experts, k, redux, my_key, my_id);
   const float prob = lane < k ? expf(logit_of_order_key(my_key) - max_logit) / sum : 0.0f;
   float picked_sum = 0.0f;
 #pragma unroll

@@ -24,7 +24,7 @@ struct TopkGatingParams {
   bool redux = false;
   // The arg-max rounds on the logits' order, the softmax's sum beside them (kernels/topk_gating.cuh
   // warp_topk_gating_by_logits); false: the softmax first, the rounds on the probabilities.
-  bool by_logits = false;
+  bool by_logits = true;
 };
 
 void launch_topk_gating(const TopkGatingParams& p, cudaStream_t stream, const LaunchPolicy& policy);

@@ -196,13 +196,14 @@ struct CudaKernelSwitches {
   // Measured -0.9% on the step at c = 1 (docs/PERF.md, fourteenth session).
   bool topk_gating_redux = true;
   // Top-k gating runs its arg-max rounds on the logits' order (the softmax is monotone): the first round's
-  // pick is the softmax's max, and the exponentials' sum runs beside the later rounds; a round needs a
-  // second reduction only where logits tie (kernels/topk_gating.cuh warp_topk_gating_by_logits). The same
-  // picks and bits but where two logits' probabilities round equal; NaN logits count as -inf, and a row whose
-  // probabilities are NaN (+inf logits) still picks valid experts.
-  // bench/gating_cycles (H100): 2775 cycles a k = 8 gating before it. false: the softmax first, the rounds on
-  // the probabilities (the default until it is measured on a GPU).
-  bool topk_gating_by_logits = false;
+  // pick is the softmax's max, and the exponentials' sum runs beside the later rounds; a round is one warp
+  // reduction over the lanes' sorted queues, with an exact rerun only where logits tie (kernels/topk_gating.cuh
+  // warp_topk_gating_by_logits). The same picks and bits but where two logits' probabilities round equal;
+  // NaN logits count as -inf, and a row whose probabilities are NaN (+inf logits) still picks valid experts.
+  // bench/gating_cycles (H100, k = 8): 2592 cycles against 2851 by the probabilities, before the sorted
+  // queues; -0.21% on the step at c = 1 (docs/PERF.md, fifty-first session). false: the softmax first, the
+  // rounds on the probabilities.
+  bool topk_gating_by_logits = true;
   // SM90+: MoE launches of at least this many tokens (0: none) run gate_up streaming its weight rows through
   // shared memory by bulk copies (one instruction a row piece of 256 columns) instead of 16-byte loads of
   // every mma fragment (MoeExpertsParams::gate_up_bulk). 1: with weights_l2_evict_first, one token too

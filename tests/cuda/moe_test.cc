@@ -34,6 +34,11 @@ TEST_P(TopkGatingTest, MatchesCpu) {
   for (int t = 0; t < c.tokens; t += 2)
     for (int i = 0; i < 4; ++i)
       logits[size_t(t) * c.experts + pick(rng)] = logits[size_t(t) * c.experts + pick(rng)];
+  // Ties among the picks in every fourth token: 6 levels, so that experts of several lanes and of one lane
+  // share the largest logits (the rounds' rerun, kernels/topk_gating.cuh logit_rounds_exact).
+  std::uniform_int_distribution<int> level(0, 5);
+  for (int t = 3; t < c.tokens; t += 4)
+    for (int e = 0; e < c.experts; ++e) logits[size_t(t) * c.experts + e] = 0.5f * static_cast<float>(level(rng));
   Pair l = b.f32({c.tokens, c.experts}, logits);
   Pair w = b.output(DType::kF32, {c.tokens, c.k}), ids = b.output(DType::kI32, {c.tokens, c.k});
   b.cpu().topk_gating(l.cpu, c.k, c.renormalize, w.cpu, ids.cpu);

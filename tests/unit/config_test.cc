@@ -320,7 +320,7 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
                    .runtime.kernels.attention_inputs_before_wait);
   EXPECT_TRUE(c.runtime.kernels.topk_gating_redux);
   EXPECT_FALSE(parse_config(M, "x", {"runtime.topk_gating_redux=false"}).runtime.kernels.topk_gating_redux);
-  EXPECT_FALSE(c.runtime.kernels.topk_gating_by_logits);
+  EXPECT_TRUE(c.runtime.kernels.topk_gating_by_logits);
   EXPECT_TRUE(
       parse_config(M, "x", {"runtime.topk_gating_by_logits=true"}).runtime.kernels.topk_gating_by_logits);
   EXPECT_FALSE(
@@ -431,7 +431,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
                                     "router_fused_max_tokens: 9, attention_fused_prologue: false, "
                                     "attention_inputs_before_wait: false, attention_kv_before_wait: false, "
                                     "router_fused_stores_after_gather: false, topk_gating_redux: false, "
-                                    "topk_gating_by_logits: true, "
+                                    "topk_gating_by_logits: false, "
                                     "moe_gate_up_bulk_min_tokens: 3, moe_gate_up_bulk_stages: 5, "
                                     "staged_gemv_x_global: false, weights_l2_evict_first: false, "
                                     "staged_gemv_blocks_per_sm: 2, enable_prefix_caching: false}\n",
@@ -452,7 +452,7 @@ TEST(Config, ResolvedYamlParsesBackToTheSameConfig) {
   EXPECT_FALSE(d.runtime.kernels.attention_kv_before_wait);
   EXPECT_FALSE(d.runtime.kernels.router_fused_stores_after_gather);
   EXPECT_FALSE(d.runtime.kernels.topk_gating_redux);
-  EXPECT_TRUE(d.runtime.kernels.topk_gating_by_logits);
+  EXPECT_FALSE(d.runtime.kernels.topk_gating_by_logits);
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_min_tokens, 3);
   EXPECT_EQ(d.runtime.kernels.moe_gate_up_bulk_stages, 5);
   EXPECT_FALSE(d.runtime.kernels.staged_gemv_x_global);
