@@ -133,21 +133,21 @@ __device__ __forceinline__ uint32_t warp_extreme_u32(uint32_t v, bool redux) {
 }
 
 // The lane's keys in slot order (expert lane + 32 i in slot i; 0 past the experts), loaded from the token's
-// [E] logits without a branch: every lane reads a valid address.
+// [E] logits without a branch: every lane reads a valid address, so the loads issue back to back.
 template <int kPerLane>
 __device__ __forceinline__ void load_lane_keys(const float* logits, int num_experts,
                                                uint32_t (&key)[kPerLane]) {
   const int lane = threadIdx.x % kWarpSize;
+  float x[kPerLane];
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int e = lane + i * kWarpSize;
-    const float x = logits[e < num_experts ? e : 0];
-    key[i] = e < num_experts ? logit_order_key(x) : 0u;
-  }
+  for (int i = 0; i < kPerLane; ++i) x[i] = logits[min(lane + i * kWarpSize, num_experts - 1)];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    key[i] = logit_order_key(x[i]) & (lane + i * kWarpSize < num_experts ? 0xffffffffu : 0u);
 }
 
-// The lane's experts as a queue, largest key first: key[0] is the lane's head, id[0] its expert. Sorted by
-// adjacent swaps of strictly smaller keys, which keep equal keys in index order.
+// The lane's experts as a queue, largest key first: key[0] is the lane's head, id[i] the expert of key[i].
+// Sorted by adjacent swaps of strictly smaller keys, which keep equal keys in index order.
 template <int kPerLane>
 __device__ __forceinline__ void make_lane_queue(const uint32_t (&slot_key)[kPerLane],
                                                 uint32_t (&key)[kPerLane], int (&id)[kPerLane]) {
@@ -166,12 +166,12 @@ __device__ __forceinline__ void make_lane_queue(const uint32_t (&slot_key)[kPerL
       }
 }
 
-// Drops the lane's head where `drop`.
+// Drops the lane's head key where `drop`.
 template <int kPerLane>
-__device__ __forceinline__ void pop_lane_queue(uint32_t (&key)[kPerLane], int (&id)[kPerLane], bool drop) {
+__device__ __forceinline__ void pop_lane_keys(uint32_t (&key)[kPerLane], bool drop) {
 #pragma unroll
   for (int i = 0; i + 1 < kPerLane; ++i)
-    if (drop) key[i] = key[i + 1], id[i] = id[i + 1];
+    if (drop) key[i] = key[i + 1];
   if (drop) key[kPerLane - 1] = 0u;
 }
 
@@ -195,17 +195,23 @@ __device__ __forceinline__ void logit_rounds_exact(const float* logits, int num_
       winner = static_cast<int>(warp_extreme_u32<false>(key[0] == top ? id[0] : UINT_MAX, redux) % kWarpSize);
     const int pick = __shfl_sync(0xffffffffu, id[0], winner);
     if (lane == j) my_key = top, my_id = pick;
-    pop_lane_queue(key, id, lane == winner);
+    const bool drop = lane == winner;
+#pragma unroll
+    for (int i = 0; i + 1 < kPerLane; ++i)
+      if (drop) id[i] = id[i + 1];
+    pop_lane_keys(key, drop);
   }
 }
 
 // As warp_topk_gating_by_probabilities (the same arguments), by the logits' order. Each lane's experts wait
 // in a queue sorted by key (make_lane_queue), so that the warp's largest key is the largest of the lanes'
-// heads. A round: that largest head by one reduction; the lane whose head it is drops it. Its holders' ballot
-// runs beside the next round: where a round's key had several holders (equal logits), whose dropping raced,
-// the rounds run again, exactly (logit_rounds_exact). The sum of the exponentials takes one butterfly step a
-// round from the second round on, so its shuffles wait beside the rounds' reductions. Lane j keeps pick j;
-// every lane sums the picks' probabilities in pick order, as the CPU reference does.
+// heads. A round is that largest head by one reduction, and the lane whose head it is drops it: nothing
+// else waits in the round's chain. Beside it, lane j keeps round j's holders (a ballot) and every lane the
+// rounds it won, so that after the rounds lane j fetches its pick's expert from the queue of the lane that
+// won round j. Where a round's key had several holders (equal logits), whose dropping raced, the rounds run
+// again, exactly (logit_rounds_exact). The sum of the exponentials takes one butterfly step a round from the
+// second round on, so its shuffles wait beside the rounds' reductions. Every lane sums the picks'
+// probabilities in pick order, as the CPU reference does.
 template <int kPerLane>
 __device__ __forceinline__ void warp_topk_gating_by_logits(const float* logits, int num_experts, int k,
                                                            bool renormalize, float* weights, int32_t* ids,
@@ -215,32 +221,44 @@ __device__ __forceinline__ void warp_topk_gating_by_logits(const float* logits, 
   int id[kPerLane];
   load_lane_keys(logits, num_experts, slot_key);
   make_lane_queue(slot_key, key, id);
-  uint32_t my_key = 0, tied = 0;  // my_key, my_id: lane j's pick j; tied: a round had several holders
-  int my_id = 0;
-  const uint32_t top = warp_extreme_u32<true>(key[0], redux);
-  const float max_logit = logit_of_order_key(top);
+  const uint32_t first = warp_extreme_u32<true>(key[0], redux);
+  const float max_logit = logit_of_order_key(first);
   float sum = 0.0f;  // the lane's exponentials in slot order, then the warp's butterfly steps (as warp_sum)
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const float v = expf(logit_of_order_key(slot_key[i]) - max_logit);
     sum += slot_key[i] != 0u ? v : 0.0f;
   }
-  bool mine = key[0] == top;
-  for (int j = 0;;) {
+  // my_key, my_holders: round (lane)'s key and holders; won: bit j where this lane's head was round j's key;
+  // tied: a round had several holders.
+  uint32_t my_key = first, my_holders = 0, won = 0, tied = 0;
+  uint32_t top = first;
+  // Round j's chain is its reduction, the holder's test and its drop; the rest waits beside the next round's
+  // reduction, which is issued first. Round j also takes butterfly step j + 1 of the sum (offsets 16 .. 1).
+#pragma unroll 1
+  for (int j = 0; j < k; ++j) {
+    const bool mine = key[0] == top;
+    pop_lane_keys(key, mine);
+    const uint32_t next = warp_extreme_u32<true>(key[0], redux);  // round j + 1's key (unused after the last)
     const uint32_t holders = __ballot_sync(0xffffffffu, mine);
+    const int step = j + 1;
+    const float other = __shfl_xor_sync(0xffffffffu, sum, step <= 5 ? kWarpSize >> step : 0);
+    if (lane == j) my_key = top, my_holders = holders;
+    won |= mine ? 1u << j : 0u;
     tied |= holders & (holders - 1u);
-    const int pick = __shfl_sync(0xffffffffu, id[0], __ffs(static_cast<int>(holders)) - 1);
-    if (lane == j) my_id = pick;
-    pop_lane_queue(key, id, mine);
-    if (++j == k) break;
-    const float other = j <= 5 ? __shfl_xor_sync(0xffffffffu, sum, kWarpSize >> j) : 0.0f;
-    const uint32_t next = warp_extreme_u32<true>(key[0], redux);
-    if (lane == j) my_key = next;
-    mine = key[0] == next;
-    if (j <= 5) sum += other;
+    if (step <= 5) sum += other;
+    top = next;
   }
-  if (lane == 0) my_key = top;
-  for (int j = k; j <= 5; ++j) sum += __shfl_xor_sync(0xffffffffu, sum, kWarpSize >> j);
+  for (int step = k + 1; step <= 5; ++step) sum += __shfl_xor_sync(0xffffffffu, sum, kWarpSize >> step);
+  // Lane j's pick: entry `rank` of the winner's queue, rank = the rounds before j the winner won.
+  const int winner = (__ffs(static_cast<int>(my_holders)) - 1) & (kWarpSize - 1);
+  const int rank = __popc(__shfl_sync(0xffffffffu, won, winner) & ((1u << lane) - 1u));
+  int my_id = 0;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = __shfl_sync(0xffffffffu, id[i], winner);
+    if (i == rank) my_id = e;
+  }
   if (tied != 0u)  // the same in every lane (ballots)
     logit_rounds_exact<kPerLane>(logits, num_experts, k, redux, my_key, my_id);
   const float prob = lane < k ? expf(logit_of_order_key(my_key) - max_logit) / sum : 0.0f;
