@@ -200,8 +200,8 @@ struct CudaKernelSwitches {
   // reduction over the lanes' sorted queues, with an exact rerun only where logits tie (kernels/topk_gating.cuh
   // warp_topk_gating_by_logits). The same picks and bits but where two logits' probabilities round equal;
   // NaN logits count as -inf, and a row whose probabilities are NaN (+inf logits) still picks valid experts.
-  // bench/gating_cycles (H100, k = 8): 2592 cycles against 2851 by the probabilities, before the sorted
-  // queues; -0.21% on the step at c = 1 (docs/PERF.md, fifty-first session). false: the softmax first, the
+  // bench/gating_cycles (H100, k = 8): 2592 cycles against 2851 by the probabilities (-0.21% on the step at
+  // c = 1), 2491 with the sorted queues (docs/PERF.md, fifty-first session). false: the softmax first, the
   // rounds on the probabilities.
   bool topk_gating_by_logits = true;
   // SM90+: MoE launches of at least this many tokens (0: none) run gate_up streaming its weight rows through
