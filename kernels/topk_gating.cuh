@@ -132,28 +132,23 @@ __device__ __forceinline__ uint32_t warp_extreme_u32(uint32_t v, bool redux) {
   return v;
 }
 
-// The lane's keys in slot order (expert lane + 32 i in slot i; 0 past the experts), loaded from the token's
-// [E] logits without a branch: every lane reads a valid address, so the loads issue back to back.
+// The lane's experts, loaded from the token's [E] logits without a branch (every lane reads a valid address,
+// so the loads issue back to back): slot_key[i] the order key of expert lane + 32 i (0 past the experts),
+// and the same as a queue, largest key first: key[0] the lane's head, id[i] the expert of key[i]. Sorted by
+// adjacent swaps of strictly smaller keys, which keep equal keys in index order.
 template <int kPerLane>
-__device__ __forceinline__ void load_lane_keys(const float* logits, int num_experts,
-                                               uint32_t (&key)[kPerLane]) {
+__device__ __forceinline__ void load_lane_queue(const float* logits, int num_experts,
+                                                uint32_t (&slot_key)[kPerLane], uint32_t (&key)[kPerLane],
+                                                int (&id)[kPerLane]) {
   const int lane = threadIdx.x % kWarpSize;
   float x[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) x[i] = logits[min(lane + i * kWarpSize, num_experts - 1)];
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i)
-    key[i] = logit_order_key(x[i]) & (lane + i * kWarpSize < num_experts ? 0xffffffffu : 0u);
-}
-
-// The lane's experts as a queue, largest key first: key[0] is the lane's head, id[i] the expert of key[i].
-// Sorted by adjacent swaps of strictly smaller keys, which keep equal keys in index order.
-template <int kPerLane>
-__device__ __forceinline__ void make_lane_queue(const uint32_t (&slot_key)[kPerLane],
-                                                uint32_t (&key)[kPerLane], int (&id)[kPerLane]) {
-  const int lane = threadIdx.x % kWarpSize;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) key[i] = slot_key[i], id[i] = lane + i * kWarpSize;
+  for (int i = 0; i < kPerLane; ++i) {
+    slot_key[i] = logit_order_key(x[i]) & (lane + i * kWarpSize < num_experts ? 0xffffffffu : 0u);
+    key[i] = slot_key[i], id[i] = lane + i * kWarpSize;
+  }
 #pragma unroll
   for (int pass = 0; pass < kPerLane; ++pass)
 #pragma unroll
@@ -166,26 +161,25 @@ __device__ __forceinline__ void make_lane_queue(const uint32_t (&slot_key)[kPerL
       }
 }
 
-// Drops the lane's head key where `drop`.
-template <int kPerLane>
-__device__ __forceinline__ void pop_lane_keys(uint32_t (&key)[kPerLane], bool drop) {
+// Drops a queue's head where `drop`: the entries move up one, `last` fills the tail.
+template <class T, int kPerLane>
+__device__ __forceinline__ void drop_queue_head(T (&queue)[kPerLane], bool drop, T last) {
 #pragma unroll
   for (int i = 0; i + 1 < kPerLane; ++i)
-    if (drop) key[i] = key[i + 1];
-  if (drop) key[kPerLane - 1] = 0u;
+    if (drop) queue[i] = queue[i + 1];
+  if (drop) queue[kPerLane - 1] = last;
 }
 
 // The k rounds, exact on every row: a round's largest head key (one reduction), the lanes holding it by a
 // ballot, and where several do (equal logits) a second reduction for the smallest index. Lane j keeps pick
-// j's key and expert.
+// j's key and expert. It loads the logits again rather than have the fast rounds keep the lane's keys live.
 template <int kPerLane>
 __device__ __forceinline__ void logit_rounds_exact(const float* logits, int num_experts, int k, bool redux,
                                                    uint32_t& my_key, int& my_id) {
   const int lane = threadIdx.x % kWarpSize;
   uint32_t slot_key[kPerLane], key[kPerLane];
   int id[kPerLane];
-  load_lane_keys(logits, num_experts, slot_key);
-  make_lane_queue(slot_key, key, id);
+  load_lane_queue(logits, num_experts, slot_key, key, id);
 #pragma unroll 1
   for (int j = 0; j < k; ++j) {
     const uint32_t top = warp_extreme_u32<true>(key[0], redux);
@@ -195,22 +189,19 @@ __device__ __forceinline__ void logit_rounds_exact(const float* logits, int num_
       winner = static_cast<int>(warp_extreme_u32<false>(key[0] == top ? id[0] : UINT_MAX, redux) % kWarpSize);
     const int pick = __shfl_sync(0xffffffffu, id[0], winner);
     if (lane == j) my_key = top, my_id = pick;
-    const bool drop = lane == winner;
-#pragma unroll
-    for (int i = 0; i + 1 < kPerLane; ++i)
-      if (drop) id[i] = id[i + 1];
-    pop_lane_keys(key, drop);
+    drop_queue_head(key, lane == winner, 0u);
+    drop_queue_head(id, lane == winner, id[kPerLane - 1]);
   }
 }
 
 // As warp_topk_gating_by_probabilities (the same arguments), by the logits' order. Each lane's experts wait
-// in a queue sorted by key (make_lane_queue), so that the warp's largest key is the largest of the lanes'
+// in a queue sorted by key (load_lane_queue), so that the warp's largest key is the largest of the lanes'
 // heads. A round is that largest head by one reduction, and the lane whose head it is drops it: nothing
 // else waits in the round's chain. Beside it, lane j keeps round j's holders (a ballot) and every lane the
 // rounds it won, so that after the rounds lane j fetches its pick's expert from the queue of the lane that
 // won round j. Where a round's key had several holders (equal logits), whose dropping raced, the rounds run
-// again, exactly (logit_rounds_exact). The sum of the exponentials takes one butterfly step a round from the
-// second round on, so its shuffles wait beside the rounds' reductions. Every lane sums the picks'
+// again, exactly (logit_rounds_exact). The sum of the exponentials takes one butterfly step a round, so its
+// shuffles wait beside the rounds' reductions. Every lane sums the picks'
 // probabilities in pick order, as the CPU reference does.
 template <int kPerLane>
 __device__ __forceinline__ void warp_topk_gating_by_logits(const float* logits, int num_experts, int k,
@@ -219,8 +210,7 @@ __device__ __forceinline__ void warp_topk_gating_by_logits(const float* logits, 
   const int lane = threadIdx.x % kWarpSize;
   uint32_t slot_key[kPerLane], key[kPerLane];
   int id[kPerLane];
-  load_lane_keys(logits, num_experts, slot_key);
-  make_lane_queue(slot_key, key, id);
+  load_lane_queue(logits, num_experts, slot_key, key, id);
   const uint32_t first = warp_extreme_u32<true>(key[0], redux);
   const float max_logit = logit_of_order_key(first);
   float sum = 0.0f;  // the lane's exponentials in slot order, then the warp's butterfly steps (as warp_sum)
@@ -229,23 +219,21 @@ __device__ __forceinline__ void warp_topk_gating_by_logits(const float* logits, 
     const float v = expf(logit_of_order_key(slot_key[i]) - max_logit);
     sum += slot_key[i] != 0u ? v : 0.0f;
   }
-  // my_key, my_holders: round (lane)'s key and holders; won: bit j where this lane's head was round j's key;
-  // tied: a round had several holders.
-  uint32_t my_key = first, my_holders = 0, won = 0, tied = 0;
+  // my_key, my_holders: round (lane)'s key and holders; won: bit j where this lane's head was round j's key.
+  uint32_t my_key = first, my_holders = 0, won = 0;
   uint32_t top = first;
   // Round j's chain is its reduction, the holder's test and its drop; the rest waits beside the next round's
   // reduction, which is issued first. Round j also takes butterfly step j + 1 of the sum (offsets 16 .. 1).
 #pragma unroll 1
   for (int j = 0; j < k; ++j) {
     const bool mine = key[0] == top;
-    pop_lane_keys(key, mine);
+    drop_queue_head(key, mine, 0u);
     const uint32_t next = warp_extreme_u32<true>(key[0], redux);  // round j + 1's key (unused after the last)
     const uint32_t holders = __ballot_sync(0xffffffffu, mine);
     const int step = j + 1;
     const float other = __shfl_xor_sync(0xffffffffu, sum, step <= 5 ? kWarpSize >> step : 0);
     if (lane == j) my_key = top, my_holders = holders;
     won |= mine ? 1u << j : 0u;
-    tied |= holders & (holders - 1u);
     if (step <= 5) sum += other;
     top = next;
   }
@@ -259,7 +247,7 @@ __device__ __forceinline__ void warp_topk_gating_by_logits(const float* logits, 
     const int e = __shfl_sync(0xffffffffu, id[i], winner);
     if (i == rank) my_id = e;
   }
-  if (tied != 0u)  // the same in every lane (ballots)
+  if (__any_sync(0xffffffffu, (my_holders & (my_holders - 1u)) != 0u))  // a round had several holders
     logit_rounds_exact<kPerLane>(logits, num_experts, k, redux, my_key, my_id);
   const float prob = lane < k ? expf(logit_of_order_key(my_key) - max_logit) / sum : 0.0f;
   float picked_sum = 0.0f;
